@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The tests: nbdev-clean and nbdev-export leave no diff, README.md matches nbs/index.ipynb,
+# nbdev-test passes (notebooks run their smoke profile), pytest passes.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$root/scripts/setup.sh"
+cd "$root"
+
+snapshot() { git status --porcelain --untracked-files=all; git diff; }
+before="$(snapshot | sha1sum)"
+nbdev-clean
+nbdev-export
+python scripts/readme.py
+if [ "$(snapshot | sha1sum)" != "$before" ]; then
+  echo "FAIL: nbdev-clean / nbdev-export / scripts/readme.py changed files; commit their output:" >&2
+  git status --short >&2
+  exit 1
+fi
+echo "nbdev-clean, nbdev-export and README leave no diff"
+OMP_NUM_THREADS=1 nbdev-test --n-workers 2
+python -m pytest -q "$@"
