@@ -1,0 +1,138 @@
+"""Benchmark diffgeo's batched diffeomorphisms against the authors' reference implementation.
+
+Usage:
+
+    git clone https://github.com/pcsl-epfl/diffeomorphism /path/to/diffeomorphism   # outside this repo
+    python bench/diffeo.py --ref /path/to/diffeomorphism      # or set DIFFEO_REF=/path/to/diffeomorphism
+    python bench/diffeo.py --ref /path/to/diffeomorphism --quick   # fewer repeats
+
+What is measured (CPU, float32, torch's default number of threads):
+
+- ours: `diffgeo.diffeo.deform(x, T, c, interp, cutoff="code")` on a batch `x` [B, C, H, W],
+  one random field per image, in one call;
+- reference: `diff.deform(img, T, c, interp)` from pcsl-epfl/diffeomorphism, which draws one field
+  per call, looped over the images and stacked.
+
+Both use c = 3 and the temperature giving an expected displacement of one pixel, and the reference's
+cut-off sqrt(i²+j²) < c + 1/2 (our `cutoff="code"`); the reference's 'linear' is our 'bilinear'.
+Each timing is the best of a few repeats after a warm-up call (best rather than median, as it is
+the least sensitive to other load on the machine), reported as images per second.
+The reference Gaussian interpolation is O(n⁴) per image, so it is timed on a subset of the images,
+and skipped when its [n, n, n, n] intermediates would not fit in the available memory.
+
+A sanity check first applies the SAME field with both implementations (`diffgeo.diffeo.warp` and the
+reference `diff.remap`, which takes pixel displacements dx = W τ_u, dy = H τ_v) and prints the max
+absolute difference, for bilinear (32×32) and Gaussian (16×16) interpolation.
+"""
+import argparse
+import os
+import sys
+import time
+import warnings
+
+import torch
+
+import diffgeo.diffeo as dd
+
+C_CUT, DELTA = 3, 1.0
+CASES = [(1000, 3, 32), (16, 3, 224)]              # (B, C, n)
+REF_SUBSET = {(32, "gaussian"): 20, (224, "gaussian"): 2}
+
+
+def load_reference(path):
+    msg = ("The reference implementation is needed: clone it OUTSIDE this repository,\n"
+           "    git clone https://github.com/pcsl-epfl/diffeomorphism /path/to/diffeomorphism\n"
+           "then run  python bench/diffeo.py --ref /path/to/diffeomorphism  (or set DIFFEO_REF).")
+    if not path: sys.exit("No reference given.\n" + msg)
+    sys.path.insert(0, os.path.abspath(path))
+    try:
+        import diff
+    except ImportError as e:
+        sys.exit(f"Could not import diff.py from {path!r} ({e}).\n" + msg)
+    if os.path.dirname(os.path.realpath(diff.__file__)) != os.path.realpath(path):
+        sys.exit(f"'import diff' found {diff.__file__}, not {path}/diff.py.\n" + msg)
+    return diff
+
+
+def best_time(fn, repeats):
+    fn()  # warm-up
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
+    except (OSError, StopIteration):
+        return "unknown"
+
+
+def available_bytes():
+    with open("/proc/meminfo") as f:
+        return next(int(l.split()[1]) * 1024 for l in f if l.startswith("MemAvailable"))
+
+
+def sanity_check(diff):
+    print("Sanity check: same field, ours (warp) vs reference (remap), max |difference|")
+    for interp, ref_interp, n in [("bilinear", "linear", 32), ("gaussian", "gaussian", 16)]:
+        for dtype in (torch.float32, torch.float64):
+            B, C = 8, 3
+            x = torch.rand(B, C, n, n, dtype=dtype)
+            T = dd.temperature_for_delta(DELTA, n, C_CUT, cutoff="code")
+            tau = dd.field(dd.sample_coefficients(B, T, C_CUT, cutoff="code", dtype=dtype), (n, n))
+            disp = dd.displacement(tau)
+            ours = dd.warp(x, tau, interp)
+            ref = torch.stack([diff.remap(x[b], disp[b, 0], disp[b, 1], ref_interp) for b in range(B)])
+            print(f"  {interp:8s} {B}x{C}x{n}x{n} {str(dtype):13s}: {(ours - ref).abs().max().item():.2e}")
+    print()
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--ref", default=os.environ.get("DIFFEO_REF"), help="path of a clone of pcsl-epfl/diffeomorphism")
+    p.add_argument("--quick", action="store_true", help="fewer repeats")
+    args = p.parse_args()
+    diff = load_reference(args.ref)
+    warnings.filterwarnings("ignore", message="torch.meshgrid")  # emitted by the reference's scalar_field_modes
+    ours_reps, ref_reps = (2, 1) if args.quick else (10, 3)
+
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, CPU: {cpu_model()}")
+    print(f"c = {C_CUT}, T for delta = {DELTA} px (cutoff='code'), float32, best of {ours_reps} (ours) / "
+          f"{ref_reps} (reference) repeats after a warm-up\n")
+    sanity_check(diff)
+
+    rows = []
+    for B, C, n in CASES:
+        T = dd.temperature_for_delta(DELTA, n, C_CUT, cutoff="code")
+        x = torch.rand(B, C, n, n)
+        for interp, ref_interp in [("bilinear", "linear"), ("gaussian", "gaussian")]:
+            case = f"{B}x{C}x{n}x{n}"
+            t = best_time(lambda: dd.deform(x, T, C_CUT, interp, cutoff="code"), ours_reps)
+            ours = B / t
+            k = min(B, REF_SUBSET.get((n, interp), B))
+            note = "" if k == B else f"reference timed on {k} images"
+            # peak of the reference Gaussian: about (3 + C) float32 tensors of n⁴ elements
+            need = (3 + C) * n**4 * 4
+            if interp == "gaussian" and need > 0.8 * available_bytes():
+                ref, note = None, (f"reference skipped: needs ~{need / 2**30:.0f} GiB ([{n}]*4 tensors), "
+                                   f"{available_bytes() / 2**30:.0f} GiB available")
+            else:
+                xs = x[:k]
+                t = best_time(lambda: torch.stack([diff.deform(img, T, C_CUT, ref_interp) for img in xs]), ref_reps)
+                ref = k / t
+            rows.append((case, interp, ours, ref, note))
+            print(f"  done {case} {interp}", file=sys.stderr, flush=True)
+
+    print(f"{'case':<14} {'interp':<9} {'ours img/s':>12} {'ref img/s':>12} {'ours/ref':>9}  note")
+    for case, interp, ours, ref, note in rows:
+        r, ratio = ("—", "—") if ref is None else (f"{ref:.1f}", f"{ours / ref:.0f}x")
+        print(f"{case:<14} {interp:<9} {ours:>12.1f} {r:>12} {ratio:>9}  {note}")
+
+
+if __name__ == "__main__":
+    main()
