@@ -1,0 +1,327 @@
+"""Tests of diffgeo.results: profiles, paths, provenance, atomic netCDF and figure writes."""
+import datetime as dt
+import json
+import os
+import re
+import stat
+import subprocess
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+import pytest
+import torch
+import xarray as xr
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+import diffgeo  # noqa: E402
+import diffgeo.results as results  # noqa: E402
+from diffgeo.results import (PROFILE_NAMES, check_cf, git_commit, load_dataset, now, parameters,  # noqa: E402
+                             project_root, provenance, resolve_path, save_dataset, save_figure, select_profile, stamp)
+
+TABLE = {"smoke": {"n": 8, "seeds": 1}, "cpu": {"n": 64, "seeds": 3}, "paper": {"n": 320, "seeds": 10}}
+PROVENANCE_KEYS = {"parameters", "diffgeo_version", "git_commit", "torch_version", "device", "start_time", "end_time"}
+
+
+def make_dataset(stamped: bool = True) -> xr.Dataset:
+    ds = xr.Dataset(
+        {"err": (("arch", "T"), np.array([[0.1, 0.2, 0.3], [0.4, 0.5, 0.6]]), {"long_name": "test error", "units": "1"}),
+         "count": ("arch", np.array([3, 4], dtype=np.int32), {"long_name": "number of runs", "units": "1"})},
+        coords={"arch": ("arch", ["fc", "cnn"], {"long_name": "architecture", "units": "1"}),
+                "T": ("T", np.array([1e-4, 1e-3, 1e-2]), {"long_name": "temperature", "units": "1"})},
+        attrs={"title": "a test"})
+    return stamp(ds, {"profile": "smoke", "seed": 0, "T": [1e-4, 1e-3]}, "cpu", now()) if stamped else ds
+
+
+@pytest.fixture
+def root(tmp_path, monkeypatch):
+    "A stand-in project root, so that relative paths never write into the checkout."
+    r = tmp_path / "root"
+    r.mkdir()
+    monkeypatch.setattr(results, "project_root", lambda: r)
+    return r
+
+
+# ------------------------------------------------------------------------------------------------ profiles
+
+class TestSelectProfile:
+    @pytest.mark.parametrize("profile", PROFILE_NAMES)
+    def test_lookup(self, profile):
+        assert select_profile(profile, TABLE) == TABLE[profile]
+
+    def test_returns_a_copy(self):
+        out = select_profile("cpu", TABLE)
+        out["n"] = -1
+        assert TABLE["cpu"]["n"] == 64
+
+    def test_overrides(self):
+        assert select_profile("smoke", TABLE, n=16) == {"n": 16, "seeds": 1}
+        assert select_profile("smoke", TABLE, n=None, seeds=None) == TABLE["smoke"]  # None keeps the profile's value
+        assert select_profile("smoke", TABLE, n=0) == {"n": 0, "seeds": 1}          # falsy but not None
+
+    def test_unknown_profile_lists_names(self):
+        with pytest.raises(ValueError, match=r"unknown profile 'laptop'; valid values are 'smoke', 'cpu', 'paper'"):
+            select_profile("laptop", TABLE)
+
+    def test_profile_missing_from_table_lists_table(self):
+        with pytest.raises(ValueError, match=r"unknown profile 'paper'; valid values are 'smoke', 'cpu'"):
+            select_profile("paper", {"smoke": {"n": 8}, "cpu": {"n": 64}})
+
+    def test_unknown_setting_lists_valid(self):
+        with pytest.raises(ValueError, match=re.escape("unknown setting(s) ['m']; valid ones are ['n', 'seeds']")):
+            select_profile("cpu", TABLE, m=3)
+
+
+# ------------------------------------------------------------------------------------------------ paths
+
+class TestProjectRoot:
+    def test_is_the_checkout(self):
+        r = project_root()
+        assert (r / "pyproject.toml").exists() and (r / "nbs").is_dir()
+        assert Path(diffgeo.__file__).resolve().parent == r / "diffgeo"
+
+    def test_independent_of_cwd(self, tmp_path, monkeypatch):
+        before = project_root()
+        monkeypatch.chdir(tmp_path)
+        assert project_root() == before != tmp_path
+
+    def test_installed_package_falls_back_to_cwd(self, tmp_path, monkeypatch):
+        "Installed from a wheel (no pyproject.toml beside the package): relative paths are taken from the cwd."
+        fake = tmp_path / "site-packages" / "diffgeo" / "__init__.py"
+        fake.parent.mkdir(parents=True)
+        fake.touch()
+        monkeypatch.setattr(diffgeo, "__file__", str(fake))
+        monkeypatch.chdir(tmp_path)
+        assert project_root() == tmp_path
+
+
+class TestResolvePath:
+    @pytest.mark.parametrize("rel", ["data/x.nc", "x.nc", Path("figures") / "a" / "b.png"])
+    def test_relative_under_project_root(self, rel, tmp_path, monkeypatch):
+        monkeypatch.chdir(tmp_path)
+        out = resolve_path(rel)
+        assert out == project_root() / rel and out.is_absolute()
+        assert tmp_path not in out.parents
+
+    def test_absolute_unchanged(self, tmp_path):
+        assert resolve_path(tmp_path / "x.nc") == tmp_path / "x.nc"
+        assert resolve_path(str(tmp_path / "x.nc")) == tmp_path / "x.nc"
+
+    def test_home(self, tmp_path, monkeypatch):
+        monkeypatch.setenv("HOME", str(tmp_path))
+        assert resolve_path("~/x.nc") == tmp_path / "x.nc"
+
+
+# ------------------------------------------------------------------------------------------------ provenance
+
+class TestProvenance:
+    def test_keys(self):
+        attrs = provenance({"seed": 0}, "cpu", now())
+        assert PROVENANCE_KEYS <= set(attrs)
+        assert all(isinstance(v, str) for v in attrs.values())  # netCDF attributes
+
+    def test_values(self):
+        start = now()
+        attrs = provenance({"seed": 0, "T": 1e-3, "profile": "smoke"}, torch.device("cpu"), start)
+        assert json.loads(attrs["parameters"]) == {"seed": 0, "T": 1e-3, "profile": "smoke"}
+        assert attrs["diffgeo_version"] == diffgeo.__version__
+        assert attrs["torch_version"] == torch.__version__
+        assert attrs["device"] == "cpu"
+        assert attrs["start_time"] == start
+        t0, t1 = dt.datetime.fromisoformat(attrs["start_time"]), dt.datetime.fromisoformat(attrs["end_time"])
+        assert t0.tzinfo is not None and t0 <= t1
+        assert re.fullmatch(r"[0-9a-f]{40}(-dirty)?|unknown", attrs["git_commit"])
+
+    def test_parameters_json_sorted_and_lenient(self):
+        "Keys are sorted (stable files) and values that JSON cannot hold are stored as strings."
+        attrs = provenance({"b": 1, "a": torch.device("cpu"), "p": Path("/tmp/x")}, "cpu", now())
+        assert attrs["parameters"] == '{"a": "cpu", "b": 1, "p": "/tmp/x"}'
+
+    def test_stamp_in_place(self):
+        ds = xr.Dataset()
+        assert stamp(ds, {"seed": 1}, "cuda:0", now()) is ds
+        assert PROVENANCE_KEYS <= set(ds.attrs) and ds.attrs["device"] == "cuda:0"
+        assert parameters(ds) == {"seed": 1}
+
+
+class TestGitCommit:
+    def git(self, repo, *args):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", "-c", "commit.gpgsign=false",
+                        *args], cwd=repo, check=True, capture_output=True)
+
+    def test_clean_dirty_untracked(self, tmp_path, monkeypatch):
+        repo = tmp_path / "repo"
+        repo.mkdir()
+        self.git(repo, "init", "-q")
+        (repo / "a.txt").write_text("1")
+        self.git(repo, "add", "a.txt")
+        self.git(repo, "commit", "-q", "-m", "first")
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
+        monkeypatch.setattr(results, "project_root", lambda: repo)
+        assert git_commit() == sha
+        (repo / "new.txt").write_text("untracked files do not make the tree dirty")
+        assert git_commit() == sha
+        (repo / "a.txt").write_text("2")
+        assert git_commit() == sha + "-dirty"
+
+    def test_outside_git(self, tmp_path, monkeypatch):
+        monkeypatch.setattr(results, "project_root", lambda: tmp_path)
+        monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
+        assert git_commit() == "unknown"
+
+    def test_git_missing(self, monkeypatch):
+        def no_git(*args, **kwargs): raise FileNotFoundError("git")
+        monkeypatch.setattr(results.subprocess, "run", no_git)
+        assert git_commit() == "unknown"
+
+
+# ------------------------------------------------------------------------------------------------ netCDF
+
+class TestCheckCf:
+    def test_complete(self):
+        check_cf(make_dataset())
+
+    @pytest.mark.parametrize("name, attr", [("err", "units"), ("count", "long_name"), ("arch", "units"), ("T", "long_name")])
+    def test_names_the_culprit(self, name, attr):
+        ds = make_dataset()
+        del ds[name].attrs[attr]
+        with pytest.raises(ValueError, match=re.escape(f"variables ['{name}'] need 'long_name' and 'units'")):
+            check_cf(ds)
+
+
+class TestSaveDataset:
+    def test_round_trip(self, tmp_path):
+        ds = make_dataset()
+        path = save_dataset(ds, tmp_path / "sub" / "r.nc")
+        assert path == tmp_path / "sub" / "r.nc"
+        back = load_dataset(path)
+        xr.testing.assert_identical(back, ds)  # values, coords, variable and global attributes
+        assert back["count"].dtype == np.int32 and back["err"].dtype == np.float64
+        assert list(back["arch"].values) == ["fc", "cnn"]
+        assert parameters(back) == {"profile": "smoke", "seed": 0, "T": [1e-4, 1e-3]}
+        assert {k: back.attrs[k] for k in ds.attrs} == ds.attrs
+        assert os.listdir(path.parent) == ["r.nc"]  # no temporary left behind
+
+    def test_overwrites(self, tmp_path):
+        path = tmp_path / "r.nc"
+        save_dataset(make_dataset(), path)
+        ds = make_dataset()
+        ds["err"] = ds["err"] * 2
+        save_dataset(ds, path)
+        np.testing.assert_array_equal(load_dataset(path)["err"].values, ds["err"].values)
+        assert os.listdir(tmp_path) == ["r.nc"]
+
+    def test_relative_path_under_root(self, root, tmp_path, monkeypatch):
+        monkeypatch.chdir(tmp_path)
+        path = save_dataset(make_dataset(), "data/r.nc")
+        assert path == root / "data" / "r.nc" and path.exists()
+        xr.testing.assert_identical(load_dataset("data/r.nc"), make_dataset())
+
+    @pytest.mark.parametrize("previous", [True, False])
+    def test_atomic(self, tmp_path, monkeypatch, previous):
+        "A write that fails half-way leaves the previous file untouched and no temporary file behind."
+        path = tmp_path / "r.nc"
+        if previous:
+            save_dataset(make_dataset(), path)
+        before = path.read_bytes() if previous else None
+
+        def broken(self, target, *args, **kwargs):
+            Path(target).write_bytes(b"CDF\x01 half a file")  # part of a file, then the failure
+            raise OSError("disk full")
+
+        monkeypatch.setattr(xr.Dataset, "to_netcdf", broken)
+        with pytest.raises(OSError, match="disk full"):
+            save_dataset(make_dataset(), path)
+        assert os.listdir(tmp_path) == (["r.nc"] if previous else [])
+        if previous:
+            assert path.read_bytes() == before
+
+    def test_interrupted(self, tmp_path, monkeypatch):
+        "Also for KeyboardInterrupt (Ctrl-C during a long write)."
+        path = tmp_path / "r.nc"
+        save_dataset(make_dataset(), path)
+        before = path.read_bytes()
+
+        def interrupted(self, target, *args, **kwargs):
+            Path(target).write_bytes(b"CDF")
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(xr.Dataset, "to_netcdf", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            save_dataset(make_dataset(), path)
+        assert os.listdir(tmp_path) == ["r.nc"] and path.read_bytes() == before
+
+    @pytest.mark.parametrize("name, attr", [("err", "long_name"), ("arch", "units")])
+    def test_refuses_missing_cf(self, tmp_path, name, attr):
+        ds = make_dataset()
+        del ds[name].attrs[attr]
+        with pytest.raises(ValueError, match=re.escape(f"['{name}'] need 'long_name' and 'units'")):
+            save_dataset(ds, tmp_path / "r.nc")
+        assert os.listdir(tmp_path) == []
+
+    def test_refuses_missing_provenance(self, tmp_path):
+        with pytest.raises(ValueError, match=r"no provenance; call results.stamp\(ds, params, device, start\) first"):
+            save_dataset(make_dataset(stamped=False), tmp_path / "r.nc")
+        assert os.listdir(tmp_path) == []
+
+    def test_permissions_follow_umask(self, tmp_path):
+        "The temporary file of mkstemp is 0600; the saved file must get the usual permissions, as a plain write would."
+        save_dataset(make_dataset(), tmp_path / "r.nc")
+        save_figure(plt.figure(), tmp_path / "f.png")
+        plt.close("all")
+        (tmp_path / "plain").write_text("x")  # what open() gives under the current umask
+        mode = lambda p: stat.S_IMODE(os.stat(p).st_mode)
+        assert mode(tmp_path / "r.nc") == mode(tmp_path / "plain")
+        assert mode(tmp_path / "f.png") == mode(tmp_path / "plain")
+
+
+class TestLoadDataset:
+    def test_in_memory_and_closed(self, tmp_path):
+        "The data are loaded and the file closed: it can be replaced or removed while the dataset is in use."
+        path = save_dataset(make_dataset(), tmp_path / "r.nc")
+        back = load_dataset(path)
+        save_dataset(make_dataset(), path)  # overwrite while `back` is alive
+        path.unlink()
+        np.testing.assert_array_equal(back["err"].values, make_dataset()["err"].values)
+
+    def test_missing_file(self, tmp_path):
+        with pytest.raises(FileNotFoundError):
+            load_dataset(tmp_path / "nothing.nc")
+
+
+# ------------------------------------------------------------------------------------------------ figures
+
+class TestSaveFigure:
+    @pytest.mark.parametrize("suffix, magic", [(".png", b"\x89PNG"), (".pdf", b"%PDF"), (".svg", b"<?xml")])
+    def test_formats(self, tmp_path, suffix, magic):
+        fig, ax = plt.subplots()
+        ax.plot([0, 1], [0, 1])
+        path = save_figure(fig, tmp_path / "figs" / f"f{suffix}")
+        plt.close(fig)
+        assert path.read_bytes().startswith(magic)
+        assert os.listdir(path.parent) == [f"f{suffix}"]
+
+    def test_relative_path_under_root(self, root, tmp_path, monkeypatch):
+        monkeypatch.chdir(tmp_path)
+        fig = plt.figure()
+        path = save_figure(fig, "figures/f.png")
+        plt.close(fig)
+        assert path == root / "figures" / "f.png" and path.exists()
+
+    def test_atomic(self, tmp_path, monkeypatch):
+        path = tmp_path / "f.png"
+        fig = plt.figure()
+        save_figure(fig, path)
+        before = path.read_bytes()
+
+        def broken(self, target, *args, **kwargs):
+            Path(target).write_bytes(b"\x89PNG half")
+            raise RuntimeError("renderer crashed")
+
+        monkeypatch.setattr(type(fig), "savefig", broken)
+        with pytest.raises(RuntimeError, match="renderer crashed"):
+            save_figure(fig, path)
+        plt.close(fig)
+        assert os.listdir(tmp_path) == ["f.png"] and path.read_bytes() == before
