@@ -23,7 +23,7 @@ from .core import check_choice
 
 # %% auto #0
 __all__ = ['PROFILE_NAMES', 'select_profile', 'project_root', 'resolve_path', 'git_commit', 'now', 'provenance', 'stamp',
-           'parameters', 'check_cf', 'save_dataset', 'load_dataset', 'save_figure']
+           'parameters', 'cf_attrs', 'check_cf', 'save_dataset', 'load_dataset', 'save_figure']
 
 # %% ../nbs/01_results.ipynb #d300fb41
 PROFILE_NAMES = ("smoke", "cpu", "paper")
@@ -94,6 +94,13 @@ def parameters(ds:xr.Dataset) -> dict:
     return json.loads(ds.attrs["parameters"])
 
 # %% ../nbs/01_results.ipynb #2513f38e
+def cf_attrs(
+    long_name:str, # what the variable is, in words
+    units:str="1", # CF units; "1" for dimensionless
+) -> dict:
+    "The `long_name` and `units` attributes every results variable carries."
+    return {"long_name": long_name, "units": units}
+
 def check_cf(ds:xr.Dataset):
     "Raise if a data variable or dimension coordinate lacks a `long_name` or `units` attribute."
     names = list(ds.data_vars) + [d for d in ds.dims if d in ds.coords]

@@ -43,8 +43,6 @@ def load_image(
     return torch.from_numpy(img.astype(np.float32)).permute(2, 0, 1).contiguous()
 
 # %% ../../nbs/fig1.ipynb #7b00fa32
-def _attrs(long_name:str, units:str="1") -> dict: return {"long_name": long_name, "units": units}
-
 def run(
     profile:str="cpu", # "smoke", "cpu" or "paper"
     seed:int=0, # seed of every random draw
@@ -80,18 +78,18 @@ def run(
     c_grid = np.array(p["c_grid"], dtype=float)
     T = np.logspace(-8, 0, p["T_points"])
     ds = xr.Dataset(
-        {"image": (("channel", "y", "x"), x.cpu().numpy(), _attrs("original image")),
-         "panel": (("panel_c", "panel_T", "channel", "y", "x"), torch.stack(panels).numpy(), _attrs("deformed image")),
-         "T_crit_xi": (("c", "sample"), torch.stack(crit_xi).numpy(), _attrs("temperature above which the sample has max Ξ ≥ 1")),
-         "T_crit_det": (("c", "sample"), torch.stack(crit_det).numpy(), _attrs("temperature above which det(I − ∇τ) ≤ 0 somewhere")),
-         "delta_unit": (("c", "sample"), torch.stack(delta).numpy(), _attrs("rms displacement at T = 1", "pixel"))},
-        coords={"channel": ("channel", ["R", "G", "B"], _attrs("colour channel")),
-                "y": ("y", np.arange(n), _attrs("row", "pixel")), "x": ("x", np.arange(n), _attrs("column", "pixel")),
-                "panel_c": ("panel_c", np.array(p["panel_c"], dtype=float), _attrs("cut-off c of the panel row")),
-                "panel_T": ("panel_T", np.array(p["panel_T"]), _attrs("temperature T of the panel column")),
-                "c": ("c", c_grid, _attrs("high-frequency cut-off c")),
-                "T": ("T", T, _attrs("temperature T")),
-                "sample": ("sample", np.arange(K), _attrs("sampled field"))})
+        {"image": (("channel", "y", "x"), x.cpu().numpy(), results.cf_attrs("original image")),
+         "panel": (("panel_c", "panel_T", "channel", "y", "x"), torch.stack(panels).numpy(), results.cf_attrs("deformed image")),
+         "T_crit_xi": (("c", "sample"), torch.stack(crit_xi).numpy(), results.cf_attrs("temperature above which the sample has max Ξ ≥ 1")),
+         "T_crit_det": (("c", "sample"), torch.stack(crit_det).numpy(), results.cf_attrs("temperature above which det(I − ∇τ) ≤ 0 somewhere")),
+         "delta_unit": (("c", "sample"), torch.stack(delta).numpy(), results.cf_attrs("rms displacement at T = 1", "pixel"))},
+        coords={"channel": ("channel", ["R", "G", "B"], results.cf_attrs("colour channel")),
+                "y": ("y", np.arange(n), results.cf_attrs("row", "pixel")), "x": ("x", np.arange(n), results.cf_attrs("column", "pixel")),
+                "panel_c": ("panel_c", np.array(p["panel_c"], dtype=float), results.cf_attrs("cut-off c of the panel row")),
+                "panel_T": ("panel_T", np.array(p["panel_T"]), results.cf_attrs("temperature T of the panel column")),
+                "c": ("c", c_grid, results.cf_attrs("high-frequency cut-off c")),
+                "T": ("T", T, results.cf_attrs("temperature T")),
+                "sample": ("sample", np.arange(K), results.cf_attrs("sampled field"))})
     return derive(results.stamp(ds, params, dev, start))
 
 # %% ../../nbs/fig1.ipynb #2401e194
@@ -99,11 +97,11 @@ def derive(ds:xr.Dataset) -> xr.Dataset:
     "Add the probabilities and the (T, c) lines derived from the raw samples of `run`."
     cutoff, n = results.parameters(ds)["cutoff"], ds.sizes["x"]
     cs = ds.c.values
-    ds["p_diffeo"] = (ds.T < ds.T_crit_xi).mean("sample").assign_attrs(_attrs("probability that max Ξ < 1"))
-    ds["p_bijective"] = (ds.T < ds.T_crit_det).mean("sample").assign_attrs(_attrs("probability that det(I − ∇τ) > 0"))
-    ds["T_half_measured"] = ds.T_crit_xi.median("sample").assign_attrs(_attrs("T where half the samples are diffeomorphisms"))
-    ds["T_delta_one_measured"] = (1 / ds.delta_unit**2).median("sample").assign_attrs(_attrs("T giving measured median δ = 1"))
-    line = lambda f, name: xr.DataArray([f(c) for c in cs], dims="c", attrs=_attrs(name))
+    ds["p_diffeo"] = (ds.T < ds.T_crit_xi).mean("sample").assign_attrs(results.cf_attrs("probability that max Ξ < 1"))
+    ds["p_bijective"] = (ds.T < ds.T_crit_det).mean("sample").assign_attrs(results.cf_attrs("probability that det(I − ∇τ) > 0"))
+    ds["T_half_measured"] = ds.T_crit_xi.median("sample").assign_attrs(results.cf_attrs("T where half the samples are diffeomorphisms"))
+    ds["T_delta_one_measured"] = (1 / ds.delta_unit**2).median("sample").assign_attrs(results.cf_attrs("T giving measured median δ = 1"))
+    line = lambda f, name: xr.DataArray([f(c) for c in cs], dims="c", attrs=results.cf_attrs(name))
     ds["T_delta_half"] = line(lambda c: diffeo.temperature_for_delta(0.5, n, c, cutoff), "T giving δ = 1/2 (exact mode sum)")
     ds["T_delta_one"] = line(lambda c: diffeo.temperature_for_delta(1.0, n, c, cutoff), "T giving δ = 1 (exact mode sum)")
     ds["T_max"] = line(lambda c: diffeo.temperature_range(n, c)[1], "T_max of Eq. 14")

@@ -26,8 +26,6 @@ PROFILES = {
     "paper": dict(n=320, c_grid=[2, 3, 4, 6, 8, 11, 16, 23, 32, 45, 64, 91, 128], samples=2048),
 }
 
-def _attrs(long_name:str, units:str="1") -> dict: return {"long_name": long_name, "units": units}
-
 def run(
     profile:str="cpu", # "smoke", "cpu" or "paper"
     seed:int=0, # seed of every random draw
@@ -49,11 +47,11 @@ def run(
             xi.append(diffeo.max_xi(unit, (n, n)).cpu())
     shape = (len(diffeo.CUTOFFS), len(p["c_grid"]), K)
     ds = xr.Dataset(
-        {"delta_unit": (("cutoff", "c", "sample"), torch.stack(delta).reshape(shape).numpy(), _attrs("rms displacement δ at T = 1", "pixel")),
-         "max_xi_unit": (("cutoff", "c", "sample"), torch.stack(xi).reshape(shape).numpy(), _attrs("max over the image of Ξ at T = 1"))},
-        coords={"cutoff": ("cutoff", list(diffeo.CUTOFFS), _attrs("cut-off convention")),
-                "c": ("c", np.array(p["c_grid"], dtype=float), _attrs("high-frequency cut-off c")),
-                "sample": ("sample", np.arange(K), _attrs("sampled field"))})
+        {"delta_unit": (("cutoff", "c", "sample"), torch.stack(delta).reshape(shape).numpy(), results.cf_attrs("rms displacement δ at T = 1", "pixel")),
+         "max_xi_unit": (("cutoff", "c", "sample"), torch.stack(xi).reshape(shape).numpy(), results.cf_attrs("max over the image of Ξ at T = 1"))},
+        coords={"cutoff": ("cutoff", list(diffeo.CUTOFFS), results.cf_attrs("cut-off convention")),
+                "c": ("c", np.array(p["c_grid"], dtype=float), results.cf_attrs("high-frequency cut-off c")),
+                "sample": ("sample", np.arange(K), results.cf_attrs("sampled field"))})
     return derive(results.stamp(ds, params, dev, start))
 
 # %% ../../nbs/fig8.ipynb #eaac803f
@@ -61,12 +59,12 @@ def derive(ds:xr.Dataset) -> xr.Dataset:
     "Add the predictions (exact sum, Eq. 3, Eq. 13) and the measured medians to the raw samples."
     n = results.parameters(ds)["n"]
     cs = ds.c.values
-    ds["delta2_measured"] = (ds.delta_unit**2 / n**2).mean("sample").assign_attrs(_attrs("measured mean δ²/(n² T) on the pixel grid"))
-    ds["max_xi_median"] = ds.max_xi_unit.median("sample").assign_attrs(_attrs("median of max Ξ/√T"))
+    ds["delta2_measured"] = (ds.delta_unit**2 / n**2).mean("sample").assign_attrs(results.cf_attrs("measured mean δ²/(n² T) on the pixel grid"))
+    ds["max_xi_median"] = ds.max_xi_unit.median("sample").assign_attrs(results.cf_attrs("median of max Ξ/√T"))
     exact = [[diffeo.delta_predicted(1.0, n, c, cut).item()**2 / n**2 for c in cs] for cut in ds.cutoff.values]
-    ds["delta2_exact"] = (("cutoff", "c"), np.array(exact), _attrs("exact ⟨δ²⟩/(n² T) = S(c)/2"))
-    ds["delta2_eq3"] = ("c", math.pi / 4 * np.log(cs), _attrs("Eq. 3: δ²/(n² T) = (π/4) ln c"))
-    ds["max_xi_eq13"] = ("c", cs / 2 * np.sqrt(math.pi**3 * np.log(cs)), _attrs("Eq. 13: max Ξ/√T = (c/2)√(π³ ln c)"))
+    ds["delta2_exact"] = (("cutoff", "c"), np.array(exact), results.cf_attrs("exact ⟨δ²⟩/(n² T) = S(c)/2"))
+    ds["delta2_eq3"] = ("c", math.pi / 4 * np.log(cs), results.cf_attrs("Eq. 3: δ²/(n² T) = (π/4) ln c"))
+    ds["max_xi_eq13"] = ("c", cs / 2 * np.sqrt(math.pi**3 * np.log(cs)), results.cf_attrs("Eq. 13: max Ξ/√T = (c/2)√(π³ ln c)"))
     return ds
 
 # %% ../../nbs/fig8.ipynb #7b8e6e7b
