@@ -1,0 +1,412 @@
+"""Tests of diffgeo.sweep: cells and their ids, shards, resuming a killed sweep, merging, and the submitit executors."""
+import importlib.util
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import xarray as xr
+
+import diffgeo.results as results
+import diffgeo.sweep as sweep_module
+from diffgeo.results import cf_attrs
+from diffgeo.sweep import (EXECUTORS, ShardError, cell_id, grid_cells, merge_shards, missing_cells, run_sweep)
+
+HAVE_SUBMITIT = importlib.util.find_spec("submitit") is not None
+
+# ------------------------------------------------------------------------------------------------ a toy cell
+
+DEPTH = {"FC": 2, "CNN": 5, "ResNet": 18}
+CALLS: list[dict] = []   # the cells computed in this process
+FAIL_AT: int | None = None  # the call that "kills" the sweep
+
+
+class Killed(Exception):
+    "Stands for the process being killed (a crash, a wall-time limit, Ctrl-C)."
+
+
+def toy_cell(arch, seed, P, epochs=3, scale=1.0):
+    "One cell: an 'error' per epoch drawn from a generator seeded by the cell only, and its architecture's depth."
+    CALLS.append({"arch": arch, "seed": seed, "P": P})
+    if FAIL_AT is not None and len(CALLS) == FAIL_AT: raise Killed(f"killed during call {FAIL_AT}")
+    g = torch.Generator().manual_seed(1000 * seed + P)
+    err = scale * torch.rand(epochs, generator=g, dtype=torch.float64) / (DEPTH[arch] * P) ** 0.5
+    return xr.Dataset({"err": ("epoch", err.numpy(), cf_attrs("test error")),
+                       "n_steps": ((), np.int32(epochs * P), cf_attrs("number of training steps"))},
+                      coords={"epoch": ("epoch", np.arange(1, epochs + 1), cf_attrs("training epoch")),
+                              "depth": ((), DEPTH[arch], cf_attrs("number of layers"))},
+                      attrs={"note": "toy"})
+
+
+def failing_cell(seed):
+    "A cell that fails for odd seeds."
+    if seed % 2: raise ValueError(f"seed {seed} diverged")
+    return xr.Dataset({"x": ((), float(seed), cf_attrs("x"))})
+
+
+GRID = {"arch": ["FC", "CNN"], "seed": [0, 1], "P": [8, 32]}
+OPTS = dict(coords_on={"depth": "arch"}, dim_attrs={"P": cf_attrs("training set size")}, progress=False)
+
+
+@pytest.fixture(autouse=True)
+def fresh_calls(monkeypatch):
+    CALLS.clear()
+    monkeypatch.setattr(sys.modules[__name__], "FAIL_AT", None)
+
+
+def sweep(shard_dir, **kw):
+    return run_sweep(toy_cell, GRID, shard_dir, **{**OPTS, **kw})
+
+
+# ------------------------------------------------------------------------------------------------ cells and ids
+
+class TestCells:
+    def test_product_first_key_slowest(self):
+        cells = grid_cells({"a": [1, 2], "b": ["x", "y", "z"]})
+        assert cells == [{"a": a, "b": b} for a in [1, 2] for b in ["x", "y", "z"]]
+        assert [list(c) for c in cells] == [["a", "b"]] * 6
+
+    def test_numpy_values_become_python(self):
+        cells = grid_cells({"P": np.array([1, 2]), "T": np.array([0.5]), "bn": [np.bool_(True)]})
+        assert [type(v) for v in cells[0].values()] == [int, float, bool]
+
+    @pytest.mark.parametrize("grid, match", [
+        ({}, "non-empty"), ([("a", [1])], "non-empty"),
+        ({"a": "xyz"}, r"write \['xyz'\]"), ({"a": 3}, "list of values"), ({"a": []}, "empty"),
+        ({"a": [1, 1.0]}, "repeats the value"), ({"a": [None]}, "str, int, float or bool"),
+        ({"a": [float("inf")]}, "finite"), ({"2a": [1]}, "identifiers"), ({"a-b": [1]}, "identifiers")])
+    def test_bad_grids(self, grid, match):
+        with pytest.raises((ValueError, TypeError), match=match):
+            grid_cells(grid)
+
+
+class TestCellId:
+    def test_readable(self):
+        assert cell_id({"arch": "ResNet18", "seed": 0}) == "arch-ResNet18_seed-0"
+
+    def test_stable(self):
+        cell = {"arch": "ResNet18", "seed": 0, "T": 1e-5, "lr": 0.1, "bn": False}
+        assert cell_id(cell) == cell_id(dict(reversed(cell.items()))) == "T-1e-05_arch-ResNet18_bn-False_lr-0.1_seed-0"
+        assert cell_id({"seed": np.int64(3), "lr": np.float32(0.5)}) == cell_id({"seed": 3, "lr": 0.5})
+
+    def test_distinguishes_values(self):
+        assert len({cell_id({"x": v}) for v in [1, 1.0, 1.5, -1, True, "a/b", "a_b", "a b", "a%2Fb"]}) == 9
+        assert cell_id({"x": 1.5}) == cell_id({"x": "1.5"})  # the same name: the shard's `cell` attribute tells them apart
+
+    @pytest.mark.parametrize("value", ["a/b", "../x", "a b", "c:\\d", "é", "a*b?", "%41", "x" * 300, "", "\n"])
+    def test_safe(self, value, tmp_path):
+        cid = cell_id({"arch": value})
+        assert len(cid) <= 200 and "/" not in cid and "\\" not in cid and not cid.startswith(".")
+        assert set(cid) <= set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-+%~")
+        (tmp_path / f"{cid}.nc").touch()  # a valid file name
+        assert cid == cell_id({"arch": value})
+
+    def test_long_ids_stay_distinct(self):
+        assert cell_id({"arch": "x" * 300 + "a"}) != cell_id({"arch": "x" * 300 + "b"})
+
+    @pytest.mark.parametrize("cell", [{"arch": [1]}, {"arch": None}, {"x": float("nan")}, {"x": torch.tensor(1)},
+                                      {}, {"not ok": 1}, {1: 2}])
+    def test_rejects(self, cell):
+        with pytest.raises((TypeError, ValueError)):
+            cell_id(cell)
+
+    def test_colliding_ids_rejected(self, tmp_path):
+        with pytest.raises(ValueError, match="same shard name 'seed-1'"):
+            run_sweep(failing_cell, {"seed": [1, "1"]}, tmp_path, progress=False)
+        with pytest.raises(ValueError, match="up to case"):
+            grid = {"arch": ["ResNet", "resnet"]}
+            run_sweep(failing_cell, grid, tmp_path, progress=False)
+        assert list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------------------------------------------ resume
+
+class TestResume:
+    @pytest.mark.parametrize("fail_at", [1, 3, 8])
+    def test_killed_and_resumed_equals_uninterrupted(self, tmp_path, monkeypatch, fail_at):
+        module = sys.modules[__name__]
+        monkeypatch.setattr(module, "FAIL_AT", fail_at)
+        with pytest.raises(Killed):
+            sweep(tmp_path / "a" / "shards")
+        cells = grid_cells(GRID)
+        done = sorted(p.name for p in (tmp_path / "a" / "shards").glob("*"))  # no temporary files either
+        assert done == sorted(f"{cell_id(c)}.nc" for c in cells[:fail_at - 1])
+        assert missing_cells(GRID, tmp_path / "a" / "shards") == cells[fail_at - 1:]
+
+        monkeypatch.setattr(module, "FAIL_AT", None)
+        CALLS.clear()
+        resumed = sweep(tmp_path / "a" / "shards")
+        assert CALLS == cells[fail_at - 1:]  # only the missing cells, in grid order
+
+        CALLS.clear()
+        uninterrupted = sweep(tmp_path / "b" / "shards")
+        assert CALLS == cells
+        xr.testing.assert_identical(resumed, uninterrupted)
+
+    def test_rerun_skips_finished_cells(self, tmp_path):
+        first = sweep(tmp_path)
+        assert len(CALLS) == 8
+        CALLS.clear()
+        xr.testing.assert_identical(sweep(tmp_path), first)
+        assert CALLS == []
+        xr.testing.assert_identical(merge_shards(GRID, tmp_path, coords_on={"depth": "arch"},
+                                                 dim_attrs={"P": cf_attrs("training set size")}), first)
+
+    def test_rerun_true_recomputes(self, tmp_path):
+        first = sweep(tmp_path)
+        CALLS.clear()
+        xr.testing.assert_identical(sweep(tmp_path, rerun=True), first)
+        assert len(CALLS) == 8
+
+    def test_grown_grid_computes_only_new_cells(self, tmp_path):
+        sweep(tmp_path)
+        CALLS.clear()
+        ds = run_sweep(toy_cell, {**GRID, "seed": [0, 1, 2]}, tmp_path, **OPTS)
+        assert len(CALLS) == 4 and {c["seed"] for c in CALLS} == {2}
+        assert ds.sizes["seed"] == 3
+
+    def test_reordered_grid_reuses_shards(self, tmp_path):
+        first = sweep(tmp_path)
+        CALLS.clear()
+        ds = run_sweep(toy_cell, {"P": GRID["P"], "seed": GRID["seed"], "arch": GRID["arch"]}, tmp_path, **OPTS)
+        assert CALLS == []
+        assert list(ds.err.dims) == ["P", "seed", "arch", "epoch"]
+        assert ds.attrs.pop("grid") == '{"P": [8, 32], "seed": [0, 1], "arch": ["FC", "CNN"]}'
+        first.attrs.pop("grid")
+        xr.testing.assert_identical(ds.transpose(*first.err.dims), first)
+
+
+class TestShardChecks:
+    def test_changed_fixed_arguments_refused(self, tmp_path):
+        sweep(tmp_path, fixed={"epochs": 3})
+        CALLS.clear()
+        with pytest.raises(ShardError, match=r"fixed=\{\"epochs\": 3\}.*fixed=\{\"epochs\": 4\}.*delete the shard folder.*rerun=True"):
+            sweep(tmp_path, fixed={"epochs": 4})
+        assert CALLS == []  # refused before computing anything
+        with pytest.raises(ShardError, match="rerun=True"):
+            sweep(tmp_path)  # no fixed arguments is a change too
+        ds = sweep(tmp_path, fixed={"epochs": 4}, rerun=True)
+        assert ds.sizes["epoch"] == 4 and ds.attrs["fixed"] == '{"epochs": 4}'
+
+    def test_fixed_recorded_in_shards(self, tmp_path):
+        sweep(tmp_path, fixed={"scale": 2.0, "epochs": np.int64(2)})
+        shard = results.load_dataset(tmp_path / "P-8_arch-FC_seed-0.nc")
+        assert shard.attrs["cell"] == '{"P": 8, "arch": "FC", "seed": 0}'
+        assert shard.attrs["fixed"] == '{"epochs": 2, "scale": 2.0}'
+        assert shard.attrs["note"] == "toy"
+
+    def test_unreadable_shard_reported(self, tmp_path):
+        sweep(tmp_path)
+        (tmp_path / "P-8_arch-FC_seed-0.nc").write_bytes(b"not a netCDF file")
+        with pytest.raises(ShardError, match=r"P-8_arch-FC_seed-0.nc cannot be read.*delete it"):
+            sweep(tmp_path)
+        with pytest.raises(ShardError, match="cannot be read"):
+            merge_shards(GRID, tmp_path)
+
+    def test_shard_of_another_cell_refused(self, tmp_path):
+        sweep(tmp_path)
+        shutil.copy(tmp_path / "P-8_arch-FC_seed-0.nc", tmp_path / "P-8_arch-FC_seed-1.nc")
+        with pytest.raises(ShardError, match=r'holds the cell \{"P": 8, "arch": "FC", "seed": 0\}'):
+            merge_shards(GRID, tmp_path)
+
+    def test_foreign_netcdf_refused(self, tmp_path):
+        xr.Dataset({"x": ((), 1.0)}).to_netcdf(tmp_path / "seed-0.nc", engine="netcdf4")
+        with pytest.raises(ShardError, match="not written by run_sweep"):
+            run_sweep(failing_cell, {"seed": [0]}, tmp_path, progress=False)
+
+    def test_merge_refuses_mixed_fixed(self, tmp_path):
+        run_sweep(toy_cell, {**GRID, "seed": [0]}, tmp_path, fixed={"epochs": 3}, **OPTS)
+        run_sweep(toy_cell, {**GRID, "seed": [1]}, tmp_path, fixed={"epochs": 2}, **OPTS)
+        with pytest.raises(ShardError, match="different fixed arguments"):
+            merge_shards(GRID, tmp_path, coords_on={"depth": "arch"})
+
+
+class TestMissing:
+    def test_missing_cells_and_merge_error(self, tmp_path):
+        assert missing_cells(GRID, tmp_path / "nowhere") == grid_cells(GRID)
+        run_sweep(toy_cell, {**GRID, "P": [8]}, tmp_path, **OPTS)
+        missing = missing_cells(GRID, tmp_path)
+        assert missing == [c for c in grid_cells(GRID) if c["P"] == 32]
+        with pytest.raises(FileNotFoundError, match=r"4 of 8 cells have no shard .*P-32_arch-FC_seed-0, "
+                                                    r"P-32_arch-FC_seed-1, P-32_arch-CNN_seed-0, P-32_arch-CNN_seed-1"):
+            merge_shards(GRID, tmp_path, coords_on={"depth": "arch"})
+
+    def test_relative_paths_from_project_root(self, tmp_path, monkeypatch):
+        monkeypatch.setattr(results, "project_root", lambda: tmp_path)
+        run_sweep(toy_cell, {**GRID, "P": [8]}, "data/toy/shards", **OPTS)
+        assert len(list((tmp_path / "data" / "toy" / "shards").glob("*.nc"))) == 4
+        assert len(missing_cells(GRID, "data/toy/shards")) == 4
+
+
+# ------------------------------------------------------------------------------------------------ the merged dataset
+
+class TestMerge:
+    def test_layout_and_attributes(self, tmp_path):
+        ds = sweep(tmp_path)
+        assert list(ds.err.dims) == ["arch", "seed", "P", "epoch"]
+        assert list(ds.n_steps.dims) == ["arch", "seed", "P"]
+        assert list(ds.dims)[:3] == ["arch", "seed", "P"]
+        assert ds.arch.values.tolist() == ["FC", "CNN"] and ds.seed.values.tolist() == [0, 1]
+        assert ds.depth.dims == ("arch",) and ds.depth.values.tolist() == [2, 5]
+        assert ds.depth.attrs == cf_attrs("number of layers")
+        assert ds.arch.attrs == {"long_name": "arch", "units": "1"} and ds.P.attrs == cf_attrs("training set size")
+        assert ds.err.attrs == cf_attrs("test error") and ds.epoch.attrs == cf_attrs("training epoch")
+        assert ds.attrs == {"note": "toy", "fixed": "{}", "grid": '{"arch": ["FC", "CNN"], "seed": [0, 1], "P": [8, 32]}'}
+        results.check_cf(ds)
+        one = toy_cell("CNN", 1, 32)
+        np.testing.assert_array_equal(ds.err.sel(arch="CNN", seed=1, P=32).values, one.err.values)
+
+    def test_saves_and_loads_identically(self, tmp_path):
+        ds = sweep(tmp_path / "shards")
+        results.stamp(ds, {"grid": GRID}, "cpu", results.now())
+        back = results.load_dataset(results.save_dataset(ds, tmp_path / "merged.nc"))
+        xr.testing.assert_identical(back, ds)
+
+    def test_single_cell(self, tmp_path):
+        ds = run_sweep(toy_cell, {"arch": ["FC"], "seed": [0], "P": [8]}, tmp_path, **OPTS)
+        assert ds.err.shape == (1, 1, 1, 3) and "cell" not in ds.attrs
+
+    def test_scalar_coord_needs_coords_on(self, tmp_path):
+        with pytest.raises(ValueError, match=r"scalar coordinate 'depth' is 2 .* but 5 .*coords_on=\{'depth': dim\}"):
+            run_sweep(toy_cell, GRID, tmp_path, progress=False)
+        # a scalar coordinate that is the same in every cell stays a scalar coordinate
+        ds = run_sweep(toy_cell, {**GRID, "arch": ["FC"]}, tmp_path, progress=False)
+        assert ds.depth.ndim == 0 and int(ds.depth) == 2
+
+    def test_coords_on_must_be_a_function_of_its_dim(self, tmp_path):
+        with pytest.raises(ValueError, match="not a function of 'seed' alone"):
+            run_sweep(toy_cell, GRID, tmp_path, coords_on={"depth": "seed"}, progress=False)
+
+    @pytest.mark.parametrize("coords_on, match", [({"depth": "layer"}, "not a grid dimension"),
+                                                  ({"seed": "arch"}, "sweep dimension"),
+                                                  ({"width": "arch"}, "no scalar coordinate 'width'")])
+    def test_bad_coords_on(self, tmp_path, coords_on, match):
+        with pytest.raises(ValueError, match=match):
+            run_sweep(toy_cell, GRID, tmp_path, coords_on=coords_on, progress=False)
+
+    def test_bad_dim_attrs(self, tmp_path):
+        with pytest.raises(ValueError, match="not grid dimensions"):
+            run_sweep(toy_cell, GRID, tmp_path, dim_attrs={"T": {}}, progress=False)
+
+
+# ------------------------------------------------------------------------------------------------ checks of the request
+
+class TestRequestChecks:
+    def test_unknown_executor_lists_valid(self, tmp_path):
+        with pytest.raises(ValueError, match=r"unknown executor 'dask'; valid values are 'inline', 'local', 'slurm'"):
+            sweep(tmp_path, executor="dask")
+        assert EXECUTORS == ("inline", "local", "slurm")
+
+    def test_options_need_a_job_executor(self, tmp_path):
+        with pytest.raises(ValueError, match="not 'inline'"):
+            sweep(tmp_path, executor_options={"timeout_min": 5})
+
+    def test_signature_checked_before_any_cell(self, tmp_path):
+        with pytest.raises(TypeError, match=r"fn\(arch, seed, P, width\)"):
+            sweep(tmp_path, fixed={"width": 3})
+        with pytest.raises(TypeError, match=r"cannot be called"):
+            run_sweep(toy_cell, {"arch": ["FC"], "seed": [0]}, tmp_path, progress=False)
+        assert CALLS == []
+
+    def test_fixed_and_grid_overlap(self, tmp_path):
+        with pytest.raises(ValueError, match=r"\['seed'\] are both"):
+            sweep(tmp_path, fixed={"seed": 3})
+
+    def test_fixed_must_be_json(self, tmp_path):
+        with pytest.raises(TypeError, match="JSON-serialisable"):
+            sweep(tmp_path, fixed={"scale": object()})
+
+    def test_cell_must_return_a_clean_dataset(self, tmp_path):
+        with pytest.raises(TypeError, match="must return an xarray.Dataset"):
+            run_sweep(lambda seed: seed, {"seed": [0]}, tmp_path, progress=False)
+        with pytest.raises(ValueError, match=r"\['seed'\], which are sweep dimensions"):
+            run_sweep(lambda seed: xr.Dataset({"x": ("seed", [1.0], cf_attrs("x"))}), {"seed": [0]}, tmp_path, progress=False)
+        with pytest.raises(ValueError, match=r"variables \['x'\] need 'long_name' and 'units'"):
+            run_sweep(lambda seed: xr.Dataset({"x": ((), 1.0)}), {"seed": [0]}, tmp_path, progress=False)
+        assert list(tmp_path.iterdir()) == []
+
+    def test_progress_bar(self, tmp_path, monkeypatch, capsys):
+        monkeypatch.setenv("DIFFGEO_PROGRESS", "1")
+        ds = sweep(tmp_path, progress=True)
+        assert ds.sizes["arch"] == 2
+        assert "sweep" in capsys.readouterr().err
+
+    def test_missing_submitit(self, tmp_path, monkeypatch):
+        monkeypatch.setitem(sys.modules, "submitit", None)  # makes `import submitit` fail
+        with pytest.raises(ImportError, match="pip install submitit"):
+            sweep(tmp_path, executor="local")
+
+    def test_no_submitit_needed_when_done(self, tmp_path, monkeypatch):
+        first = sweep(tmp_path)
+        monkeypatch.setitem(sys.modules, "submitit", None)
+        xr.testing.assert_identical(sweep(tmp_path, executor="slurm", executor_options={"timeout_min": 5}), first)
+
+    @pytest.mark.skipif(not HAVE_SUBMITIT, reason="submitit is not installed")
+    def test_slurm_needs_a_time_limit(self, tmp_path):
+        with pytest.raises(ValueError, match="timeout_min"):
+            sweep(tmp_path, executor="slurm")
+
+    @pytest.mark.skipif(not HAVE_SUBMITIT, reason="submitit is not installed")
+    def test_executor_options(self, tmp_path, monkeypatch):
+        "The same options configure both executors; on Slurm, max_parallel bounds the job array."
+        fake = tmp_path / "bin"
+        fake.mkdir()
+        (fake / "srun").write_text("#!/bin/sh\nexit 0\n")
+        (fake / "srun").chmod(0o755)
+        monkeypatch.setenv("PATH", f"{fake}{os.pathsep}{os.environ['PATH']}")  # submitit looks for srun
+        opts = {"timeout_min": 600, "gpus_per_node": 1, "cpus_per_task": 8, "mem_gb": 32, "slurm_partition": "gpu"}
+        slurm = sweep_module._executor("slurm", tmp_path / "submitit", opts, 20, "diffgeo-toy")
+        assert slurm._executor.parameters == {"job_name": "diffgeo-toy", "time": 600, "gpus_per_node": 1,
+                                              "cpus_per_task": 8, "mem": "32GB", "partition": "gpu",
+                                              "array_parallelism": 20}
+        local = sweep_module._executor("local", tmp_path / "submitit", {**opts, "gpus_per_node": 0}, 1, "diffgeo-toy")
+        assert local._executor.parameters["timeout_min"] == 600
+        assert sweep_module._executor("local", tmp_path / "submitit", {}, 1, "x")._executor.parameters["timeout_min"] >= 24 * 60
+
+
+# ------------------------------------------------------------------------------------------------ submitit jobs
+
+@pytest.fixture
+def by_value():
+    """Send this module's functions to the job processes by value.
+
+    The jobs are fresh Python processes that unpickle the cell function. pytest imports this file as a top-level
+    module from `tests/` (not a package, not on the jobs' path), so pickling its functions by reference, cloudpickle's
+    default for a module, would fail in the job with ModuleNotFoundError. An experiment's cell function lives in
+    `diffgeo.experiments.*` and needs none of this.
+    """
+    import cloudpickle
+    module = sys.modules[__name__]
+    cloudpickle.register_pickle_by_value(module)
+    yield
+    cloudpickle.unregister_pickle_by_value(module)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAVE_SUBMITIT, reason="submitit is not installed")
+class TestSubmititLocal:
+    def test_local_equals_inline(self, tmp_path, by_value):
+        grid = {"arch": ["FC", "CNN"], "seed": [0], "P": [8]}
+        opts = {**OPTS, "coords_on": {"depth": "arch"}}
+        t0 = time.perf_counter()
+        local = run_sweep(toy_cell, grid, tmp_path / "local" / "shards", fixed={"epochs": 2}, executor="local",
+                          executor_options={"timeout_min": 2}, max_parallel=2, **opts)
+        assert time.perf_counter() - t0 < 60
+        assert CALLS == []  # computed in the jobs, not here
+        assert (tmp_path / "local" / "submitit").is_dir()  # the logs, beside the shards
+        inline = run_sweep(toy_cell, grid, tmp_path / "inline" / "shards", fixed={"epochs": 2}, **opts)
+        xr.testing.assert_identical(local, inline)
+        CALLS.clear()  # a finished sweep resumes inline without jobs
+        xr.testing.assert_identical(run_sweep(toy_cell, grid, tmp_path / "local" / "shards", fixed={"epochs": 2}, **opts),
+                                    inline)
+        assert CALLS == []
+
+    def test_failed_jobs_reported(self, tmp_path, by_value):
+        with pytest.raises(RuntimeError, match=r"(?s)1 of 2 cells failed: seed-1; .*Logs: .*submitit.*seed 1 diverged"):
+            run_sweep(failing_cell, {"seed": [0, 1]}, tmp_path / "shards", executor="local", max_parallel=2,
+                      progress=False)
+        assert missing_cells({"seed": [0, 1]}, tmp_path / "shards") == [{"seed": 1}]

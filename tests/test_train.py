@@ -1,0 +1,80 @@
+"""Training: the loss goes down on a tiny set, runs are deterministic and resumable, bad inputs fail clearly."""
+import pytest
+import torch
+import xarray as xr
+from torch import nn
+
+from diffgeo import data, models, train
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    ds = data.load("mnist5k")
+    fit, val = data.train_val_split(ds.train, 200, seed=0)
+    return fit.subset(512, seed=0), val, ds
+
+
+@pytest.mark.parametrize("arch", ["FullConnL2", "LeNet"])
+def test_training_reduces_the_loss(tiny, arch):
+    fit, val, ds = tiny
+    torch.manual_seed(0)
+    net = models.build(arch, in_channels=1, n_classes=10, size=28)
+    before = train.evaluate(net, fit)["loss"]
+    res = train.train(net, fit, val, epochs=8, optimizer=models.ARCHS[arch].optimizer, batch_size=64, flip=False,
+                      fill=[-m / s for m, s in zip(ds.mean, ds.std)], progress_bar=False)
+    assert train.evaluate(res.model, fit)["loss"] < 0.7 * before
+    assert set(res.history.data_vars) == {"train_loss", "train_error", "val_loss", "val_error", "lr"}
+    assert res.history.sizes["epoch"] == 8 and 1 <= res.best_epoch <= 8
+    assert res.best_epoch == int(res.history.val_error.argmin("epoch")) + 1
+
+
+def test_deterministic_and_resumable(tiny, tmp_path):
+    fit, val, _ = tiny
+    fit = fit.subset(128)
+    def run(**kw):
+        torch.manual_seed(1)
+        return train.train(models.build("LeNet", 1, 10, 28), fit, val, epochs=3, batch_size=32, progress_bar=False, **kw)
+    a, b = run(), run()
+    for p, q in zip(a.model.state_dict().values(), b.model.state_dict().values()): assert torch.equal(p, q)
+    def stop(epoch, row):
+        if epoch == 1: raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt): run(checkpoint=tmp_path / "ck.pt", on_epoch=stop)
+    c = run(checkpoint=tmp_path / "ck.pt")
+    for p, q in zip(a.model.state_dict().values(), c.model.state_dict().values()): assert torch.equal(p, q)
+    xr.testing.assert_identical(a.history, c.history)
+    d = run(checkpoint=tmp_path / "ck.pt")  # a finished checkpoint returns at once with the same result
+    xr.testing.assert_identical(a.history, d.history)
+
+
+def test_cosine_schedule_reaches_zero_and_adam_is_flat(tiny):
+    fit, _, _ = tiny
+    fit = fit.subset(64)
+    net = models.build("FullConnL2", 1, 10, 28)
+    sgd = train.train(models.build("LeNet", 1, 10, 28), fit, epochs=2, batch_size=32, progress_bar=False)
+    adam = train.train(net, fit, epochs=2, optimizer="adam", batch_size=32, progress_bar=False)
+    assert sgd.history.lr.values[-1] == pytest.approx(0, abs=1e-12) and sgd.best_epoch == 2  # no validation: last epoch
+    assert (adam.history.lr.values == 0.1).all()
+
+
+def test_epochs_for_steps_keeps_steps_constant():
+    for P in (500, 1000, 5000, 50_000):
+        e = train.epochs_for_steps(10_000, P, 128)
+        assert e * -(-P // 128) >= 10_000 > (e - 1) * -(-P // 128)
+
+
+def test_augment():
+    x = torch.rand(16, 3, 8, 8)
+    g = torch.Generator().manual_seed(0)
+    out = train.augment(x, g, pad=2, flip=True, fill=[1.0, 2.0, 3.0])
+    assert out.shape == x.shape
+    with pytest.raises(ValueError, match="one per channel"): train.augment(x, g, fill=[0.0, 1.0])
+
+
+def test_bad_inputs(tiny):
+    fit, val, _ = tiny
+    net = models.build("LeNet", 1, 10, 28)
+    with pytest.raises(ValueError, match="'sgd', 'adam'"): train.train(net, fit, optimizer="lbfgs")
+    with pytest.raises(ValueError, match="'cosine', 'none'"): train.train(net, fit, schedule="step")
+    with pytest.raises(TypeError, match="data.Split"): train.train(net, fit.images)
+    with pytest.raises(ValueError, match="epochs"): train.train(net, fit, epochs=0)
+    with pytest.raises(ValueError, match="lr"): train.train(net, fit, lr=-1)
