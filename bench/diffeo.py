@@ -27,41 +27,16 @@ absolute difference, for bilinear (32×32) and Gaussian (16×16) interpolation.
 import argparse
 import os
 import sys
-import time
 import warnings
 
 import torch
 
 import diffgeo.diffeo as dd
+from _common import best_time, load_reference
 
 C_CUT, DELTA = 3, 1.0
 CASES = [(1000, 3, 32), (16, 3, 224)]              # (B, C, n)
 REF_SUBSET = {(32, "gaussian"): 20, (224, "gaussian"): 2}
-
-
-def load_reference(path):
-    msg = ("The reference implementation is needed: clone it OUTSIDE this repository,\n"
-           "    git clone https://github.com/pcsl-epfl/diffeomorphism /path/to/diffeomorphism\n"
-           "then run  python bench/diffeo.py --ref /path/to/diffeomorphism  (or set DIFFEO_REF).")
-    if not path: sys.exit("No reference given.\n" + msg)
-    sys.path.insert(0, os.path.abspath(path))
-    try:
-        import diff
-    except ImportError as e:
-        sys.exit(f"Could not import diff.py from {path!r} ({e}).\n" + msg)
-    if os.path.dirname(os.path.realpath(diff.__file__)) != os.path.realpath(path):
-        sys.exit(f"'import diff' found {diff.__file__}, not {path}/diff.py.\n" + msg)
-    return diff
-
-
-def best_time(fn, repeats):
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def cpu_model():
@@ -97,7 +72,7 @@ def main():
     p.add_argument("--ref", default=os.environ.get("DIFFEO_REF"), help="path of a clone of pcsl-epfl/diffeomorphism")
     p.add_argument("--quick", action="store_true", help="fewer repeats")
     args = p.parse_args()
-    diff = load_reference(args.ref)
+    diff = load_reference(args.ref, "diffeo.py")
     warnings.filterwarnings("ignore", message="torch.meshgrid")  # emitted by the reference's scalar_field_modes
     ours_reps, ref_reps = (2, 1) if args.quick else (10, 3)
 

@@ -26,27 +26,13 @@ Printed: seconds per run for each, reference / ours, and ours / floor (target: <
 """
 import argparse
 import os
-import sys
-import time
 
 import torch
 
+from _common import best_time, load_reference
 from diffgeo import data, diffeo, models, stability
 
 C_CUT, DELTA = 3, 1.0
-
-
-def load_reference(path):
-    msg = ("The reference implementation is needed: clone it OUTSIDE this repository,\n"
-           "    git clone https://github.com/pcsl-epfl/diffeomorphism /path/to/diffeomorphism\n"
-           "then run  python bench/stability.py --ref /path/to/diffeomorphism  (or set DIFFEO_REF).")
-    if not path: sys.exit("No reference given.\n" + msg)
-    sys.path.insert(0, os.path.abspath(path))
-    try:
-        import diff
-    except ImportError as e:
-        sys.exit(f"Could not import diff.py from {path!r} ({e}).\n" + msg)
-    return diff
 
 
 def images(n, root):
@@ -55,17 +41,6 @@ def images(n, root):
         return ds.test.subset(n, seed=0).images, "CIFAR-10 test images"
     except (FileNotFoundError, ValueError, TypeError):
         return torch.rand(n, 3, 32, 32, generator=torch.Generator().manual_seed(0)), "uniform noise images"
-
-
-def best(fn, repeats):
-    fn()
-    times = []
-    for _ in range(repeats):
-        if torch.cuda.is_available(): torch.cuda.synchronize()
-        t = time.perf_counter(); fn()
-        if torch.cuda.is_available(): torch.cuda.synchronize()
-        times.append(time.perf_counter() - t)
-    return min(times)
 
 
 def main():
@@ -77,7 +52,7 @@ def main():
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--data-root", default=None, help="folder with cifar10_jpeg.npz (default: $DIFFGEO_DATA)")
     args = ap.parse_args()
-    diff = load_reference(args.ref)
+    diff = load_reference(args.ref, "stability.py")
     dev = torch.device(args.device)
     torch.manual_seed(0)
     net = models.build("ResNet18", in_channels=3, n_classes=10, size=32).to(dev)
@@ -114,7 +89,7 @@ def main():
         sq = lambda a, b: (a - b).pow(2).sum(1)
         return (sq(ft, f).median() / sq(fn, f).median()).item(), (sq(f, fz).median()).item()
 
-    t_ours, t_ref, t_floor = best(ours, args.repeats), best(reference, args.repeats), best(floor, args.repeats)
+    t_ours, t_ref, t_floor = best_time(ours, args.repeats), best_time(reference, args.repeats), best_time(floor, args.repeats)
     print(f"ours      {t_ours:8.3f} s   (R_f = {ours():.3f})")
     print(f"reference {t_ref:8.3f} s   (R_f = {reference()[0]:.3f})")
     print(f"floor     {t_floor:8.3f} s   (3 forward passes of {B} images)")

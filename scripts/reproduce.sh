@@ -6,7 +6,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$root/scripts/setup.sh"
 cd "$root"
-nb="${FLAGSHIP:-fig1}"
+nb="${FLAGSHIP:-fig5}"
 mkdir -p out
 papermill "nbs/$nb.ipynb" "out/$nb.ipynb" -k python3 "$@"
 echo "Wrote data/$nb.nc and figures/$nb.png (executed notebook: out/$nb.ipynb)"

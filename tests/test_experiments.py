@@ -69,8 +69,8 @@ def test_fig5_resumes_from_shards(tmp_path):
 
 def test_committed_results_are_readable():
     "The committed cpu-profile datasets redraw their figures."
-    from diffgeo.experiments import fig1, fig8
-    for name, module in (("fig1", fig1), ("fig8", fig8)):
+    from diffgeo.experiments import fig1, fig5, fig8
+    for name, module in (("fig1", fig1), ("fig5", fig5), ("fig8", fig8)):
         ds = results.load_dataset(ROOT / "data" / f"{name}.nc")
         assert results.parameters(ds)["profile"] == "cpu"
         module.draw(ds)

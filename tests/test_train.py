@@ -78,3 +78,13 @@ def test_bad_inputs(tiny):
     with pytest.raises(TypeError, match="data.Split"): train.train(net, fit.images)
     with pytest.raises(ValueError, match="epochs"): train.train(net, fit, epochs=0)
     with pytest.raises(ValueError, match="lr"): train.train(net, fit, lr=-1)
+
+
+def test_warmup_raises_the_learning_rate_linearly(tiny):
+    fit, _, _ = tiny
+    res = train.train(models.build("LeNet", 1, 10, 28), fit.subset(64), epochs=4, batch_size=32, schedule="none",
+                      warmup=0.5, progress_bar=False)
+    lr = res.history.lr.values
+    assert lr[0] < lr[1] and lr[1] == pytest.approx(0.1) and (lr[2:] == lr[1]).all()
+    with pytest.raises(ValueError, match="warmup"):
+        train.train(models.build("LeNet", 1, 10, 28), fit, warmup=2)

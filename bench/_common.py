@@ -1,0 +1,34 @@
+"""Helpers shared by the benchmark scripts: loading the authors' reference code, and timing."""
+import os
+import sys
+import time
+
+import torch
+
+
+def load_reference(path, script):
+    "Import `diff.py` of a clone of pcsl-epfl/diffeomorphism kept outside this repository, or exit with how to get it."
+    msg = ("The reference implementation is needed: clone it OUTSIDE this repository,\n"
+           "    git clone https://github.com/pcsl-epfl/diffeomorphism /path/to/diffeomorphism\n"
+           f"then run  python bench/{script} --ref /path/to/diffeomorphism  (or set DIFFEO_REF).")
+    if not path: sys.exit("No reference given.\n" + msg)
+    sys.path.insert(0, os.path.abspath(path))
+    try:
+        import diff
+    except ImportError as e:
+        sys.exit(f"Could not import diff.py from {path!r} ({e}).\n" + msg)
+    if os.path.dirname(os.path.realpath(diff.__file__)) != os.path.realpath(path):
+        sys.exit(f"'import diff' found {diff.__file__}, not {path}/diff.py.\n" + msg)
+    return diff
+
+
+def best_time(fn, repeats):
+    "Best wall-clock time of `repeats` calls of `fn` after one warm-up call (CUDA synchronised)."
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+    fn()
+    times = []
+    for _ in range(repeats):
+        sync(); t0 = time.perf_counter()
+        fn()
+        sync(); times.append(time.perf_counter() - t0)
+    return min(times)
