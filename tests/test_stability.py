@@ -163,3 +163,9 @@ def test_cuda_matches_cpu():
     a = relative_stability(net, x)
     b = relative_stability(net.cuda(), x.cuda())
     np.testing.assert_allclose(a.d_diffeo, b.d_diffeo, rtol=1e-3)
+
+
+def test_features_are_copies_taken_before_in_place_operations():
+    net = nn.Sequential(nn.Conv2d(1, 4, 3), nn.ReLU(inplace=True), nn.Flatten())
+    got = stability.features(net, torch.randn(8, 1, 6, 6), ["0", "output"])
+    assert (got["0"] < 0).any() and (got["output"] >= 0).all()

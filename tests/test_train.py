@@ -88,3 +88,10 @@ def test_warmup_raises_the_learning_rate_linearly(tiny):
     assert lr[0] < lr[1] and lr[1] == pytest.approx(0.1) and (lr[2:] == lr[1]).all()
     with pytest.raises(ValueError, match="warmup"):
         train.train(models.build("LeNet", 1, 10, 28), fit, warmup=2)
+
+
+def test_evaluate_a_model_without_parameters():
+    x = torch.zeros(6, 10, 2, 2); x[torch.arange(6), torch.arange(6) % 10] = 1.0
+    split = data.Split(x, torch.arange(6) % 10)
+    net = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten())
+    assert train.evaluate(net, split)["error"] == 0.0 and net.training
