@@ -62,8 +62,11 @@ def test_fig5_bad_names_fail_fast(tmp_path):
 def test_fig5_resumes_from_shards(tmp_path):
     "A second run reads the finished shards back and gives the same dataset."
     from diffgeo.experiments import fig5
-    a = fig5.run("smoke", archs=["FullConnL2"], shard_dir=tmp_path)
-    b = fig5.run("smoke", archs=["FullConnL2"], shard_dir=tmp_path)
+    shards = tmp_path / "fig5" / "shards" / "smoke"
+    a = fig5.run("smoke", archs=["FullConnL2"], shard_dir=shards)
+    assert [p.name for p in shards.iterdir()] == ["arch-FullConnL2_seed-0.nc"]
+    assert not any((tmp_path / "fig5" / "checkpoints" / "smoke").iterdir())  # checkpoints are gone once the shard exists
+    b = fig5.run("smoke", archs=["FullConnL2"], shard_dir=shards)
     xr.testing.assert_identical(a.drop_attrs(), b.drop_attrs())
 
 
