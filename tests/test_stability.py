@@ -108,10 +108,12 @@ class TestProperties:
         np.testing.assert_allclose(a.d_diffeo, b.d_diffeo, rtol=1e-10)
         assert abs(b.attrs["delta"] - 0.7) < 1e-9
 
-    def test_measured_displacement_matches_delta(self):
-        "The fields drawn for delta = 1 move the image centre by about one pixel on average."
-        res = relative_stability(nn.Identity(), images(n=200, size=32), delta=1, c=3)
-        assert 0.5 < res.attrs["delta"] < 2
+    @pytest.mark.parametrize("delta", [0.5, 1.0])
+    def test_measured_displacement_matches_delta(self, delta):
+        "The fields drawn for a given delta move pixels by delta in root-mean-square over the draws."
+        res = relative_stability(nn.Identity(), images(n=400, size=32), delta=delta, c=3)
+        assert abs(np.sqrt((res.delta_measured**2).mean()) / delta - 1) < 0.1
+        assert res.delta_measured.attrs["units"] == "pixel"
 
 
 class _Scale(nn.Module):
