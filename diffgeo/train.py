@@ -173,8 +173,8 @@ def train(
         row = _epoch(model, opt, sched, train_split, batch_size, dict(pad=pad, flip=flip, fill=fill), seed, epoch, dev)
         if val_split is not None: row.update({f"val_{k}": v for k, v in evaluate(model, val_split).items()})
         state["rows"].append(row); state["epoch"] = epoch + 1
-        score = row["val_error"] if val_split is not None else -epoch
-        if score < state["best_error"] or val_split is None:
+        score = row["val_error"] if val_split is not None else -epoch  # without validation: the latest epoch
+        if score < state["best_error"]:
             state.update(best=copy.deepcopy(model.state_dict()), best_epoch=epoch + 1, best_error=score)
         if path is not None:
             blob = {"config": config, "model": model.state_dict(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "state": state}
