@@ -320,7 +320,7 @@ def sample(tess, n:int=1, length_scale:float=0.1, output_variance:float=1.0, gen
 # %% ../nbs/11_cpab.ipynb #e955693f
 def _n_terms(rho, dtype):
     "Terms of the series of exp(tA) needed for a remainder below the dtype's eps when |A| t <= rho."
-    eps, k, term = torch.finfo(dtype).eps, 1, rho
+    eps, k, term = torch.finfo(dtype).eps, 2, rho * rho / 2
     while term * rho / (k + 1) > eps * 0.5 and k < 40: k += 1; term *= rho / k
     return k
 
@@ -402,7 +402,7 @@ def transform(points, theta, tess, t:float=1.0, n_steps:int|None=None, inside:bo
     "T^θ(points): the flow of the CPA field v^θ for time `t`, batched over θ [B, dim] and points [N, d] / [B, N, d]."
     theta = _check_theta(theta, tess)
     x = _check_points(points, tess, theta, inside=inside)
-    t = check_scalar(t, "t")
+    t = check_scalar(t, "t", low=0, hint="for the inverse flow negate theta (see `inverse`).")
     B, N, d = x.shape
     A = _all_matrices(cell_matrices(theta, tess), tess)                  # [B, C, d, d+1], C with outside cells
     C = A.shape[1]
