@@ -290,7 +290,7 @@ def velocity(points, theta, tess):
     x = _check_points(points, tess, theta, inside=False)
     A = _all_matrices(cell_matrices(theta, tess), tess)
     Ac = A[torch.arange(len(theta), device=x.device)[:, None], locate(x, tess)]
-    return (Ac[..., :-1] @ x[..., None]).squeeze(-1) + Ac[..., -1]
+    return _affine(Ac, x)
 
 # %% ../nbs/11_cpab.ipynb #a0d4ca7e
 def covariance(tess, length_scale:float=0.1, output_variance:float=1.0) -> torch.Tensor:
@@ -318,6 +318,11 @@ def sample(tess, n:int=1, length_scale:float=0.1, output_variance:float=1.0, gen
     return (z @ tess._cache[key].T).to(dtype=dtype, device=device)
 
 # %% ../nbs/11_cpab.ipynb #e955693f
+def _affine(M, x):
+    "M [..., k, d+1] applied to [x; 1], x [..., d] -> [..., k]."
+    return (M[..., :-1] @ x[..., None]).squeeze(-1) + M[..., -1]
+
+
 def _n_terms(rho, dtype):
     "Terms of the series of exp(tA) needed for a remainder below the dtype's eps when |A| t <= rho."
     eps, k, term = torch.finfo(dtype).eps, 2, rho * rho / 2
@@ -328,7 +333,7 @@ def _n_terms(rho, dtype):
 def _series(A, x, n_terms):
     "Coefficients w_k = L^(k-1) v(x) / k!, k = 1..n_terms, of the flow x(t) = x + sum_k w_k t^k in one cell."
     L = A[..., :-1]
-    w = (L @ x[..., None]).squeeze(-1) + A[..., -1]
+    w = _affine(A, x)
     out = [w]
     for k in range(2, n_terms + 1):
         w = (L @ w[..., None]).squeeze(-1) / k
@@ -343,17 +348,20 @@ def _poly(coef, t):
     return acc * t
 
 
-def _crossing_time(g0, s, r, iters=40):
+def _crossing_time(g0, s, r, iters=20):
     "Root in [0, r] of g(t) = g0 + sum_k s_k t^k, given g(0) >= 0 > g(r) (safeguarded Newton, no grad); g0, r [K], s [K, T]."
     with torch.no_grad():
         ds = s * torch.arange(1, s.shape[-1] + 1, dtype=s.dtype, device=s.device)   # g'(t) = ds_1 + sum_k ds_(k+1) t^k
         lo, hi = torch.zeros_like(r), r.clone()
-        gr = g0 + _poly(s, r)
-        t = (r * g0 / (g0 - gr)).clamp(0) .minimum(r)                   # secant guess
+        # start from the root of the quadratic g0 + s1 t + s2 t^2 (the secant guess where it has none in [0, r])
+        s1, s2 = s[..., 0], s[..., 1]
+        q = 2 * g0 / (-s1 + (s1 * s1 - 4 * s2 * g0).clamp(min=0).sqrt())
+        secant = r * g0 / (g0 - (g0 + _poly(s, r)))
+        t = torch.where((q >= 0) & (q <= r), q, secant).nan_to_num(0).clamp(min=0).minimum(r)
         tol = 16 * torch.finfo(s.dtype).eps * (1 + g0.abs())
-        for _ in range(iters):
+        for i in range(iters):
             f = g0 + _poly(s, t)
-            if (f.abs() <= tol).all(): break
+            if i % 2 == 1 and (f.abs() <= tol).all(): break
             lo, hi = torch.where(f >= 0, t, lo), torch.where(f < 0, t, hi)
             tn = t - f / (ds[..., 0] + _poly(ds[..., 1:], t))
             t = torch.where((tn > lo) & (tn < hi), tn, (lo + hi) / 2)
@@ -363,17 +371,19 @@ def _crossing_time(g0, s, r, iters=40):
 def _cross(x, c, r, row, A, tess, n_terms, max_crossings=8):
     """Continue the flow of points `x` [M, d] from cells `c` for times `r` [M], switching cell at every edge crossing.
 
-    row: each point's θ index into A [B, n_cells, d, d+1]."""
+    A: the cell matrices [B, C, d, d+1] (C with the outside cells); row: each point's θ index."""
+    C = A.shape[1]
+    A = A.reshape(-1, *A.shape[2:])
     geo = tess._geo
     edges = tess._tensor("all_edges", geo["all_edges"], x.dtype, x.device)
     nbr = tess._tensor("all_neighbours", geo["all_neighbours"], torch.long, x.device)
     out = torch.empty_like(x)
     idx = torch.arange(len(x), device=x.device)
     for _ in range(max_crossings):
-        coef = _series(A[row, c], x, n_terms)                                     # [M, K, d]
+        coef = _series(A[row * C + c], x, n_terms)                        # [M, K, d]
         G = edges[c]                                                      # [M, E, d+1]
-        g0 = (G[..., :-1] @ x[..., None]).squeeze(-1) + G[..., -1]          # [M, E]
-        s = G[..., :-1] @ coef.transpose(-1, -2)                         # [M, E, K]
+        g0 = _affine(G, x)                                                # [M, E]
+        s = G[..., :-1] @ coef.transpose(-1, -2)                          # [M, E, K]
         crossing = g0 + _poly(s, r[:, None]) < 0
         has = crossing.any(-1)
         done = (~has).nonzero().squeeze(-1)
@@ -391,7 +401,7 @@ def _cross(x, c, r, row, A, tess, n_terms, max_crossings=8):
         t = td - (g0e + _poly(se, td)) / (dse[:, 0] + _poly(dse[:, 1:], td))  # a Newton step with grad: exact dt/dθ
         x = x + _poly(coef.transpose(-1, -2), t[:, None])
         c, r = nbr[c, e], r - t
-    coef = _series(A[row, c], x, n_terms)
+    coef = _series(A[row * C + c], x, n_terms)
     return out.index_put((idx,), x + _poly(coef.transpose(-1, -2), r[:, None]))
 
 # %% ../nbs/11_cpab.ipynb #dbc774b2
@@ -419,10 +429,8 @@ def transform(points, theta, tess, t:float=1.0, n_steps:int|None=None, inside:bo
     x = x.reshape(-1, d)
     for _ in range(n_steps):
         c = locate(x, tess)
-        Ec = E[b * C + c]
-        xn = (Ec[..., :-1] @ x[..., None]).squeeze(-1) + Ec[..., -1]
-        G = edges[c]
-        gn = (G[..., :-1] @ xn[..., None]).squeeze(-1) + G[..., -1]
+        xn = _affine(E[b * C + c], x)
+        gn = _affine(edges[c], xn)
         out = (gn < 0).any(-1).nonzero().squeeze(-1)
         if len(out):
             r = torch.full((len(out),), h, dtype=x.dtype, device=x.device)
