@@ -276,6 +276,11 @@ def _check_points(points, tess, theta, inside=True):
         points.to(theta.dtype).expand(len(theta), *points.shape)
 
 
+def _affine(M, x):
+    "M [..., k, d+1] applied to [x; 1], x [..., d] -> [..., k]."
+    return (M[..., :-1] @ x[..., None]).squeeze(-1) + M[..., -1]
+
+
 def _all_matrices(A, tess):
     "Append the outside cells' matrices to the cells' A [B, n_cells, d, d+1]: v(p) = v(nearest domain point)."
     geo = tess._geo
@@ -318,11 +323,6 @@ def sample(tess, n:int=1, length_scale:float=0.1, output_variance:float=1.0, gen
     return (z @ tess._cache[key].T).to(dtype=dtype, device=device)
 
 # %% ../nbs/11_cpab.ipynb #e955693f
-def _affine(M, x):
-    "M [..., k, d+1] applied to [x; 1], x [..., d] -> [..., k]."
-    return (M[..., :-1] @ x[..., None]).squeeze(-1) + M[..., -1]
-
-
 def _n_terms(rho, dtype):
     "Terms of the series of exp(tA) needed for a remainder below the dtype's eps when |A| t <= rho."
     eps, k, term = torch.finfo(dtype).eps, 2, rho * rho / 2
