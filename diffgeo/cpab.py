@@ -354,7 +354,8 @@ def _crossing_time(g0, s, r, iters=20):
         ds = s * torch.arange(1, s.shape[-1] + 1, dtype=s.dtype, device=s.device)   # g'(t) = ds_1 + sum_k ds_(k+1) t^k
         lo, hi = torch.zeros_like(r), r.clone()
         # start from the root of the quadratic g0 + s1 t + s2 t^2 (the secant guess where it has none in [0, r])
-        s1, s2 = s[..., 0], s[..., 1]
+        s1 = s[..., 0]
+        s2 = s[..., 1] if s.shape[-1] > 1 else torch.zeros_like(s1)
         q = 2 * g0 / (-s1 + (s1 * s1 - 4 * s2 * g0).clamp(min=0).sqrt())
         secant = r * g0 / (g0 - (g0 + _poly(s, r)))
         t = torch.where((q >= 0) & (q <= r), q, secant).nan_to_num(0).clamp(min=0).minimum(r)
@@ -366,6 +367,24 @@ def _crossing_time(g0, s, r, iters=20):
             tn = t - f / (ds[..., 0] + _poly(ds[..., 1:], t))
             t = torch.where((tn > lo) & (tn < hi), tn, (lo + hi) / 2)
     return t
+
+
+def _exits(g0, s, r):
+    """Which edges the path g(t) = g0 + sum_k s_k t^k [M, E] crosses within [0, r], and a time by which it has.
+
+    Either g(r) < 0, or the path dips below 0 and comes back: g' < 0 at 0, g' > 0 at r and g < 0 where g' = 0."""
+    rr = r[:, None].expand_as(g0)
+    crossing = g0 + _poly(s, rr) < 0
+    ds = s * torch.arange(1, s.shape[-1] + 1, dtype=s.dtype, device=s.device)
+    dip = ~crossing & (ds[..., 0] < 0) & (ds[..., 0] + _poly(ds[..., 1:], rr) > 0)
+    end = rr.clone()
+    if dip.any():
+        pi, ei = dip.nonzero(as_tuple=True)
+        tm = _crossing_time(-ds[pi, ei, 0], -ds[pi, ei, 1:], rr[pi, ei])   # the turning point: g' = 0
+        below = g0[pi, ei] + _poly(s[pi, ei], tm) < 0
+        crossing = crossing.index_put((pi[below], ei[below]), torch.tensor(True, device=g0.device))
+        end = end.index_put((pi[below], ei[below]), tm[below])
+    return crossing, end
 
 
 def _cross(x, c, r, row, A, tess, n_terms, max_crossings=8):
@@ -384,16 +403,16 @@ def _cross(x, c, r, row, A, tess, n_terms, max_crossings=8):
         G = edges[c]                                                      # [M, E, d+1]
         g0 = _affine(G, x)                                                # [M, E]
         s = G[..., :-1] @ coef.transpose(-1, -2)                          # [M, E, K]
-        crossing = g0 + _poly(s, r[:, None]) < 0
+        crossing, end = _exits(g0, s, r)
         has = crossing.any(-1)
         done = (~has).nonzero().squeeze(-1)
         out = out.index_put((idx[done],), x[done] + _poly(coef[done].transpose(-1, -2), r[done, None]))
         if len(done) == len(x): return out
         keep = has.nonzero().squeeze(-1)
         x, c, r, row, idx, coef = x[keep], c[keep], r[keep], row[keep], idx[keep], coef[keep]
-        g0, s, crossing = g0[keep], s[keep], crossing[keep]
+        g0, s, crossing, end = g0[keep], s[keep], crossing[keep], end[keep]
         pi, ei = crossing.nonzero(as_tuple=True)
-        t = torch.full_like(g0, math.inf).index_put((pi, ei), _crossing_time(g0[pi, ei], s[pi, ei], r[pi]))
+        t = torch.full_like(g0, math.inf).index_put((pi, ei), _crossing_time(g0[pi, ei], s[pi, ei], end[pi, ei]))
         e = t.argmin(-1)
         k = torch.arange(len(e), device=x.device)
         td, g0e, se = t[k, e], g0[k, e], s[k, e]
@@ -427,11 +446,18 @@ def transform(points, theta, tess, t:float=1.0, n_steps:int|None=None, inside:bo
     edges = tess._tensor("all_edges", geo["all_edges"], x.dtype, x.device)
     b = torch.arange(B, device=x.device)[:, None].expand(B, N).reshape(-1)
     x = x.reshape(-1, d)
+    A_flat = A.reshape(B * C, d, d + 1)
     for _ in range(n_steps):
         c = locate(x, tess)
         xn = _affine(E[b * C + c], x)
-        gn = _affine(edges[c], xn)
-        out = (gn < 0).any(-1).nonzero().squeeze(-1)
+        G = edges[c]
+        # left the cell by the end of the step, or may have grazed an edge (moving towards it at the start and
+        # away from it at the end): those go to `_cross`, which integrates them exactly
+        n = G[..., :-1]
+        Ac = A_flat[b * C + c]
+        towards = (n @ _affine(Ac, x)[..., None]).squeeze(-1) < 0
+        away = (n @ _affine(Ac, xn)[..., None]).squeeze(-1) > 0
+        out = ((_affine(G, xn) < 0) | (towards & away)).any(-1).nonzero().squeeze(-1)
         if len(out):
             r = torch.full((len(out),), h, dtype=x.dtype, device=x.device)
             xn = xn.index_put((out,), _cross(x[out], c[out], r, b[out], A, tess, n_terms))
