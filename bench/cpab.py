@@ -26,7 +26,8 @@ Points are compared as abstract (p0, p1) in [0,1]^2 (both libraries call p0 "x")
 compared: libcpab's transform_data treats image dim 2 (rows) as its x and samples on linspace(0, 1, n)
 (align_corners=True-like), whereas diffgeo takes x = column and pixel centres (align_corners=False).
 
-What is measured (CPU, float32, torch's default number of threads), best of a few repeats after a warm-up:
+What is measured (CPU, float32, torch's default number of threads or --threads), best of a few repeats after a
+warm-up (on a machine shared with other jobs, --threads 1 gives far steadier numbers):
 - forward: ours `cpab.warp(x, θ, tess)`, libcpab `T.transform_data(x, θ, [H, W])`, on a batch x [B, 1, H, W]
   with one θ per image;
 - backward: the same, then `.sum().backward()` with respect to θ.
@@ -207,7 +208,10 @@ def main():
     p.add_argument("--lib-only", action="store_true", help="time libcpab only (no diffgeo.cpab)")
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch intra-op threads (default: torch's); 1 is steadier on a machine shared with other jobs")
     args = p.parse_args()
+    if args.threads: torch.set_num_threads(args.threads)
     lc = load_libcpab(args.ref)
     cpab = None
     if not args.lib_only:
