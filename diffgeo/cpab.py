@@ -342,7 +342,8 @@ def _series(A, x, n_terms):
 
 
 def _poly(coef, t):
-    "sum_k coef_k t^k for k = 1..K (Horner); coef [..., K], t [...]."
+    "sum_k coef_k t^k for k = 1..K (Horner); coef [..., K], t [...] (0 for K = 0)."
+    if coef.shape[-1] == 0: return torch.zeros_like(t)
     acc = coef[..., -1]
     for k in range(coef.shape[-1] - 2, -1, -1): acc = acc * t + coef[..., k]
     return acc * t
