@@ -19,7 +19,8 @@ from torchvision import models as tvm
 from .core import check_choice, check_int
 
 # %% auto #0
-__all__ = ['ARCHS', 'MIN_SIZE', 'ArchInfo', 'resolve_arch', 'Dense', 'build', 'n_params', 'probe_layers']
+__all__ = ['ARCHS', 'MIN_SIZE', 'ST_BASES', 'ST_BUDGETS', 'ST_TRANSFORMERS', 'ArchInfo', 'resolve_arch', 'Dense', 'build',
+           'n_params', 'probe_layers', 'st_base', 'st_width', 'st_classifier']
 
 # %% ../nbs/30_models.ipynb #b10fe2db
 @dataclass(frozen=True)
@@ -219,3 +220,102 @@ def probe_layers(
         elif isinstance(m, _FOLLOWERS) and names: names[-1] = name
     if not names: raise ValueError(f"found no Conv2d or Linear layer to probe in {type(model).__name__}.")
     return names
+
+# %% ../nbs/30_models.ipynb #415cc7c5
+from . import transformers as _transformers
+
+# %% ../nbs/30_models.ipynb #574e4671
+ST_BASES = ("fcn", "cnn", "cifar")
+ST_BUDGETS = {"fcn": 400_000, "cnn": 400_000, "cifar": 1_000_000}  # Table 1 of Detlefsen et al. (2018)
+
+def _after_convs(size:int, base:str) -> int:
+    "Side of the last feature map of the `cnn` or `cifar` base for `size`-pixel inputs."
+    if base == "cnn": return ((size - 4) // 2 - 4) // 2  # two valid 5x5 convolutions, each followed by a 2x2 pool
+    return math.ceil(math.ceil(size / 2) / 2)  # 'same' convolutions, two 3x3 pools of stride 2 ('same' padding)
+
+def st_base(
+    base:str, # "fcn", "cnn" or "cifar"
+    in_shape:tuple[int, int, int], # (C, H, W) of the images the classifier sees
+    n_classes:int=10, # number of outputs
+    width:int=256, # units of the (first) hidden fully connected layer
+) -> nn.Sequential:
+    "The classifier (feature extractor and readout) of Table 1 for `base`, with `width` hidden units."
+    check_choice(base, "base", ST_BASES)
+    C, H, W = (check_int(s, "in_shape", low=1, hint="in_shape is (C, H, W).") for s in in_shape)
+    n_classes, width = check_int(n_classes, "n_classes", low=1), check_int(width, "width", low=1)
+    if base == "fcn":
+        return nn.Sequential(OrderedDict(flatten=nn.Flatten(), fc1=nn.Linear(C * H * W, width), relu1=nn.ReLU(),
+                                         fc2=nn.Linear(width, width), relu2=nn.ReLU(), out=nn.Linear(width, n_classes)))
+    h, w = _after_convs(H, base), _after_convs(W, base)
+    if h < 1 or w < 1:
+        raise ValueError(f"the {base!r} base needs larger images, got {H}×{W}: its convolutions and poolings leave "
+                         f"a {h}×{w} map; use base='fcn' or at least {16 if base == 'cnn' else 1} pixels per side.")
+    if base == "cnn":
+        return nn.Sequential(OrderedDict(
+            conv1=nn.Conv2d(C, 16, 5), relu1=nn.ReLU(), pool1=nn.MaxPool2d(2),
+            conv2=nn.Conv2d(16, 32, 5), relu2=nn.ReLU(), pool2=nn.MaxPool2d(2), flatten=nn.Flatten(),
+            fc1=nn.Linear(32 * h * w, width), relu3=nn.ReLU(), out=nn.Linear(width, n_classes)))
+    lrn = lambda: nn.LocalResponseNorm(9, alpha=0.001, beta=0.75, k=1.0)  # TF depth_radius 4, alpha 0.001/9 per element
+    half = max(1, width // 2)
+    return nn.Sequential(OrderedDict(
+        conv1=nn.Conv2d(C, 64, 5, padding=2), relu1=nn.ReLU(), pool1=nn.MaxPool2d(3, 2, padding=1), norm1=lrn(),
+        conv2=nn.Conv2d(64, 64, 5, padding=2), relu2=nn.ReLU(), norm2=lrn(), pool2=nn.MaxPool2d(3, 2, padding=1),
+        flatten=nn.Flatten(), fc1=nn.Linear(64 * h * w, width), relu3=nn.ReLU(), fc2=nn.Linear(width, half),
+        relu4=nn.ReLU(), out=nn.Linear(half, n_classes)))
+
+# %% ../nbs/30_models.ipynb #9a89c57a
+def _base_params(base:str, in_shape, n_classes:int, width:int) -> int:
+    with torch.device("meta"): return n_params(st_base(base, in_shape, n_classes, width))
+
+def st_width(
+    base:str, # "fcn", "cnn" or "cifar"
+    in_shape:tuple[int, int, int], # (C, H, W) of the classifier's input
+    n_classes:int, # number of outputs
+    budget:int, # parameters the classifier may have
+) -> int: # the width whose classifier has the count closest to `budget`
+    "Hidden width of the `base` classifier whose parameter count is closest to `budget`."
+    low = _base_params(base, in_shape, n_classes, 1)
+    if budget < low:
+        raise ValueError(f"the budget leaves {budget} parameters for the {base!r} classifier, fewer than its smallest "
+                         f"version (width 1) has ({low}); raise budget, or use a smaller localisation net (loc_net='fcn').")
+    lo, hi = 1, 2
+    while _base_params(base, in_shape, n_classes, hi) < budget: lo, hi = hi, 2 * hi
+    while hi - lo > 1:  # count(lo) < budget <= count(hi)
+        mid = (lo + hi) // 2
+        if _base_params(base, in_shape, n_classes, mid) < budget: lo = mid
+        else: hi = mid
+    return min((lo, hi), key=lambda w: abs(_base_params(base, in_shape, n_classes, w) - budget))
+
+# %% ../nbs/30_models.ipynb #5f8f1999
+ST_TRANSFORMERS = (None, *_transformers.LAYERS)
+
+def st_classifier(
+    base:str="cnn", # classifier: "fcn", "cnn" or "cifar"
+    transformer:str|None=None, # None, a family of `transformers.FAMILIES`, or "affine+cpab"
+    loc_net:str="cnn", # localisation net of the ST layer(s): "cnn" or "fcn" (unused without a transformer)
+    in_shape:tuple[int, int, int]=(1, 42, 42), # (C, H, W) of the input images
+    n_classes:int=10, # number of outputs
+    budget:int|None=None, # parameters of the whole network (None: `ST_BUDGETS[base]`, Table 1)
+    width:int|None=None, # hidden width of the classifier; given, the budget is not matched
+    **family_kwargs, # options of the transformation family (of the CPAB layer for "affine+cpab"), e.g. tess_size
+) -> nn.Sequential: # `Sequential(st=..., classifier=...)`, with `.width` and `.budget` attributes
+    "A classifier of Table 1 behind an optional spatial-transformer layer, sized to a fixed parameter budget (§5)."
+    check_choice(base, "base", ST_BASES)
+    if transformer in ("none", "None", ""): transformer = None
+    check_choice(transformer, "transformer", ST_TRANSFORMERS)
+    in_shape = tuple(check_int(s, "in_shape", low=1, hint="in_shape is (C, H, W).") for s in in_shape)
+    if len(in_shape) != 3: raise ValueError(f"in_shape must be (C, H, W), got {in_shape}.")
+    if width is not None and budget is not None:
+        raise ValueError("give either width (a fixed classifier) or budget (a matched one), not both.")
+    if transformer is None:
+        if family_kwargs: raise ValueError(f"options {sorted(family_kwargs)} are for a transformer, but transformer is None.")
+        st = nn.Identity()
+    else:
+        with torch.random.fork_rng(devices=[]):  # localisation nets do not shift the classifier's initialisation
+            st = _transformers.st_layer(transformer, in_shape, loc_net, **family_kwargs)
+    if width is None:
+        budget = ST_BUDGETS[base] if budget is None else check_int(budget, "budget", low=1)
+        width = st_width(base, in_shape, n_classes, budget - n_params(st))
+    model = nn.Sequential(OrderedDict(st=st, classifier=st_base(base, in_shape, n_classes, width)))
+    model.width, model.budget = width, budget
+    return model
