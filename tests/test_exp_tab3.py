@@ -1,0 +1,73 @@
+"""Table 3 (seven classifiers, one budget): papermill smoke run, the committed cpu-profile result, models and the paper's table."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from diffgeo import models, results
+from diffgeo.experiments import tab3
+
+ROOT = Path(__file__).resolve().parents[1]
+VARIABLES = {"test_accuracy", "train_seconds", "n_params", "width", "n_train", "n_test", "train_loss", "train_error",
+             "test_accuracy_epoch", "data_source", "paper_accuracy", "paper_table", "accuracy_mean", "accuracy_se", "train_seconds_mean",
+             "gain_over_cnn", "minus_paper"}
+
+
+def test_papermill_smoke(tmp_path):
+    "papermill with profile=smoke writes the dataset and the rendered table into a temporary folder only."
+    nc, png = tmp_path / "tab3.nc", tmp_path / "tab3.png"
+    cmd = [sys.executable, "-m", "papermill", str(ROOT / "nbs" / "tab3.ipynb"), str(tmp_path / "out.ipynb"),
+           "-k", "python3", "-p", "profile", "smoke", "-p", "out_nc", str(nc), "-p", "out_png", str(png)]
+    env = {**os.environ, "DIFFGEO_PROGRESS": "0", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1"}
+    env.pop("IN_TEST", None)
+    subprocess.run(cmd, check=True, cwd=tmp_path, env=env, capture_output=True, timeout=300)
+    ds = results.load_dataset(nc)
+    assert VARIABLES <= set(ds.data_vars)
+    results.check_cf(ds)
+    params = results.parameters(ds)
+    assert params["profile"] == "smoke" and params["seeds"] == [0]
+    for key in ("diffgeo_version", "git_commit", "torch_version", "device", "start_time", "end_time"):
+        assert ds.attrs[key]
+    assert ds.test_accuracy.dims == ("model", "dataset", "seed")
+    assert list(ds.model.values) == list(tab3.MODELS)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    tab3.draw(ds)
+
+
+def test_committed_result_redraws():
+    "The committed cpu-profile dataset is readable, has every model, and redraws the table."
+    ds = results.load_dataset(ROOT / "data" / "tab3.nc")
+    assert results.parameters(ds)["profile"] == "cpu"
+    assert list(ds.model.values) == list(tab3.MODELS) and list(ds.dataset.values) == ["mnist5k"]
+    assert tab3.table(ds).shape == (7, 3)
+    tab3.draw(ds)
+
+
+def test_models_share_the_budget():
+    "Every Table 3 network of a data set has the Table 1 budget (to within the classifier's integer width)."
+    for dataset, shape in (("mnist5k", (1, 28, 28)), ("cifar10", (3, 32, 32))):
+        budget = models.ST_BUDGETS[tab3.BASES[dataset]]
+        for m in tab3.MODELS:
+            assert abs(models.n_params(tab3.build(m, dataset, shape)) - budget) < 2_000, (dataset, m)
+
+
+def test_paper_table_and_bad_names():
+    assert all(len(v) == len(tab3.PAPER_COLUMNS) for v in tab3.PAPER.values()) and list(tab3.PAPER) == list(tab3.MODELS)
+    assert tab3.PAPER["ST-CPAB"][tab3.PAPER_COLUMNS.index("cifar10")] == 0.895
+    with pytest.raises(ValueError, match="'smoke', 'cpu', 'paper'"):
+        tab3.run("laptop")
+    with pytest.raises(ValueError, match="'mnist5k', 'mnist', 'fashionmnist', 'cifar10'"):
+        tab3.run("smoke", datasets=["cifar100"])
+    with pytest.raises(ValueError, match="'No transformer'"):
+        tab3.run("smoke", models_=["ST-Similarity"])
+
+
+def test_missing_data_set_is_skipped(tmp_path, monkeypatch):
+    "With skip_missing, a data set absent from the data folder is dropped and named, not fatal."
+    monkeypatch.delenv("DIFFGEO_DATA", raising=False)
+    ds = tab3.run("smoke", datasets=["mnist5k", "fashionmnist"], data_root=str(tmp_path / "empty"), models_=["No transformer"],
+                  skip_missing=True, shard_dir=tmp_path / "shards")
+    assert list(ds.dataset.values) == ["mnist5k"] and ds.attrs["skipped_datasets"] == "fashionmnist"
