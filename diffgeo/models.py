@@ -1,4 +1,4 @@
-"""The sixteen networks of Table 1 (Petrini et al. 2021, §4 and App. E.2), from fully connected nets to EfficientNets, built for 28 and 32 px images, with the layers to probe for $R_f$ vs depth.
+"""The sixteen networks of Table 1 (Petrini et al. 2021, §4 and App. E.2), from fully connected nets to EfficientNets, built for 28 and 32 px images, with the layers to probe for $R_f$ vs depth; and the spatial-transformer classifiers of Detlefsen et al. (2018) at a fixed parameter budget.
 
 Docs: https://diffgeo.github.io/diffgeo/models.html.md"""
 
