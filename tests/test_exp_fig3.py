@@ -1,9 +1,5 @@
 """Fig. 3 (destructive maps, learning-rate sensitivity): papermill smoke run, the committed cpu-profile result, the measure."""
 import math
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,7 +8,8 @@ import torch
 from diffgeo import results
 from diffgeo.experiments import fig3_destructive as fig3
 
-ROOT = Path(__file__).resolve().parents[1]
+from _smoke import PNG, ROOT, check_provenance, papermill_smoke
+
 VARIABLES = {"cond", "min_det", "train_loss", "train_error", "test_accuracy", "diverged", "train_seconds", "invertible",
              "cond_median", "cond_max", "frac_destructive", "frac_ill_conditioned", "frac_folded", "ever_folded",
              "accuracy_mean", "accuracy_std"}
@@ -20,22 +17,16 @@ VARIABLES = {"cond", "min_det", "train_loss", "train_error", "test_accuracy", "d
 
 def test_papermill_smoke(tmp_path):
     "papermill with profile=smoke writes the dataset (shards included) and a PNG into a temporary folder only."
-    nc, png = tmp_path / "fig3_destructive.nc", tmp_path / "fig3_destructive.png"
-    cmd = [sys.executable, "-m", "papermill", str(ROOT / "nbs" / "fig3_destructive.ipynb"), str(tmp_path / "out.ipynb"),
-           "-k", "python3", "-p", "profile", "smoke", "-p", "out_nc", str(nc), "-p", "out_png", str(png)]
-    env = {**os.environ, "DIFFGEO_PROGRESS": "0", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1"}
-    env.pop("IN_TEST", None)
-    subprocess.run(cmd, check=True, cwd=tmp_path, env=env, capture_output=True, timeout=300)
+    nc, png = papermill_smoke("fig3_destructive", tmp_path)
     ds = results.load_dataset(nc)
     assert VARIABLES <= set(ds.data_vars)
     results.check_cf(ds)
     params = results.parameters(ds)
     assert params["profile"] == "smoke" and params["seeds"] == [0]
-    for key in ("diffgeo_version", "git_commit", "torch_version", "device", "start_time", "end_time"):
-        assert ds.attrs[key]
+    check_provenance(ds)
     assert ds.cond.dims == ("family", "lr", "seed", "step", "sample")
     assert list(ds.family.values) == [*fig3.FAMILIES, "none"]
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert png.read_bytes()[:8] == PNG
     assert any((tmp_path / "fig3_destructive" / "shards" / "smoke").iterdir())
     fig3.draw(ds)
 

@@ -1,8 +1,4 @@
 """Fig. 4 (a CPAB transformation): papermill smoke run, the committed cpu-profile result, and the dataset's internal consistency."""
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,33 +7,23 @@ import torch
 from diffgeo import cpab, results
 from diffgeo.experiments import fig4_cpab
 
-ROOT = Path(__file__).resolve().parents[1]
+from _smoke import PNG, ROOT, check_provenance, papermill_smoke
+
 VARIABLES = {"image", "warped", "theta", "cell_matrix", "arrow_position", "velocity", "path", "roundtrip", "jacobian_det",
              "cell_edge", "displacement", "max_displacement", "median_displacement", "min_jacobian_det", "max_jacobian_det",
              "max_roundtrip_error"}
 
 
-def _papermill(name, tmp_path, *extra):
-    nc, png = tmp_path / f"{name}.nc", tmp_path / f"{name}.png"
-    cmd = [sys.executable, "-m", "papermill", str(ROOT / "nbs" / f"{name}.ipynb"), str(tmp_path / "out.ipynb"), "-k", "python3",
-           "-p", "profile", "smoke", "-p", "out_nc", str(nc), "-p", "out_png", str(png), *extra]
-    env = {**os.environ, "DIFFGEO_PROGRESS": "0", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1"}
-    env.pop("IN_TEST", None)
-    subprocess.run(cmd, check=True, cwd=tmp_path, env=env, capture_output=True, timeout=300)
-    return nc, png
-
-
 def test_papermill_smoke(tmp_path):
     "papermill with profile=smoke writes a self-describing dataset and a PNG outside the repository."
-    nc, png = _papermill("fig4_cpab", tmp_path)
+    nc, png = papermill_smoke("fig4_cpab", tmp_path)
     ds = results.load_dataset(nc)
     assert VARIABLES <= set(ds.data_vars)
     results.check_cf(ds)
     params = results.parameters(ds)
     assert params["profile"] == "smoke" and params["seed"] == 0 and params["tess_size"] == [2, 2]
-    for key in ("diffgeo_version", "git_commit", "torch_version", "device", "start_time", "end_time"):
-        assert ds.attrs[key]
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    check_provenance(ds)
+    assert png.read_bytes()[:8] == PNG
     assert ds.path.dims == ("path_point", "time", "component")
     fig4_cpab.draw(ds)
 

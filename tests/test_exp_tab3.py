@@ -1,8 +1,4 @@
 """Table 3 (seven classifiers, one budget): papermill smoke run, the committed cpu-profile result, models and the paper's table."""
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,7 +6,8 @@ import pytest
 from diffgeo import models, results
 from diffgeo.experiments import tab3
 
-ROOT = Path(__file__).resolve().parents[1]
+from _smoke import PNG, ROOT, check_provenance, papermill_smoke
+
 VARIABLES = {"test_accuracy", "train_seconds", "n_params", "width", "n_train", "n_test", "train_loss", "train_error",
              "test_accuracy_epoch", "data_source", "paper_accuracy", "paper_table", "accuracy_mean", "accuracy_se", "train_seconds_mean",
              "gain_over_cnn", "minus_paper"}
@@ -18,22 +15,16 @@ VARIABLES = {"test_accuracy", "train_seconds", "n_params", "width", "n_train", "
 
 def test_papermill_smoke(tmp_path):
     "papermill with profile=smoke writes the dataset and the rendered table into a temporary folder only."
-    nc, png = tmp_path / "tab3.nc", tmp_path / "tab3.png"
-    cmd = [sys.executable, "-m", "papermill", str(ROOT / "nbs" / "tab3.ipynb"), str(tmp_path / "out.ipynb"),
-           "-k", "python3", "-p", "profile", "smoke", "-p", "out_nc", str(nc), "-p", "out_png", str(png)]
-    env = {**os.environ, "DIFFGEO_PROGRESS": "0", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1"}
-    env.pop("IN_TEST", None)
-    subprocess.run(cmd, check=True, cwd=tmp_path, env=env, capture_output=True, timeout=300)
+    nc, png = papermill_smoke("tab3", tmp_path)
     ds = results.load_dataset(nc)
     assert VARIABLES <= set(ds.data_vars)
     results.check_cf(ds)
     params = results.parameters(ds)
     assert params["profile"] == "smoke" and params["seeds"] == [0]
-    for key in ("diffgeo_version", "git_commit", "torch_version", "device", "start_time", "end_time"):
-        assert ds.attrs[key]
+    check_provenance(ds)
     assert ds.test_accuracy.dims == ("model", "dataset", "seed")
     assert list(ds.model.values) == list(tab3.MODELS)
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert png.read_bytes()[:8] == PNG
     tab3.draw(ds)
 
 
