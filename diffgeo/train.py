@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import math
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from .core import check_choice, check_images, check_int, check_scalar, module_de
 from .results import _atomic, cf_attrs, resolve_path
 
 # %% auto #0
-__all__ = ['OPTIMIZERS', 'DEFAULTS', 'epochs_for_steps', 'augment', 'evaluate', 'TrainResult', 'train']
+__all__ = ['OPTIMIZERS', 'DEFAULTS', 'epochs_for_steps', 'augment', 'evaluate', 'TrainResult', 'train', 'train_tracked']
 
 # %% ../nbs/31_train.ipynb #654dc24f
 OPTIMIZERS = ("sgd", "adam")
@@ -200,3 +201,28 @@ def _epoch(model, opt, sched, split, batch_size, aug, seed, epoch, dev) -> dict:
         opt.zero_grad(set_to_none=True); loss.backward(); opt.step(); sched.step()
         loss_sum += loss.item() * len(idx); wrong += (out.argmax(1) != y).sum().item()
     return {"train_loss": loss_sum / len(order), "train_error": wrong / len(order), "lr": opt.param_groups[0]["lr"]}
+
+# %% ../nbs/31_train.ipynb #bbe38e6e
+def train_tracked(
+    model:nn.Module, # the network, on the device to train on
+    train_split, # `data.Split` to train on
+    test_split, # `data.Split` whose accuracy is measured
+    track_test:bool=True, # evaluate `test_split` after every epoch (False: only after training)
+    **kwargs, # passed to `train` (not `on_epoch`)
+) -> tuple[TrainResult, float, dict[int, float]]: # the result, training seconds without the test evaluations, {epoch: test accuracy}
+    "`train`, timing the training alone and recording the test accuracy after each epoch and of the final network."
+    _check_split(test_split, "test_split")
+    if "on_epoch" in kwargs: raise ValueError("train_tracked sets on_epoch itself; call `train` to pass your own.")
+    accuracy, eval_seconds = {}, 0.0
+    def on_epoch(epoch, row):
+        nonlocal eval_seconds
+        if not track_test: return
+        t = time.perf_counter()
+        accuracy[epoch] = 1 - evaluate(model, test_split)["error"]
+        eval_seconds += time.perf_counter() - t
+    t0 = time.perf_counter()
+    res = train(model, train_split, on_epoch=on_epoch, **kwargs)
+    seconds = time.perf_counter() - t0 - eval_seconds
+    last = int(res.history.epoch[-1])
+    if last not in accuracy: accuracy[last] = 1 - evaluate(res.model, test_split)["error"]
+    return res, seconds, accuracy

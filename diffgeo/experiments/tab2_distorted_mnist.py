@@ -8,7 +8,6 @@ Docs: https://diffgeo.github.io/diffgeo/tab2_distorted_mnist.html.md"""
 from __future__ import annotations
 
 import math
-import time
 from functools import lru_cache
 from pathlib import Path
 
@@ -230,21 +229,11 @@ def cell(
     dev = resolve_device(device)
     seed_everything(seed)
     net = build(model, st_base).to(dev)
-    per_epoch, eval_seconds = {}, 0.0
-    def on_epoch(epoch, row):
-        nonlocal eval_seconds
-        if not track_test: return
-        t = time.perf_counter()
-        per_epoch[epoch] = 1 - train.evaluate(net, test_split)["error"]
-        eval_seconds += time.perf_counter() - t
     ckpt = None if checkpoint_dir is None else \
         results.resolve_path(checkpoint_dir) / f"{model.replace(' ', '_').replace('+', 'p')}_{distortion}_seed{seed}.pt"
-    t0 = time.perf_counter()
-    res = train.train(net, train_split, None, epochs=epochs, optimizer="adam", lr=lr, batch_size=batch_size,
-                      pad=0, flip=False, seed=seed, checkpoint=ckpt, on_epoch=on_epoch)
-    seconds = time.perf_counter() - t0 - eval_seconds
-    accuracy = per_epoch.get(epochs)
-    if accuracy is None: accuracy = 1 - train.evaluate(res.model, test_split)["error"]
+    res, seconds, per_epoch = train.train_tracked(net, train_split, test_split, track_test, epochs=epochs, optimizer="adam",
+                                                  lr=lr, batch_size=batch_size, pad=0, flip=False, seed=seed, checkpoint=ckpt)
+    accuracy = per_epoch[epochs]
     idx = fig5_indices(test_split)
     net.eval()
     with torch.no_grad(): view = net.st(test_split.images[idx].to(dev)).cpu()

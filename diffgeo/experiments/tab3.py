@@ -7,7 +7,6 @@ Docs: https://diffgeo.github.io/diffgeo/tab3.html.md"""
 # %% ../../nbs/tab3.ipynb #e4316df9
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import numpy as np
@@ -72,19 +71,9 @@ def cell(
     dev = resolve_device(device)
     seed_everything(seed)
     net = build(model, dataset, tuple(train_split.images.shape[1:]), ds_data.n_classes).to(dev)
-    per_epoch, eval_seconds = {}, 0.0
-    def on_epoch(epoch, row):
-        nonlocal eval_seconds
-        if not track_test: return
-        t = time.perf_counter()
-        per_epoch[epoch] = 1 - train.evaluate(net, test_split)["error"]
-        eval_seconds += time.perf_counter() - t
-    t0 = time.perf_counter()
-    res = train.train(net, train_split, None, epochs=n_epochs, optimizer="adam", lr=lr, batch_size=batch_size,
-                      pad=0, flip=False, seed=seed, on_epoch=on_epoch, progress_bar=False)
-    seconds = time.perf_counter() - t0 - eval_seconds
-    accuracy = per_epoch.get(n_epochs)
-    if accuracy is None: accuracy = 1 - train.evaluate(res.model, test_split)["error"]
+    res, seconds, per_epoch = train.train_tracked(net, train_split, test_split, track_test, epochs=n_epochs, optimizer="adam",
+                                                  lr=lr, batch_size=batch_size, pad=0, flip=False, seed=seed, progress_bar=False)
+    accuracy = per_epoch[n_epochs]
     ep = res.history.epoch.values
     return xr.Dataset(
         {"test_accuracy": ((), accuracy, results.cf_attrs("test accuracy of the last-epoch network")),
