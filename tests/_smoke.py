@@ -23,3 +23,15 @@ def check_provenance(ds):
     "The provenance attributes every results dataset carries."
     for key in ("diffgeo_version", "git_commit", "torch_version", "device", "start_time", "end_time"):
         assert ds.attrs[key], key
+
+
+def load_checked(nc, variables, profile="smoke"):
+    "Load a results dataset and check what every one carries: `variables`, CF attributes, its profile, provenance."
+    from diffgeo import results
+    ds = results.load_dataset(nc)
+    assert set(variables) <= set(ds.data_vars), set(variables) - set(ds.data_vars)
+    results.check_cf(ds)
+    params = results.parameters(ds)
+    assert params["profile"] == profile
+    check_provenance(ds)
+    return ds, params

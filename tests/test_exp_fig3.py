@@ -8,7 +8,7 @@ import torch
 from diffgeo import results
 from diffgeo.experiments import fig3_destructive as fig3
 
-from _smoke import PNG, ROOT, check_provenance, papermill_smoke
+from _smoke import PNG, ROOT, load_checked, papermill_smoke
 
 VARIABLES = {"cond", "min_det", "train_loss", "train_error", "test_accuracy", "diverged", "train_seconds", "invertible",
              "cond_median", "cond_max", "frac_destructive", "frac_ill_conditioned", "frac_folded", "ever_folded",
@@ -18,12 +18,8 @@ VARIABLES = {"cond", "min_det", "train_loss", "train_error", "test_accuracy", "d
 def test_papermill_smoke(tmp_path):
     "papermill with profile=smoke writes the dataset (shards included) and a PNG into a temporary folder only."
     nc, png = papermill_smoke("fig3_destructive", tmp_path)
-    ds = results.load_dataset(nc)
-    assert VARIABLES <= set(ds.data_vars)
-    results.check_cf(ds)
-    params = results.parameters(ds)
-    assert params["profile"] == "smoke" and params["seeds"] == [0]
-    check_provenance(ds)
+    ds, params = load_checked(nc, VARIABLES)
+    assert params["seeds"] == [0]
     assert ds.cond.dims == ("family", "lr", "seed", "step", "sample")
     assert list(ds.family.values) == [*fig3.FAMILIES, "none"]
     assert png.read_bytes()[:8] == PNG

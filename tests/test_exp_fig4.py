@@ -7,7 +7,7 @@ import torch
 from diffgeo import cpab, results
 from diffgeo.experiments import fig4_cpab
 
-from _smoke import PNG, ROOT, check_provenance, papermill_smoke
+from _smoke import PNG, ROOT, load_checked, papermill_smoke
 
 VARIABLES = {"image", "warped", "theta", "cell_matrix", "arrow_position", "velocity", "path", "roundtrip", "jacobian_det",
              "cell_edge", "displacement", "max_displacement", "median_displacement", "min_jacobian_det", "max_jacobian_det",
@@ -17,12 +17,8 @@ VARIABLES = {"image", "warped", "theta", "cell_matrix", "arrow_position", "veloc
 def test_papermill_smoke(tmp_path):
     "papermill with profile=smoke writes a self-describing dataset and a PNG outside the repository."
     nc, png = papermill_smoke("fig4_cpab", tmp_path)
-    ds = results.load_dataset(nc)
-    assert VARIABLES <= set(ds.data_vars)
-    results.check_cf(ds)
-    params = results.parameters(ds)
-    assert params["profile"] == "smoke" and params["seed"] == 0 and params["tess_size"] == [2, 2]
-    check_provenance(ds)
+    ds, params = load_checked(nc, VARIABLES)
+    assert params["seed"] == 0 and params["tess_size"] == [2, 2]
     assert png.read_bytes()[:8] == PNG
     assert ds.path.dims == ("path_point", "time", "component")
     fig4_cpab.draw(ds)

@@ -6,7 +6,7 @@ import pytest
 from diffgeo import models, results
 from diffgeo.experiments import tab3
 
-from _smoke import PNG, ROOT, check_provenance, papermill_smoke
+from _smoke import PNG, ROOT, load_checked, papermill_smoke
 
 VARIABLES = {"test_accuracy", "train_seconds", "n_params", "width", "n_train", "n_test", "train_loss", "train_error",
              "test_accuracy_epoch", "data_source", "paper_accuracy", "paper_table", "accuracy_mean", "accuracy_se", "train_seconds_mean",
@@ -16,12 +16,8 @@ VARIABLES = {"test_accuracy", "train_seconds", "n_params", "width", "n_train", "
 def test_papermill_smoke(tmp_path):
     "papermill with profile=smoke writes the dataset and the rendered table into a temporary folder only."
     nc, png = papermill_smoke("tab3", tmp_path)
-    ds = results.load_dataset(nc)
-    assert VARIABLES <= set(ds.data_vars)
-    results.check_cf(ds)
-    params = results.parameters(ds)
-    assert params["profile"] == "smoke" and params["seeds"] == [0]
-    check_provenance(ds)
+    ds, params = load_checked(nc, VARIABLES)
+    assert params["seeds"] == [0]
     assert ds.test_accuracy.dims == ("model", "dataset", "seed")
     assert list(ds.model.values) == list(tab3.MODELS)
     assert png.read_bytes()[:8] == PNG
