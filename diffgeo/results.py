@@ -42,16 +42,16 @@ def select_profile(
 
 # %% ../nbs/01_results.ipynb #592a0eef
 def project_root() -> Path:
-    "The diffgeo checkout this package was loaded from, or the working directory."
+    "The diffgeo checkout this package was loaded from, or the working directory when installed from a wheel."
     here = Path(diffgeo.__file__).resolve().parents[1]
     return here if (here / "pyproject.toml").exists() and (here / "nbs").is_dir() else Path.cwd()
 
 def resolve_path(
-    path:str|os.PathLike, # absolute, or relative to the project root
+    path:str|os.PathLike, # absolute, or relative to the current working directory
 ) -> Path:
-    "An absolute output path: `path` itself, or `path` under `project_root()`."
-    path = Path(path).expanduser()
-    return path if path.is_absolute() else project_root() / path
+    "An absolute path: `path` itself, or `path` under the current working directory (`~` expanded)."
+    return Path(path).expanduser().absolute()
+
 
 # %% ../nbs/01_results.ipynb #e21f3861
 def git_commit() -> str:
@@ -72,26 +72,31 @@ def provenance(
     params:dict, # every parameter of the run (JSON-serialisable)
     device:str|torch.device, # where the run computed
     start:str, # start time from `now()`
+    end:str|None=None, # end time of the computation (None: now)
+    **names, # further attributes, e.g. paper="petrini", experiment="petrini_fig5"
 ) -> dict:
     "Provenance attributes for a results dataset."
-    return {"parameters": json.dumps(params, sort_keys=True, default=str),
+    return {**{k: str(v) for k, v in names.items()}, "parameters": json.dumps(params, sort_keys=True, default=str),
             "diffgeo_version": diffgeo.__version__, "git_commit": git_commit(),
             "torch_version": torch.__version__, "python_version": platform.python_version(),
-            "device": str(device), "start_time": start, "end_time": now()}
+            "device": str(device), "start_time": start, "end_time": end or now()}
 
 def stamp(
     ds:xr.Dataset, # a results dataset
     params:dict, # every parameter of the run
     device:str|torch.device, # where the run computed
     start:str, # start time from `now()`
+    end:str|None=None, # end time of the computation (None: now)
+    **names, # further attributes, e.g. paper="petrini", experiment="petrini_fig5"
 ) -> xr.Dataset:
     "Attach provenance attributes to `ds` (in place) and return it."
-    ds.attrs.update(provenance(params, device, start))
+    ds.attrs.update(provenance(params, device, start, end, **names))
     return ds
 
 def parameters(ds:xr.Dataset) -> dict:
     "The parameters a results dataset was made with."
     return json.loads(ds.attrs["parameters"])
+
 
 # %% ../nbs/01_results.ipynb #2513f38e
 def cf_attrs(
@@ -125,7 +130,7 @@ def _atomic(path:Path, write):
 
 def save_dataset(
     ds:xr.Dataset, # the results, with CF attributes and provenance
-    path:str|os.PathLike, # target `.nc` file (relative paths from the project root)
+    path:str|os.PathLike, # target `.nc` file (relative paths from the working directory)
 ) -> Path:
     "Write `ds` to netCDF-4 atomically; return the absolute path."
     check_cf(ds)
@@ -134,14 +139,14 @@ def save_dataset(
     return _atomic(resolve_path(path), lambda tmp: ds.to_netcdf(tmp, engine="netcdf4"))
 
 def load_dataset(
-    path:str|os.PathLike, # `.nc` file (relative paths from the project root)
+    path:str|os.PathLike, # `.nc` file (relative paths from the working directory)
 ) -> xr.Dataset:
     "Read a results dataset fully into memory (the file is closed on return)."
     with xr.open_dataset(resolve_path(path), engine="netcdf4") as ds: return ds.load()
 
 def save_figure(
     fig, # a matplotlib Figure
-    path:str|os.PathLike, # target `.png` (or `.pdf`, `.svg`) file, relative paths from the project root
+    path:str|os.PathLike, # target `.png` (or `.pdf`, `.svg`) file, relative paths from the working directory
     dpi:int=110, # resolution of raster formats
 ) -> Path:
     "Save `fig` atomically; return the absolute path."

@@ -187,7 +187,7 @@ def _dim_attrs(grid:Mapping, dim_attrs:Mapping|None) -> dict:
 
 def missing_cells(
     grid:Mapping[str, Sequence], # {dimension: values}
-    shard_dir:str|os.PathLike, # the folder of shards (relative paths from the project root)
+    shard_dir:str|os.PathLike, # the folder of shards (relative paths from the working directory)
 ) -> list[dict]: # the cells of `grid` that have no shard yet, in grid order
     "The cells of `grid` without a shard in `shard_dir`."
     shard_dir, cells = resolve_path(shard_dir), grid_cells(grid)
@@ -227,7 +227,7 @@ def _expand(ds:xr.Dataset, cell:dict, coords_on:dict) -> xr.Dataset:
 
 def merge_shards(
     grid:Mapping[str, Sequence], # {dimension: values}: the merged dataset's first dimensions, in this order
-    shard_dir:str|os.PathLike, # the folder of shards (relative paths from the project root)
+    shard_dir:str|os.PathLike, # the folder of shards (relative paths from the working directory)
     coords_on:Mapping[str, str]|None=None, # {scalar coordinate: sweep dimension it becomes a coordinate along}
     dim_attrs:Mapping[str, dict]|None=None, # CF attributes of the sweep dimensions' coordinates
     fixed:Mapping|None=None, # if given, every shard must have been computed with these fixed arguments
@@ -297,7 +297,7 @@ def _run_jobs(ex, kind:str, todo:list, fn:Callable, fixed:dict, max_parallel:int
 def run_sweep(
     fn:Callable[..., xr.Dataset], # module-level `fn(**cell, **fixed)` returning one cell's dataset (no sweep dimensions)
     grid:Mapping[str, Sequence], # {dimension: values}; each becomes a dimension of the result, in this order
-    shard_dir:str|os.PathLike, # the folder of shards (relative paths from the project root)
+    shard_dir:str|os.PathLike, # the folder of shards (relative paths from the working directory)
     fixed:Mapping|None=None, # keyword arguments passed to every cell, recorded in each shard
     executor:str="inline", # "inline" (this process), "local" (submitit jobs on this machine), "slurm"
     executor_options:Mapping|None=None, # submitit `update_parameters` options: timeout_min, gpus_per_node, slurm_partition, ...
