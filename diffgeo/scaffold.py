@@ -76,6 +76,7 @@ class Experiment:
         grid:Callable|None=None, # settings -> {dimension: values}, a sweep of cells; None: one cell, no shards
         coords_on:dict|None=None, # {scalar coordinate a cell returns: grid dimension it becomes a coordinate along}
         notebook:str|None=None, # the notebook under nbs/ (default "<name>.ipynb")
+        constants:dict|None=None, # fixed facts of the experiment, recorded in the provenance (not settings)
     ):
         self.paper, self.name = papers.paper(paper).key, papers.experiment_name(paper, figure)
         self.figure_name = figure
@@ -85,7 +86,7 @@ class Experiment:
         if bad: raise TypeError(f"declare {bad} as Var(dims, long_name, units) in the variables schema.")
         self.profiles, self.grid, self.coords_on = profiles, grid, dict(coords_on or {})
         self.variables = {**variables, **(CELL_TIMES if grid is not None else {})}
-        self.notebook = notebook or f"{self.name}.ipynb"
+        self.notebook, self.constants = notebook or f"{self.name}.ipynb", dict(constants or {})
         self.figures, self._cell, self._derive, self._finish, self._settings = {}, None, None, None, None
         REGISTRY[self.name] = self
 
@@ -221,8 +222,8 @@ def run(self:Experiment,
         if executor != "inline": raise ValueError(f"{self.name} is one cell, not a sweep: use executor='inline'.")
         ds = self._cell(**fixed)
         end = results.now()
-    if self._finish: ds = self._finish(ds, p)
-    params = dict(profile=profile, **{k: v for k, v in {**p, **shared}.items()})
+    if self._finish: ds = self._finish(ds, {**p, **shared})
+    params = dict(profile=profile, **self.constants, **p, **shared)
     if tag: params["tag"] = tag
     results.stamp(ds, params, resolve_device(device), start, end, paper=self.paper, experiment=self.name)
     if self._derive: ds = self._derive(self.apply_schema(ds, strict=False))
