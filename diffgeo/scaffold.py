@@ -105,7 +105,7 @@ class Experiment:
         self._finish = fn; return fn
 
     def settings(self, fn:Callable) -> Callable:
-        "Declare `fn(settings, profile, overrides) -> settings`, which checks and completes a profile's settings."
+        "Declare `fn(settings, profile, overrides) -> settings`, which checks and completes a profile's settings (overrides: the run's explicit ones, and its data_root)."
         self._settings = fn; return fn
 
     def figure(self, name:str) -> Callable:
@@ -159,11 +159,12 @@ def check(self:Experiment,
 @patch
 def resolve(self:Experiment,
     profile:str="cpu", # "smoke", "cpu" or "paper"
+    data_root:str|None=None, # the run's data folder, for settings that depend on which data sets are there
     **overrides, # settings replacing the profile's (None: keep the profile's)
 ) -> dict:
     "The settings of a run: the profile's, updated by the overrides, checked and completed by the experiment."
     p = results.select_profile(profile, self.profiles, **overrides)
-    return self._settings(p, profile, overrides) if self._settings else p
+    return self._settings(p, profile, {**overrides, "data_root": data_root}) if self._settings else p
 
 @patch
 def paths(self:Experiment,
@@ -201,7 +202,7 @@ def run(self:Experiment,
 ) -> xr.Dataset:
     "Compute the experiment's dataset: run every cell (reading finished ones back), merge, stamp provenance, derive."
     if self._cell is None: raise TypeError(f"{self.name} declares no cell; decorate its cell function with @EXPERIMENT.cell.")
-    p = self.resolve(profile, **overrides)
+    p = self.resolve(profile, data_root, **overrides)
     accepts = set(inspect.signature(self._cell).parameters)
     shared = {k: v for k, v in dict(device=str(device), data_root=None if data_root is None else str(data_root)).items()
               if k in accepts}
