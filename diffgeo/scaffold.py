@@ -38,9 +38,10 @@ class Var:
     @property
     def attrs(self) -> dict: return results.cf_attrs(self.long_name, self.units)
 
-#: What every sweep experiment's dataset carries besides its own variables: when each cell computed.
-CELL_TIMES = {"cell_start": Var((), "start of the cell's computation (UTC, ISO 8601)"),
-              "cell_end": Var((), "end of the cell's computation (UTC, ISO 8601)")}
+#: What a sweep experiment's dataset carries besides its own variables: when each cell computed (optional: datasets
+#: made before the scaffold existed lack them).
+CELL_TIMES = {"cell_start": Var((), "start of the cell's computation (UTC, ISO 8601)", optional=True),
+              "cell_end": Var((), "end of the cell's computation (UTC, ISO 8601)", optional=True)}
 
 # %% ../nbs/55_scaffold.ipynb #68e90056
 REGISTRY:dict = {}  # experiment name -> Experiment, filled as experiment modules are imported

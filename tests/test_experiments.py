@@ -1,79 +1,114 @@
-"""End-to-end runs of the experiment notebooks through papermill on the smoke profile."""
+"""Every experiment, through the scaffold: its notebook end to end at profile=smoke through papermill (once: nbdev-test
+skips the experiment notebooks), its committed cpu-profile result, and the scaffold's promises (schema checks, paths,
+resume, parameters a user can list)."""
+import importlib
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import matplotlib
 import pytest
 import xarray as xr
 
 from diffgeo import results
+from diffgeo.scaffold import REGISTRY
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-EXPECTED = {
-    "fig1": {"image", "panel", "T_crit_xi", "T_crit_det", "delta_unit", "p_diffeo", "p_bijective",
-             "T_half_measured", "T_delta_half", "T_delta_one", "T_max", "T_min"},
-    "fig8": {"delta_unit", "max_xi_unit", "delta2_measured", "delta2_exact", "delta2_eq3", "max_xi_median", "max_xi_eq13"},
-    "fig5": {"d_diffeo", "d_noise", "d_pair", "r_diffeo", "r_noise", "is_diffeo", "test_index", "test_error",
-             "train_loss", "val_error", "best_epoch", "train_seconds", "D_f", "G_f", "R_f", "D_f_mean", "G_f_mean", "R_f_mean",
-             "R_f_logmean", "R_f_logstd", "test_error_logmean", "fit_prefactor", "fit_exponent", "fit_prefactor_half",
-             "corr_R_f", "corr_D_f", "corr_G_f"},
-}
-EXTRA_PNGS = {"fig5": ["fig15", "fig16", "fig17", "fig19"]}
+NAMES = sorted(p.stem for p in (ROOT / "diffgeo" / "experiments").glob("*.py") if not p.stem.startswith("_"))
+for _n in NAMES: importlib.import_module(f"diffgeo.experiments.{_n}")
+EXPERIMENTS = {n: REGISTRY[n] for n in NAMES}
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_papermill_smoke(name, tmp_path):
-    "papermill with profile=smoke writes a readable, self-describing dataset and a PNG, outside the repo."
-    nc, png = tmp_path / f"{name}.nc", tmp_path / f"{name}.png"
-    cmd = [sys.executable, "-m", "papermill", str(ROOT / "nbs" / f"{name}.ipynb"), str(tmp_path / "out.ipynb"),
-           "-k", "python3", "-p", "profile", "smoke", "-p", "out_nc", str(nc), "-p", "out_png", str(png)]
-    env = {**os.environ, "DIFFGEO_PROGRESS": "0", "MPLBACKEND": "Agg"}
+def _papermill(exp, out, *args):
+    cmd = [sys.executable, "-m", "papermill", str(ROOT / "nbs" / exp.notebook), str(out / "executed.ipynb"), "-k", "python3", *args]
+    env = {**os.environ, "DIFFGEO_PROGRESS": "0", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1"}
     env.pop("IN_TEST", None)
-    subprocess.run(cmd, check=True, cwd=tmp_path, env=env, capture_output=True, timeout=600)
-    ds = results.load_dataset(nc)
-    assert EXPECTED[name] <= set(ds.data_vars)
+    return subprocess.run(cmd, check=True, cwd=out, env=env, capture_output=True, text=True, timeout=900)
+
+
+def test_every_experiment_module_is_registered():
+    assert NAMES and all(n == REGISTRY[n].name for n in NAMES)
+    for n, exp in EXPERIMENTS.items():
+        assert (ROOT / "nbs" / exp.notebook).exists(), exp.notebook
+        assert n.split("_")[0] == exp.paper and exp.figures, n
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_notebook_smoke(name, tmp_path):
+    "papermill -p profile smoke writes the dataset and every declared figure under out_dir, and nothing elsewhere."
+    exp = EXPERIMENTS[name]
+    _papermill(exp, tmp_path, "-p", "profile", "smoke", "-p", "out_dir", "run")
+    paths = exp.paths("smoke", tmp_path / "run")
+    ds = exp.load(paths.dataset)  # the schema and the experiment's name are checked
     results.check_cf(ds)
     params = results.parameters(ds)
-    assert params["profile"] == "smoke" and (params.get("seed") == 0 or params.get("seeds") == [0])
+    assert params["profile"] == "smoke" and ds.attrs["paper"] == exp.paper and ds.attrs["experiment"] == name
     for key in ("diffgeo_version", "git_commit", "torch_version", "device", "start_time", "end_time"):
-        assert ds.attrs[key]
-    for path in [png] + [tmp_path / f"{name}_{extra}.png" for extra in EXTRA_PNGS.get(name, [])]:
-        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    module = __import__(f"diffgeo.experiments.{name}", fromlist=["draw"])
-    module.draw(ds)  # the figure is redrawn from the file alone
+        assert ds.attrs[key], key
+    for fig, path in paths.figures.items():
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", fig
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["executed.ipynb", "run"]  # nothing beside out_dir
+    assert not (ROOT / "out" / "smoke").exists() or name not in {p.stem for p in (ROOT / "out" / "smoke" / "results").glob("*.nc")}
 
 
-def test_unknown_profile_fails_fast():
-    from diffgeo.experiments import fig1, fig5
-    for module in (fig1, fig5):
-        with pytest.raises(ValueError, match="'smoke', 'cpu', 'paper'"):
-            module.run(profile="laptop")
+@pytest.mark.parametrize("name", NAMES)
+def test_committed_result(name):
+    "The committed cpu-profile dataset passes its schema and redraws every figure from the file alone."
+    exp = EXPERIMENTS[name]
+    ds = exp.load(ROOT / exp.paths("cpu").dataset)
+    assert results.parameters(ds)["profile"] == "cpu"
+    for fig, draw in exp.figures.items():
+        plt.close(draw(ds))
+        assert (ROOT / exp.paths("cpu").figures[fig]).exists(), fig
+
+
+def test_parameters_are_listed():
+    "papermill --help-notebook lists the output folder and the profile of every experiment notebook."
+    for exp in EXPERIMENTS.values():
+        out = subprocess.run([sys.executable, "-m", "papermill", "--help-notebook", str(ROOT / "nbs" / exp.notebook)],
+                             capture_output=True, text=True, check=True).stdout
+        assert "out_dir" in out and "profile" in out, exp.name
+
+
+def test_a_dataset_of_another_experiment_is_refused():
+    fig5, fig8 = EXPERIMENTS["petrini_fig5"], EXPERIMENTS["petrini_fig8"]
+    ds = xr.Dataset(attrs={"experiment": "petrini_fig8"})
+    with pytest.raises(ValueError, match="made by experiment 'petrini_fig8', not 'petrini_fig5'; use diffgeo.experiments.petrini_fig8"):
+        fig5.figures["fig5"](ds)
+    with pytest.raises(ValueError, match="d_diffeo is missing"):
+        fig5.check(xr.Dataset(attrs={"experiment": "petrini_fig5"}))
+    with pytest.raises(ValueError, match="'smoke', 'cpu', 'paper'"):
+        fig8.run("laptop")
+
+
+def test_default_paths_keep_smoke_runs_away_from_committed_results():
+    exp = EXPERIMENTS["petrini_fig5"]
+    assert exp.paths("cpu").dataset == Path("results/petrini_fig5.nc")
+    assert exp.paths("cpu").figures["fig15"] == Path("figures/petrini_fig15.png")
+    assert exp.paths("smoke").dataset == Path("out/smoke/results/petrini_fig5.nc")
+    assert exp.paths("cpu", tag="cifar10").dataset == Path("results/petrini_fig5_cifar10.nc")
+    assert exp.paths("cpu").work.parts[:3] == ("out", "work", "petrini_fig5")
 
 
 def test_fig5_bad_names_fail_fast(tmp_path):
-    from diffgeo.experiments import fig5
+    fig5 = EXPERIMENTS["petrini_fig5"]
     with pytest.raises(ValueError, match="ResNet18"):
-        fig5.run("smoke", archs=["ResNet19"], shard_dir=tmp_path)
+        fig5.run("smoke", archs=["ResNet19"], work_dir=str(tmp_path))
     with pytest.raises(ValueError, match="'mnist5k'"):
-        fig5.run("smoke", dataset="imagenet", shard_dir=tmp_path)
+        fig5.run("smoke", dataset="imagenet", work_dir=str(tmp_path))
 
 
 def test_fig5_resumes_from_shards(tmp_path):
-    "A second run reads the finished shards back and gives the same dataset."
-    from diffgeo.experiments import fig5
-    shards = tmp_path / "fig5" / "shards" / "smoke"
-    a = fig5.run("smoke", archs=["FullConnL2"], shard_dir=shards)
-    assert [p.name for p in shards.iterdir()] == ["arch-FullConnL2_seed-0.nc"]
-    assert not any((tmp_path / "fig5" / "checkpoints" / "smoke").iterdir())  # checkpoints are gone once the shard exists
-    b = fig5.run("smoke", archs=["FullConnL2"], shard_dir=shards)
+    "A second run reads the finished shard back; checkpoints are gone once the shard exists; cell times are kept."
+    fig5 = EXPERIMENTS["petrini_fig5"]
+    a = fig5.run("smoke", archs=["FullConnL2"], work_dir=str(tmp_path))
+    (work,) = (tmp_path / "petrini_fig5").iterdir()
+    assert [p.name for p in (work / "shards").iterdir()] == ["arch-FullConnL2_seed-0.nc"]
+    assert not any((work / "checkpoints").iterdir())
+    b = fig5.run("smoke", archs=["FullConnL2"], work_dir=str(tmp_path))
     xr.testing.assert_identical(a.drop_attrs(), b.drop_attrs())
-
-
-def test_committed_results_are_readable():
-    "The committed cpu-profile datasets redraw their figures."
-    from diffgeo.experiments import fig1, fig5, fig8
-    for name, module in (("fig1", fig1), ("fig5", fig5), ("fig8", fig8)):
-        ds = results.load_dataset(ROOT / "data" / f"{name}.nc")
-        assert results.parameters(ds)["profile"] == "cpu"
-        module.draw(ds)
+    assert a.attrs["start_time"] == b.attrs["start_time"]  # the cells' own compute times, not the merge's

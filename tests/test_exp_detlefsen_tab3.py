@@ -4,33 +4,12 @@ import numpy as np
 import pytest
 
 from diffgeo import models, results
-from diffgeo.experiments import tab3
+from diffgeo.experiments import detlefsen_tab3 as tab3
 
-from _smoke import PNG, ROOT, load_checked, papermill_smoke
 
 VARIABLES = {"test_accuracy", "train_seconds", "n_params", "width", "n_train", "n_test", "train_loss", "train_error",
              "test_accuracy_epoch", "data_source", "paper_accuracy", "paper_table", "accuracy_mean", "accuracy_se", "train_seconds_mean",
              "gain_over_cnn", "minus_paper"}
-
-
-def test_papermill_smoke(tmp_path):
-    "papermill with profile=smoke writes the dataset and the rendered table into a temporary folder only."
-    nc, png = papermill_smoke("tab3", tmp_path)
-    ds, params = load_checked(nc, VARIABLES)
-    assert params["seeds"] == [0]
-    assert ds.test_accuracy.dims == ("model", "dataset", "seed")
-    assert list(ds.model.values) == list(tab3.MODELS)
-    assert png.read_bytes()[:8] == PNG
-    tab3.draw(ds)
-
-
-def test_committed_result_redraws():
-    "The committed cpu-profile dataset is readable, has every model, and redraws the table."
-    ds = results.load_dataset(ROOT / "data" / "tab3.nc")
-    assert results.parameters(ds)["profile"] == "cpu"
-    assert list(ds.model.values) == list(tab3.MODELS) and list(ds.dataset.values) == ["mnist5k"]
-    assert tab3.table(ds).shape == (7, 3)
-    tab3.draw(ds)
 
 
 def test_models_share_the_budget():
@@ -45,16 +24,16 @@ def test_paper_table_and_bad_names():
     assert all(len(v) == len(tab3.PAPER_COLUMNS) for v in tab3.PAPER.values()) and list(tab3.PAPER) == list(tab3.MODELS)
     assert tab3.PAPER["ST-CPAB"][tab3.PAPER_COLUMNS.index("cifar10")] == 0.895
     with pytest.raises(ValueError, match="'smoke', 'cpu', 'paper'"):
-        tab3.run("laptop")
+        tab3.EXPERIMENT.run("laptop")
     with pytest.raises(ValueError, match="'mnist5k', 'mnist', 'fashionmnist', 'cifar10'"):
-        tab3.run("smoke", datasets=["cifar100"])
+        tab3.EXPERIMENT.run("smoke", datasets=["cifar100"])
     with pytest.raises(ValueError, match="'No transformer'"):
-        tab3.run("smoke", models_=["ST-Similarity"])
+        tab3.EXPERIMENT.run("smoke", models=["ST-Similarity"])
 
 
 def test_missing_data_set_is_skipped(tmp_path, monkeypatch):
     "With skip_missing, a data set absent from the data folder is dropped and named, not fatal."
     monkeypatch.delenv("DIFFGEO_DATA", raising=False)
-    ds = tab3.run("smoke", datasets=["mnist5k", "fashionmnist"], data_root=str(tmp_path / "empty"), models_=["No transformer"],
-                  skip_missing=True, shard_dir=tmp_path / "shards")
+    ds = tab3.EXPERIMENT.run("smoke", datasets=["mnist5k", "fashionmnist"], data_root=str(tmp_path / "empty"), models=["No transformer"],
+                  skip_missing=True, work_dir=str(tmp_path))
     assert list(ds.dataset.values) == ["mnist5k"] and ds.attrs["skipped_datasets"] == "fashionmnist"

@@ -5,36 +5,17 @@ import pytest
 import torch
 
 from diffgeo import cpab, results
-from diffgeo.experiments import fig4_cpab
+from diffgeo.experiments import detlefsen_fig4 as fig4_cpab
 
-from _smoke import PNG, ROOT, load_checked, papermill_smoke
 
 VARIABLES = {"image", "warped", "theta", "cell_matrix", "arrow_position", "velocity", "path", "roundtrip", "jacobian_det",
              "cell_edge", "displacement", "max_displacement", "median_displacement", "min_jacobian_det", "max_jacobian_det",
              "max_roundtrip_error"}
 
 
-def test_papermill_smoke(tmp_path):
-    "papermill with profile=smoke writes a self-describing dataset and a PNG outside the repository."
-    nc, png = papermill_smoke("fig4_cpab", tmp_path)
-    ds, params = load_checked(nc, VARIABLES)
-    assert params["seed"] == 0 and params["tess_size"] == [2, 2]
-    assert png.read_bytes()[:8] == PNG
-    assert ds.path.dims == ("path_point", "time", "component")
-    fig4_cpab.draw(ds)
-
-
-def test_committed_result_redraws():
-    "The committed cpu-profile dataset is readable and redraws the figure."
-    ds = results.load_dataset(ROOT / "data" / "fig4_cpab.nc")
-    assert results.parameters(ds)["profile"] == "cpu"
-    assert ds.min_jacobian_det.item() > 0
-    fig4_cpab.draw(ds)
-
-
 def test_dataset_is_consistent():
     "Paths start on their grid and end at T(x); the warped image is the input sampled at T; det > 0; round trip exact."
-    ds = fig4_cpab.run("smoke")
+    ds = fig4_cpab.EXPERIMENT.run("smoke")
     tess = cpab.Tessellation(tuple(results.parameters(ds)["tess_size"]))
     theta = torch.as_tensor(ds.theta.values)[None]
     start = torch.as_tensor(ds.path.isel(time=0).values)
@@ -48,12 +29,12 @@ def test_dataset_is_consistent():
 
 def test_explicit_theta_and_bad_inputs():
     "An explicit θ replaces the draw (θ = 0: nothing moves); bad names fail with the valid ones listed."
-    ds = fig4_cpab.run("smoke", theta=[0.0] * 14)
+    ds = fig4_cpab.EXPERIMENT.run("smoke", theta=[0.0] * 14)
     assert ds.max_displacement.item() == 0 and np.allclose(ds.jacobian_det, 1, atol=1e-6)
     np.testing.assert_allclose(ds.warped.values, ds.image.values, atol=1e-5)
     with pytest.raises(ValueError, match="'smoke', 'cpu', 'paper'"):
-        fig4_cpab.run("laptop")
+        fig4_cpab.EXPERIMENT.run("laptop")
     with pytest.raises(ValueError, match="'astronaut', 'camera'"):
-        fig4_cpab.run("smoke", image="lena")
+        fig4_cpab.EXPERIMENT.run("smoke", image="lena")
     with pytest.raises(ValueError, match=r"theta must have shape \[B, 14\]"):
-        fig4_cpab.run("smoke", theta=[0.0] * 3)
+        fig4_cpab.EXPERIMENT.run("smoke", theta=[0.0] * 3)
