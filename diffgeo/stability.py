@@ -193,6 +193,9 @@ class CallablePerturbation(Perturbation):
 
     def apply(self, x, params, generator):
         out = self.fn(x, generator)
+        if isinstance(out, tuple) and not (len(out) == 2 and isinstance(out[1], dict)):
+            raise TypeError(f"{self.name} must return the moved inputs, or (moved, records) with records a dict "
+                            f"name → `[b]` tensor; got a tuple of {len(out)}.")
         moved, rec = out if isinstance(out, tuple) else (out, {})
         return moved, x, rec
 
@@ -283,9 +286,11 @@ def _check_moved(p:Perturbation, out, x:torch.Tensor, expected:set) -> tuple[tor
         if not isinstance(v, torch.Tensor) or v.shape != x.shape:
             raise ValueError(f"perturbation {p.name!r} returned {what} of shape {list(getattr(v, 'shape', []))} for inputs "
                              f"{list(x.shape)}; a perturbation must keep the shape of its input.")
-    if not isinstance(rec, dict) or set(rec) != expected:
-        raise ValueError(f"perturbation {p.name!r} returned records {sorted(rec) if isinstance(rec, dict) else rec!r}, "
-                         f"expected {sorted(expected)}; declare every record in its `records`.")
+    if not isinstance(rec, dict): raise TypeError(f"perturbation {p.name!r} returned records of type {type(rec).__name__}; "
+                                                  "records must be a dict name → `[b]` tensor (empty if none).")
+    if set(rec) != expected:
+        raise ValueError(f"perturbation {p.name!r} returned records {sorted(rec)}, expected {sorted(expected)}; "
+                         "declare every record in its `records`.")
     bad = [k for k, v in rec.items() if not isinstance(v, torch.Tensor) or v.shape != (len(x),)]
     if bad: raise ValueError(f"perturbation {p.name!r} returned records {bad} that are not `[{len(x)}]` tensors (one value per sample).")
     return moved, ref, rec
