@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 
 import numpy as np
@@ -17,11 +18,12 @@ import xarray as xr
 from torch import nn
 
 from . import diffeo
-from .core import check_choice, check_images, check_int, check_scalar, module_device, progress
+from .core import check_choice, check_images, check_int, check_scalar, module_device, progress as _progress
 from .results import cf_attrs
 
 # %% auto #0
-__all__ = ['BATCHNORM_MODES', 'NOISE_RADII', 'STATISTICS', 'probing', 'features', 'sphere_noise', 'relative_stability',
+__all__ = ['BATCHNORM_MODES', 'NOISE_RADII', 'STATISTICS', 'probing', 'features', 'sphere_noise', 'Perturbation',
+           'Diffeomorphism', 'CallablePerturbation', 'GroupAction', 'as_perturbation', 'relative_stability',
            'summarize', 'BorderReader', 'bootstrap']
 
 # %% ../nbs/40_stability.ipynb #d0795f8d
@@ -108,22 +110,140 @@ def sphere_noise(
     g = g / g.flatten(1).norm(dim=1).clamp_min(1e-300).view(-1, *[1] * (g.ndim - 1))
     return (g.to(radius.device) * radius.to(torch.float64).view(-1, *[1] * (g.ndim - 1))).to(dtype)
 
-# %% ../nbs/40_stability.ipynb #ec3f965c
+# %% ../nbs/40_stability.ipynb #7dfa7988
+class Perturbation:
+    "How a measure moves its inputs: `draw` every random choice up front, then `apply` it chunk by chunk."
+    name:str = "perturbation" # short name, stored as the dataset's `perturbation` attribute
+    records:dict = {} # per-sample quantities kept in the dataset: name → CF attributes
+
+    def draw(self,
+             shape:tuple, # `[B, C, H, W]` of the whole batch
+             generator:torch.Generator, # the measure's CPU generator
+            ) -> tuple[dict, dict]: # (per-sample parameters `[B, ...]`, settings stored as attributes)
+        "Every random draw for a batch of `shape`, made up front on the CPU (none by default)."
+        return {}, {}
+
+    def apply(self,
+              x:torch.Tensor, # a chunk `[b, C, H, W]` of the inputs, on the model's device
+              params:dict, # those b samples' parameters from `draw`
+              generator:torch.Generator, # the measure's CPU generator
+             ) -> tuple[torch.Tensor, torch.Tensor, dict]: # (moved `[b, C, H, W]`, reference `[b, C, H, W]`, records `[b]`)
+        "The moved inputs, what they are compared with, and per-sample records."
+        raise NotImplementedError(f"{type(self).__name__} must define apply(x, params, generator).")
+
 def _temperature(delta, T, n:int, c:float, cutoff:str) -> tuple[float, float]:
     "(T, δ): one given, the other derived; warns outside the diffeomorphism range of Eq. 14."
-    if T is None:
-        delta = check_scalar(delta, "delta", low=0, low_open=True, hint="δ is the typical displacement in pixels, e.g. 1.")
-        T = diffeo.temperature_for_delta(delta, n, c, cutoff)
-    else:
-        T = check_scalar(T, "T", low=0, low_open=True)
-        delta = diffeo.delta_predicted(T, n, c, cutoff).item()
+    if T is None: T = diffeo.temperature_for_delta(delta, n, c, cutoff)
+    else: delta = diffeo.delta_predicted(T, n, c, cutoff).item()
     T_max = diffeo.temperature_range(n, c)[1] if c >= 2 else math.inf
     if T > T_max:
         warnings.warn(f"δ = {delta:.3g} (T = {T:.3g}) exceeds the diffeomorphism range T ≤ {T_max:.3g} "
                       f"of Eq. 14 for n = {n}, c = {c}: many transformations will not be diffeomorphisms; lower delta or c.",
-                      stacklevel=3)
+                      stacklevel=4)  # _temperature ← draw ← the measure ← its caller
     return T, delta
 
+class Diffeomorphism(Perturbation):
+    "Maximum-entropy diffeomorphisms τ of typical displacement δ and cut-off c (Petrini et al. 2021, Eq. 1–3)."
+    name = "diffeo"
+    records = {"delta_measured": cf_attrs("rms displacement δ of the drawn field over the image", "pixel"),
+               "is_diffeo": cf_attrs("1 if the drawn field passes max Ξ < 1 (a diffeomorphism)")}
+
+    def __init__(self,
+                 delta:float=1.0, # typical displacement δ in pixels (ignored when `T` is given)
+                 c:float=3, # high-frequency cut-off of the diffeomorphisms
+                 T:float|None=None, # temperature; default: the one giving `delta` for the image size
+                 interp:str="bilinear", # "bilinear", "nearest" or "gaussian"
+                 cutoff:str="paper", # "paper" or "code", see `diffeo.modes`
+                ):
+        self.interp = check_choice(interp, "interp", diffeo.INTERPOLATIONS)
+        self.cutoff = check_choice(cutoff, "cutoff", diffeo.CUTOFFS)
+        self.c = check_scalar(c, "c", low=0, low_open=True)
+        if T is None: delta = check_scalar(delta, "delta", low=0, low_open=True, hint="δ is the typical displacement in pixels, e.g. 1.")
+        else: T = check_scalar(T, "T", low=0, low_open=True)
+        self.delta, self.T = delta, T
+
+    def draw(self, shape, generator):
+        B, _, H, W = shape
+        T, delta = _temperature(self.delta, self.T, max(H, W), self.c, self.cutoff)
+        coeffs = diffeo.sample_coefficients(B, T, self.c, self.cutoff, generator, torch.float64, torch.device("cpu"))
+        params = {"coeffs": coeffs, "is_diffeo": diffeo.is_diffeomorphism(coeffs, (H, W)).to(torch.int8)}
+        return params, dict(T=T, delta=delta, c=self.c, interp=self.interp, cutoff=self.cutoff)
+
+    def apply(self, x, params, generator):
+        H, W = x.shape[-2:]
+        tau = diffeo.field(params["coeffs"], (H, W))
+        moved = diffeo.warp(x, tau.to(x), self.interp)
+        ref = diffeo.warp(x, torch.zeros(1, 2, H, W, dtype=x.dtype, device=x.device), "gaussian") if self.interp == "gaussian" else x
+        return moved, ref, {"delta_measured": diffeo.delta_measured(tau)}
+
+def _callable_name(fn, default:str) -> str:
+    name = getattr(fn, "__name__", "")
+    return name if name and not name.startswith("<") else default
+
+class CallablePerturbation(Perturbation):
+    "Any function `fn(x, generator) -> moved` (or `-> (moved, records)`) as a perturbation."
+    def __init__(self,
+                 fn:Callable, # `fn(x [b, C, H, W], generator)` → moved `[b, C, H, W]`, or (moved, {name: `[b]`})
+                 name:str|None=None, # default: the function's name ("custom" for a lambda)
+                 records:dict|None=None, # name → long name of each per-sample record `fn` returns
+                ):
+        if not callable(fn): raise TypeError(f"fn must be callable as fn(x, generator), got {type(fn).__name__}.")
+        self.fn, self.name = fn, name or _callable_name(fn, "custom")
+        self.records = {k: cf_attrs(v) for k, v in (records or {}).items()}
+
+    def apply(self, x, params, generator):
+        out = self.fn(x, generator)
+        if isinstance(out, tuple) and not (len(out) == 2 and isinstance(out[1], dict)):
+            raise TypeError(f"{self.name} must return the moved inputs, or (moved, records) with records a dict "
+                            f"name → `[b]` tensor; got a tuple of {len(out)}.")
+        moved, rec = out if isinstance(out, tuple) else (out, {})
+        return moved, x, rec
+
+class GroupAction(Perturbation):
+    "A finite set of group elements g_k acting on images; each sample is moved by one drawn uniformly."
+    records = {"element": cf_attrs("index of the group element applied to the sample")}
+
+    def __init__(self,
+                 elements:Sequence[Callable], # the g_k, each mapping `[b, C, H, W]` to `[b, C, H, W]` (leave out the identity)
+                 names:Sequence[str]|None=None, # one name per element (default: g0, g1, ...)
+                 name:str="group", # name of the action
+                ):
+        if isinstance(elements, (str, bytes)) or not isinstance(elements, Sequence) or len(elements) == 0:
+            raise TypeError("elements must be a non-empty list of callables g(x) -> x, "
+                            "e.g. [lambda x, k=k: torch.rot90(x, k, (-2, -1)) for k in (1, 2, 3)].")
+        bad = [i for i, g in enumerate(elements) if not callable(g)]
+        if bad: raise TypeError(f"elements {bad} are not callable; each group element must be a function g(x) -> x.")
+        names = [f"g{k}" for k in range(len(elements))] if names is None else [str(n) for n in names]
+        if len(names) != len(elements): raise ValueError(f"names has {len(names)} entries for {len(elements)} elements; give one per element.")
+        self.elements, self.names, self.name = list(elements), names, name
+
+    def draw(self, shape, generator):
+        k = torch.randint(len(self.elements), (shape[0],), generator=generator)
+        return {"element": k}, {"group_elements": ", ".join(self.names)}
+
+    def apply(self, x, params, generator):
+        moved = torch.empty_like(x)
+        for k, g in enumerate(self.elements):
+            idx = (params["element"] == k).nonzero().flatten().to(x.device)
+            if not len(idx): continue
+            y = g(x[idx])
+            if not isinstance(y, torch.Tensor) or y.shape != x[idx].shape:
+                raise ValueError(f"group element {self.names[k]} returned {getattr(y, 'shape', type(y).__name__)} for input "
+                                 f"{list(x[idx].shape)}; a group element must keep the shape (square images for rot90).")
+            moved[idx] = y
+        return moved, x, {}
+
+def as_perturbation(
+    perturbation, # a `Perturbation`, a callable `fn(x, generator)`, or a list/tuple of group elements `g(x)`
+) -> Perturbation:
+    "A `Perturbation` from any of the accepted forms."
+    if isinstance(perturbation, Perturbation): return perturbation
+    if isinstance(perturbation, (list, tuple)): return GroupAction(perturbation)
+    if callable(perturbation) and not isinstance(perturbation, type): return CallablePerturbation(perturbation)
+    raise TypeError(f"perturbation must be a Perturbation (e.g. Diffeomorphism(delta=1, c=3)), a callable fn(x, generator) "
+                    f"or a list of group elements g(x), got {type(perturbation).__name__}.")
+
+# %% ../nbs/40_stability.ipynb #ec3f965c
 def _sq(a:torch.Tensor, b:torch.Tensor) -> torch.Tensor:
     return (a - b).double().pow(2).sum(1).cpu()
 
@@ -136,14 +256,54 @@ def _pairs(order:torch.Tensor, batch_size:int) -> tuple[list[torch.Tensor], torc
     for ch in chunks: partner[ch] = ch.roll(-1)
     return chunks, partner
 
+_DIFFEO_DEFAULTS = dict(delta=1.0, c=3, T=None, interp="bilinear", cutoff="paper")
+
+def _resolve(perturbation, diffeo_kw:dict) -> Perturbation:
+    "The perturbation to measure: the max-entropy diffeomorphism of `diffeo_kw` unless another is given."
+    if perturbation is None: return Diffeomorphism(**diffeo_kw)
+    set_ = [k for k, v in diffeo_kw.items() if v != _DIFFEO_DEFAULTS[k]]
+    if set_: raise ValueError(f"{set_} set the default diffeomorphism, but perturbation is given; "
+                              f"pass perturbation=Diffeomorphism({', '.join(f'{k}=...' for k in set_)}) instead.")
+    return as_perturbation(perturbation)
+
+def _check_draw(p:Perturbation, drawn, B:int) -> tuple[dict, dict]:
+    "The (params, settings) of a draw, checked: one row per sample, records as `[B]`."
+    if not (isinstance(drawn, tuple) and len(drawn) == 2 and all(isinstance(d, dict) for d in drawn)):
+        raise TypeError(f"{type(p).__name__}.draw must return (params: dict, settings: dict), got {type(drawn).__name__}.")
+    params, settings = drawn
+    bad = [k for k, v in params.items() if not isinstance(v, torch.Tensor) or v.ndim == 0 or len(v) != B]
+    if bad: raise ValueError(f"{type(p).__name__}.draw returned params {bad} that are not tensors with one row per sample ({B}).")
+    bad = [k for k in p.records if k in params and params[k].shape != (B,)]
+    if bad: raise ValueError(f"{type(p).__name__}.draw returned records {bad} that are not `[{B}]` tensors (one value per sample).")
+    return params, settings
+
+def _check_moved(p:Perturbation, out, x:torch.Tensor, expected:set) -> tuple[torch.Tensor, torch.Tensor, dict]:
+    "The (moved, reference, records) of `apply` on the chunk `x`, checked: shapes kept, the declared records."
+    if not (isinstance(out, tuple) and len(out) == 3):
+        raise TypeError(f"{type(p).__name__}.apply must return (moved, reference, records), got {type(out).__name__}.")
+    moved, ref, rec = out
+    for what, v in (("moved", moved), ("reference", ref)):
+        if not isinstance(v, torch.Tensor) or v.shape != x.shape:
+            raise ValueError(f"perturbation {p.name!r} returned {what} of shape {list(getattr(v, 'shape', []))} for inputs "
+                             f"{list(x.shape)}; a perturbation must keep the shape of its input.")
+    if not isinstance(rec, dict): raise TypeError(f"perturbation {p.name!r} returned records of type {type(rec).__name__}; "
+                                                  "records must be a dict name → `[b]` tensor (empty if none).")
+    if set(rec) != expected:
+        raise ValueError(f"perturbation {p.name!r} returned records {sorted(rec)}, expected {sorted(expected)}; "
+                         "declare every record in its `records`.")
+    bad = [k for k, v in rec.items() if not isinstance(v, torch.Tensor) or v.shape != (len(x),)]
+    if bad: raise ValueError(f"perturbation {p.name!r} returned records {bad} that are not `[{len(x)}]` tensors (one value per sample).")
+    return moved, ref, rec
+
 def relative_stability(
     model:nn.Module, # the network (any `nn.Module` taking `[B, C, H, W]`)
     x:torch.Tensor, # test images `[B, C, H, W]`, B ≥ 2
-    delta:float=1.0, # typical displacement δ in pixels (ignored when `T` is given)
-    c:float=3, # high-frequency cut-off of the diffeomorphisms
-    T:float|None=None, # temperature; default: the one giving `delta`
-    interp:str="bilinear", # "bilinear", "nearest" or "gaussian"
-    cutoff:str="paper", # "paper" or "code", see `diffeo.modes`
+    perturbation=None, # a `Perturbation`, a callable `fn(x, generator)` or a list of group elements; default: `Diffeomorphism(delta, c, T, interp, cutoff)`
+    delta:float=1.0, # typical displacement δ in pixels of the default diffeomorphism (ignored when `T` is given)
+    c:float=3, # high-frequency cut-off of the default diffeomorphism
+    T:float|None=None, # temperature of the default diffeomorphism; default: the one giving `delta`
+    interp:str="bilinear", # interpolation of the default diffeomorphism: "bilinear", "nearest" or "gaussian"
+    cutoff:str="paper", # "paper" or "code" cut-off of the default diffeomorphism, see `diffeo.modes`
     layers=None, # submodule names and/or "output" (default: ["output"])
     noise_radius:str="sample", # "sample": ‖η_i‖ = ‖τ_i x_i − x_i‖; "mean": the mean of those (the paper's text)
     statistic:str="median", # "median" or "mean" for the summaries
@@ -151,39 +311,40 @@ def relative_stability(
     batch_size:int=250, # images per forward pass
     generator:torch.Generator|None=None, # CPU generator; default: seeded with `seed`
     seed:int=0, # seed used when no generator is given
-    progress_bar:bool=False, # show a progress bar over batches
+    progress:bool=False, # show a progress bar over batches
 ) -> xr.Dataset:
-    "D_f, G_f, R_f (Eq. 4–5) of `model` and of its `layers`, with the per-sample distances they come from."
+    "D_f, G_f, R_f (Eq. 4–5) of `model` and of its `layers` under `perturbation`, with the per-sample distances they come from."
     xb, _ = check_images(x)
     B, C, H, W = xb.shape
     if B < 2: raise ValueError(f"need at least 2 test images (the normaliser compares pairs), got {B}.")
     if not isinstance(model, nn.Module): raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}.")
-    check_choice(interp, "interp", diffeo.INTERPOLATIONS); check_choice(cutoff, "cutoff", diffeo.CUTOFFS)
+    pert = _resolve(perturbation, dict(delta=delta, c=c, T=T, interp=interp, cutoff=cutoff))
     check_choice(noise_radius, "noise_radius", NOISE_RADII); check_choice(statistic, "statistic", STATISTICS)
     batch_size = check_int(batch_size, "batch_size", low=2)
-    c = check_scalar(c, "c", low=0, low_open=True)
-    T, delta = _temperature(delta, T, max(H, W), c, cutoff)
     layers = _check_layers(model, layers)
     gen = generator if generator is not None else torch.Generator().manual_seed(int(seed))
     dev = module_device(model, xb.device)
-    coeffs = diffeo.sample_coefficients(B, T, c, cutoff, gen, torch.float64, torch.device("cpu"))
+    params, settings = _check_draw(pert, pert.draw(xb.shape, gen), B)  # all random draws up front, in this order
     direction = sphere_noise((B, C, H, W), torch.ones(B, dtype=torch.float64), gen, torch.float64)
     chunks, partner = _pairs(torch.randperm(B, generator=gen), batch_size)
-    zero = torch.zeros(1, 2, H, W, dtype=xb.dtype, device=dev)
 
-    ref, moved = [], []
-    r, shift = torch.empty(B, dtype=torch.float64), torch.empty(B, dtype=torch.float64)
+    from_apply = set(pert.records) - set(params)
+    ref, moved, rec = [], [], {k: params[k] for k in pert.records if k in params}
+    r = torch.empty(B, dtype=torch.float64)
     for ch in chunks:  # the inputs: reference x (or x̃) and τx, and how far they are apart
-        xc, tau = xb[ch].to(dev), diffeo.field(coeffs[ch], (H, W))
-        moved.append(diffeo.warp(xc, tau.to(xc), interp))
-        ref.append(diffeo.warp(xc, zero, "gaussian") if interp == "gaussian" else xc)
-        r[ch], shift[ch] = _sq(moved[-1].flatten(1), ref[-1].flatten(1)).sqrt(), diffeo.delta_measured(tau)
+        xc = xb[ch].to(dev)
+        with torch.no_grad(): m, a, got = _check_moved(pert, pert.apply(xc, {k: v[ch] for k, v in params.items()}, gen), xc, from_apply)
+        moved.append(m); ref.append(a)
+        r[ch] = _sq(m.flatten(1), a.flatten(1)).sqrt()
+        for k, v in got.items():
+            if k not in rec: rec[k] = torch.empty(B, dtype=v.dtype)
+            rec[k][ch] = v.cpu()
     radius = r if noise_radius == "sample" else r.mean().expand(B)
 
     d = {k: torch.empty(len(layers), B, dtype=torch.float64) for k in ("diffeo", "noise", "pair")}
     with torch.no_grad(), probing(model, batchnorm):
         batches = list(zip(chunks, ref, moved))
-        for ch, a, b in (progress(batches, "stability") if progress_bar else batches):
+        for ch, a, b in (_progress(batches, "stability") if progress else batches):
             noisy = a + (direction[ch] * radius[ch].view(-1, 1, 1, 1)).to(a)
             fa, fb, fn = (features(model, v, layers) for v in (a, b, noisy))
             mate = torch.arange(len(ch)).roll(-1)  # partner[ch] is ch.roll(-1)
@@ -191,11 +352,11 @@ def relative_stability(
                 d["diffeo"][l, ch] = _sq(fb[name], fa[name])
                 d["noise"][l, ch] = _sq(fn[name], fa[name])
                 d["pair"][l, ch] = _sq(fa[name][mate], fa[name])
-    per_sample = dict(r_diffeo=r, r_noise=radius, delta_measured=shift, partner=partner,
-                      is_diffeo=diffeo.is_diffeomorphism(coeffs, (H, W)).to(torch.int8))
-    return _dataset(layers, d, per_sample, statistic,
-                    dict(T=T, delta=delta, c=c, interp=interp, cutoff=cutoff, noise_radius=noise_radius,
-                         batchnorm=batchnorm, image_size=f"{H}x{W}", model=type(model).__name__))
+    per_sample = dict(r_diffeo=r, r_noise=radius, partner=partner) | {k: rec[k] for k in pert.records}
+    meaning = _MEANING | pert.records
+    return _dataset(layers, d, per_sample, meaning, statistic,
+                    dict(perturbation=pert.name) | settings |
+                    dict(noise_radius=noise_radius, batchnorm=batchnorm, image_size=f"{H}x{W}", model=type(model).__name__))
 
 # %% ../nbs/40_stability.ipynb #1e6c85b1
 def _stat(v:xr.DataArray, statistic:str) -> xr.DataArray:
@@ -223,16 +384,14 @@ _MEANING = {
     "d_pair": cf_attrs("squared output distance between test images ‖f(x) − f(z)‖²"),
     "r_diffeo": cf_attrs("input distance moved by the diffeomorphism ‖τx − x‖"),
     "r_noise": cf_attrs("noise radius ‖η‖"),
-    "delta_measured": cf_attrs("rms displacement δ of the drawn field over the image", "pixel"),
-    "partner": cf_attrs("index of the test image z paired with x"),
-    "is_diffeo": cf_attrs("1 if the drawn field passes max Ξ < 1 (a diffeomorphism)")}
+    "partner": cf_attrs("index of the test image z paired with x")}
 
-def _dataset(layers, d, per_sample, statistic, attrs) -> xr.Dataset:
+def _dataset(layers, d, per_sample, meaning, statistic, attrs) -> xr.Dataset:
     ds = xr.Dataset({f"d_{k}": (("layer", "sample"), v.numpy()) for k, v in d.items()} |
                     {k: ("sample", v.numpy()) for k, v in per_sample.items()},
                     coords={"layer": ("layer", list(layers), cf_attrs("layer whose output is probed")),
                             "sample": ("sample", np.arange(len(per_sample["partner"])), cf_attrs("test image index"))})
-    for k in ds.data_vars: ds[k].attrs = _MEANING[k]
+    for k in ds.data_vars: ds[k].attrs = meaning[k]
     ds = ds.merge(summarize(ds, statistic))
     ds.attrs.update(attrs, statistic=statistic)
     return ds

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 import xarray as xr
 from torch import nn
 
-from .core import check_choice, check_images, check_int, check_scalar, module_device, progress
+from .core import check_choice, check_images, check_int, check_scalar, module_device, progress as _progress
 from .results import _atomic, cf_attrs, resolve_path
 
 # %% auto #0
@@ -138,7 +138,7 @@ def train(
     fill=0.0, # padding value of translations, per channel
     seed:int=0, # seed of shuffling, augmentation and dropout
     checkpoint:str|os.PathLike|None=None, # file to save after each epoch and resume from
-    progress_bar:bool=True, # progress bar over epochs
+    progress:bool=True, # show a progress bar over epochs
     on_epoch=None, # called as `on_epoch(epoch, row)` after each epoch is saved (e.g. logging)
 ) -> TrainResult:
     "Train `model` with cross-entropy as in App. E.1; return the best-validation-epoch network and its history."
@@ -169,7 +169,7 @@ def train(
                              "delete it to start afresh, or pass the settings it was made with.")
         model.load_state_dict(saved["model"]); opt.load_state_dict(saved["optimizer"]); sched.load_state_dict(saved["scheduler"])
         state = saved["state"]
-    bar = progress(range(state["epoch"], epochs), "epochs", total=epochs - state["epoch"]) if progress_bar else range(state["epoch"], epochs)
+    bar = _progress(range(state["epoch"], epochs), "epochs", total=epochs - state["epoch"]) if progress else range(state["epoch"], epochs)
     for epoch in bar:
         row = _epoch(model, opt, sched, train_split, batch_size, dict(pad=pad, flip=flip, fill=fill), seed, epoch, dev)
         if val_split is not None: row.update({f"val_{k}": v for k, v in evaluate(model, val_split).items()})
@@ -180,7 +180,7 @@ def train(
         if path is not None:
             blob = {"config": config, "model": model.state_dict(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "state": state}
             _atomic(path, lambda tmp: torch.save(blob, tmp))
-        if progress_bar: bar.set_postfix({k: f"{v:.3g}" for k, v in row.items() if "error" in k})
+        if progress: bar.set_postfix({k: f"{v:.3g}" for k, v in row.items() if "error" in k})
         if on_epoch is not None: on_epoch(epoch + 1, row)
     model.load_state_dict(state["best"])
     return TrainResult(model, _history(state["rows"]), state["best_epoch"])

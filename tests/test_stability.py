@@ -161,13 +161,156 @@ class TestBadInputs:
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_matches_cpu():
-    net, x = small_cnn(), images(dtype=torch.float32)
+    "In float64 (float32 convolutions on CUDA may use TF32): the draws are made on the CPU, so only rounding differs."
+    net, x = small_cnn().double(), images(dtype=torch.float64)
     a = relative_stability(net, x)
     b = relative_stability(net.cuda(), x.cuda())
-    np.testing.assert_allclose(a.d_diffeo, b.d_diffeo, rtol=1e-3)
+    np.testing.assert_array_equal(a.partner, b.partner)
+    # each distance is a difference of outputs of size |f| ~ 1: rounding of order 1e3·eps64 relative to |f|² at most
+    scale = float(a.d_pair.max())
+    for k in ("d_diffeo", "d_noise", "d_pair"):
+        np.testing.assert_allclose(a[k], b[k], rtol=0, atol=1e3 * np.finfo(np.float64).eps * scale)
 
 
 def test_features_are_copies_taken_before_in_place_operations():
     net = nn.Sequential(nn.Conv2d(1, 4, 3), nn.ReLU(inplace=True), nn.Flatten())
     got = stability.features(net, torch.randn(8, 1, 6, 6), ["0", "output"])
     assert (got["0"] < 0).any() and (got["output"] >= 0).all()
+
+
+# ------------------------------------------------------------------------------------------------ perturbations
+
+from diffgeo import diffeo
+from diffgeo.stability import CallablePerturbation, Diffeomorphism, GroupAction, Perturbation, as_perturbation
+
+ROTATIONS = [lambda v, k=k: torch.rot90(v, k, (-2, -1)) for k in (1, 2, 3)]
+
+
+class SortedPixels(nn.Module):
+    "Invariant to every permutation of the pixels, so exactly to rotations by multiples of 90°."
+    def forward(self, x): return x.flatten(1).sort(1).values
+
+
+def interior_noise(v, generator):
+    eta = torch.zeros_like(v)
+    eta[..., 1:-1, 1:-1] = 0.1 * torch.randn(v[..., 1:-1, 1:-1].shape, generator=generator, dtype=torch.float64).to(v)
+    return v + eta, {"eta_norm": eta.flatten(1).norm(dim=1)}
+
+
+class Brightness(Perturbation):
+    "A per-sample brightness offset drawn up front: a subclass with its own draw and a record from it."
+    name, records = "brightness", {"offset": {"long_name": "brightness offset", "units": "1"}}
+    def draw(self, shape, generator):
+        return {"offset": 0.1 * torch.randn(shape[0], generator=generator, dtype=torch.float64)}, {"scale": 0.1}
+    def apply(self, x, params, generator):
+        return x + params["offset"].to(x).view(-1, 1, 1, 1), x, {}
+
+
+class TestPerturbations:
+    def test_default_is_the_diffeomorphism_bit_for_bit(self):
+        net, x = small_cnn(), images(dtype=torch.float32)
+        for kw in ({}, dict(delta=0.5, c=5, interp="gaussian"), dict(T=1e-3, cutoff="code", interp="nearest")):
+            a = relative_stability(net, x, **kw)
+            b = relative_stability(net, x, perturbation=Diffeomorphism(**kw))
+            xr.testing.assert_identical(a, b)
+            assert a.attrs["perturbation"] == "diffeo"
+
+    def test_default_distances_by_a_second_route(self):
+        "r_diffeo rebuilt from the generator's first draw (the fields) with diffeo's own functions, image by image."
+        x = images()
+        res = relative_stability(nn.Identity(), x, delta=1, c=3, seed=5)
+        T = diffeo.temperature_for_delta(1, 16, 3)
+        coeffs = diffeo.sample_coefficients(len(x), T, 3, "paper", torch.Generator().manual_seed(5), torch.float64, torch.device("cpu"))
+        r = [(diffeo.warp(x[i:i + 1], diffeo.field(coeffs[i:i + 1], (16, 16)), "bilinear") - x[i:i + 1]).norm().item()
+             for i in range(len(x))]
+        np.testing.assert_allclose(res.r_diffeo, r, rtol=1e-12)  # float64; per-image and batched warps may round differently
+        np.testing.assert_array_equal(res.is_diffeo, diffeo.is_diffeomorphism(coeffs, (16, 16)).numpy())
+        assert res.attrs["T"] == T
+
+    def test_group_action_on_a_rotation_invariant_model(self):
+        x = images(dtype=torch.float32)
+        res = relative_stability(SortedPixels(), x, perturbation=ROTATIONS)
+        assert res.D_f.item() == 0 and res.R_f.item() == 0 and res.G_f.item() > 0
+        assert set(res.element.values) == {0, 1, 2} and res.attrs["perturbation"] == "group"
+        assert (res.r_diffeo > 0).all()
+        ident = relative_stability(nn.Identity(), x.double(), perturbation=GroupAction(ROTATIONS, names=["a", "b", "c"]))
+        assert abs(ident.R_f.item() - 1) < 1e-12 and ident.attrs["group_elements"] == "a, b, c"
+
+    def test_group_action_applies_the_drawn_element(self):
+        x, g = images(), torch.Generator().manual_seed(0)
+        rot = GroupAction(ROTATIONS)
+        params, _ = rot.draw(x.shape, g)
+        moved, ref, rec = rot.apply(x, params, g)
+        assert ref is x and rec == {}
+        for i in range(len(x)): assert torch.equal(moved[i], torch.rot90(x[i], int(params["element"][i]) + 1, (-2, -1)))
+
+    def test_custom_callable(self):
+        inner = CallablePerturbation(interior_noise, records={"eta_norm": "norm of the interior noise"})
+        res = relative_stability(BorderReader(), images(), perturbation=inner)
+        assert res.D_f.item() == 0 and res.G_f.item() > 0 and res.attrs["perturbation"] == "interior_noise"
+        ident = relative_stability(nn.Identity(), images(), perturbation=inner)
+        assert abs(ident.R_f.item() - 1) < 1e-12
+        np.testing.assert_allclose(ident.eta_norm, ident.r_diffeo, rtol=1e-12)
+        assert ident.eta_norm.attrs["long_name"] == "norm of the interior noise"
+        plain = relative_stability(nn.Identity(), images(), perturbation=lambda v, g: v.flip(-1))  # a bare callable
+        assert plain.attrs["perturbation"] == "custom" and (plain.r_diffeo > 0).all()
+
+    def test_callable_draws_from_the_measures_generator(self):
+        inner = CallablePerturbation(interior_noise, records={"eta_norm": "norm"})
+        a, b, c = (relative_stability(small_cnn().double(), images(), perturbation=inner, seed=s) for s in (1, 1, 2))
+        xr.testing.assert_identical(a, b)
+        assert not np.array_equal(a.d_diffeo, c.d_diffeo)
+
+    def test_subclass_draws_up_front_so_batch_size_does_not_matter(self):
+        a = relative_stability(nn.Identity(), images(), perturbation=Brightness(), batch_size=5)
+        b = relative_stability(nn.Identity(), images(), perturbation=Brightness(), batch_size=250)
+        np.testing.assert_array_equal(a["offset"], b["offset"])
+        np.testing.assert_allclose(a.r_diffeo, np.abs(a["offset"]) * 16, rtol=1e-12)  # a constant shift s over 16×16 pixels
+        assert a.attrs["scale"] == 0.1 and a["offset"].attrs["long_name"] == "brightness offset"
+
+    def test_as_perturbation(self):
+        p = Diffeomorphism()
+        assert as_perturbation(p) is p
+        assert isinstance(as_perturbation(ROTATIONS), GroupAction) and isinstance(as_perturbation(tuple(ROTATIONS)), GroupAction)
+        assert isinstance(as_perturbation(interior_noise), CallablePerturbation)
+
+
+class BadDraw(Perturbation):
+    def draw(self, shape, generator): return {"k": torch.zeros(shape[0] + 1)}, {}
+    def apply(self, x, params, generator): return x, x, {}
+
+
+class TestPerturbationBadInputs:
+    @pytest.mark.parametrize("perturbation, error, match", [
+        ("rot90", TypeError, "Perturbation"),
+        (nn.Identity, TypeError, "Perturbation"),
+        (Perturbation(), NotImplementedError, "must define apply"),
+        (BadDraw(), ValueError, "one row per sample"),
+        (lambda v, g: v[..., 1:, :], ValueError, "keep the shape"),
+        (lambda v, g: (v, {"n": v.flatten(1).sum(1)}), ValueError, "declare every record"),
+        (CallablePerturbation(lambda v, g: (v, {"n": v.sum()}), records={"n": "sum"}), ValueError, "one value per sample"),
+        (lambda v, g: (v, v), TypeError, "must return"),
+    ])
+    def test_bad_perturbation(self, perturbation, error, match):
+        with pytest.raises(error, match=match):
+            relative_stability(nn.Identity(), images(), perturbation=perturbation)
+
+    def test_diffeo_settings_with_another_perturbation(self):
+        with pytest.raises(ValueError, match=r"Diffeomorphism\(delta=\.\.\., interp=\.\.\.\)"):
+            relative_stability(nn.Identity(), images(), perturbation=ROTATIONS, delta=2, interp="nearest")
+
+    def test_group_elements_must_keep_the_shape(self):
+        with pytest.raises(ValueError, match="keep the shape"):
+            relative_stability(nn.Identity(), images()[..., :10], perturbation=ROTATIONS)
+
+    def test_group_action_arguments(self):
+        with pytest.raises(TypeError, match="non-empty list"): GroupAction([])
+        with pytest.raises(TypeError, match="non-empty list"): GroupAction(torch.rot90)
+        with pytest.raises(TypeError, match=r"elements \[1\] are not callable"): GroupAction([torch.neg, 3])
+        with pytest.raises(ValueError, match="one per element"): GroupAction(ROTATIONS, names=["a"])
+        with pytest.raises(TypeError, match="fn must be callable"): CallablePerturbation(3)
+
+    def test_diffeomorphism_arguments(self):
+        with pytest.raises(ValueError, match="'bilinear'"): Diffeomorphism(interp="cubic")
+        with pytest.raises(ValueError, match="delta"): Diffeomorphism(delta=0)
+        with pytest.raises(ValueError, match="'paper'"): Diffeomorphism(cutoff="both")

@@ -21,7 +21,7 @@ def test_training_reduces_the_loss(tiny, arch):
     net = models.build(arch, in_channels=1, n_classes=10, size=28)
     before = train.evaluate(net, fit)["loss"]
     res = train.train(net, fit, val, epochs=8, optimizer=models.ARCHS[arch].optimizer, batch_size=64, flip=False,
-                      fill=[-m / s for m, s in zip(ds.mean, ds.std)], progress_bar=False)
+                      fill=[-m / s for m, s in zip(ds.mean, ds.std)], progress=False)
     assert train.evaluate(res.model, fit)["loss"] < 0.7 * before
     assert set(res.history.data_vars) == {"train_loss", "train_error", "val_loss", "val_error", "lr"}
     assert res.history.sizes["epoch"] == 8 and 1 <= res.best_epoch <= 8
@@ -33,7 +33,7 @@ def test_deterministic_and_resumable(tiny, tmp_path):
     fit = fit.subset(128)
     def run(**kw):
         torch.manual_seed(1)
-        return train.train(models.build("LeNet", 1, 10, 28), fit, val, epochs=3, batch_size=32, progress_bar=False, **kw)
+        return train.train(models.build("LeNet", 1, 10, 28), fit, val, epochs=3, batch_size=32, progress=False, **kw)
     a, b = run(), run()
     for p, q in zip(a.model.state_dict().values(), b.model.state_dict().values()): assert torch.equal(p, q)
     def stop(epoch, row):
@@ -50,8 +50,8 @@ def test_cosine_schedule_reaches_zero_and_adam_is_flat(tiny):
     fit, _, _ = tiny
     fit = fit.subset(64)
     net = models.build("FullConnL2", 1, 10, 28)
-    sgd = train.train(models.build("LeNet", 1, 10, 28), fit, epochs=2, batch_size=32, progress_bar=False)
-    adam = train.train(net, fit, epochs=2, optimizer="adam", batch_size=32, progress_bar=False)
+    sgd = train.train(models.build("LeNet", 1, 10, 28), fit, epochs=2, batch_size=32, progress=False)
+    adam = train.train(net, fit, epochs=2, optimizer="adam", batch_size=32, progress=False)
     assert sgd.history.lr.values[-1] == pytest.approx(0, abs=1e-12) and sgd.best_epoch == 2  # no validation: last epoch
     assert (adam.history.lr.values == 0.1).all()
 
@@ -83,7 +83,7 @@ def test_bad_inputs(tiny):
 def test_warmup_raises_the_learning_rate_linearly(tiny):
     fit, _, _ = tiny
     res = train.train(models.build("LeNet", 1, 10, 28), fit.subset(64), epochs=4, batch_size=32, schedule="none",
-                      warmup=0.5, progress_bar=False)
+                      warmup=0.5, progress=False)
     lr = res.history.lr.values
     assert lr[0] < lr[1] and lr[1] == pytest.approx(0.1) and (lr[2:] == lr[1]).all()
     with pytest.raises(ValueError, match="warmup"):
