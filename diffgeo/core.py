@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import os
 import random
+import sys
 from collections.abc import Iterable, Sequence
 from numbers import Integral, Real
 
@@ -125,12 +126,23 @@ def seed_everything(
     return torch.Generator().manual_seed(seed)
 
 # %% ../nbs/00_core.ipynb #c1748c89
+class _Lines:
+    "A text stream for tqdm that turns each redraw into one plain line (no carriage returns)."
+    def __init__(self, stream): self.stream = stream
+    def write(self, s:str):
+        s = s.replace("\r", "").strip()
+        if s: self.stream.write(s + "\n")
+    def flush(self): self.stream.flush()
+
 def progress(
     iterable:Iterable, # what to loop over
     desc:str|None=None, # label shown left of the bar
     total:int|None=None, # number of items, when `iterable` has no length
     **kwargs, # passed to `tqdm.tqdm`
 ):
-    "Wrap `iterable` in a text progress bar (stderr) unless `DIFFGEO_PROGRESS=0`."
+    "Wrap `iterable` in a progress bar on stderr (plain lines when stderr is not a terminal) unless `DIFFGEO_PROGRESS=0`."
     disable = os.environ.get("DIFFGEO_PROGRESS", "1") == "0"
+    if not sys.stderr.isatty():
+        kwargs = {"file": _Lines(sys.stderr), "mininterval": float(os.environ.get("DIFFGEO_PROGRESS_INTERVAL", 30)),
+                  "ascii": True, **kwargs}
     return tqdm(iterable, desc=desc, total=total, disable=disable, leave=False, **kwargs)

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# The main job: run the flagship experiment notebook through papermill on its embedded
-# default (profile=cpu) and write its dataset (data/) and figure (figures/).
-# Extra arguments go to papermill, e.g. `bash scripts/reproduce.sh -p profile smoke`.
+# The main job: run the flagship experiment notebook (Petrini et al.'s Fig. 5) through papermill on its default
+# profile (cpu) and write results/petrini_fig5.nc and figures/petrini_fig*.png under the repository, where the
+# committed results live. Progress (which network, which epoch) is printed as plain lines while it runs.
+# Extra arguments go to papermill. A smoke run writes under out/smoke/ instead, never over the committed results:
+#   bash scripts/reproduce.sh -p profile smoke
+# Another experiment: FLAGSHIP=detlefsen_tab2 bash scripts/reproduce.sh
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$root/scripts/setup.sh"
 cd "$root"
 nb="${FLAGSHIP:-fig5}"
 mkdir -p out
-papermill "nbs/$nb.ipynb" "out/$nb.ipynb" -k python3 "$@"
-echo "Wrote data/$nb.nc and figures/$nb.png (executed notebook: out/$nb.ipynb)"
+DIFFGEO_PROGRESS_INTERVAL="${DIFFGEO_PROGRESS_INTERVAL:-20}" papermill "nbs/$nb.ipynb" "out/$nb.ipynb" -k python3 --log-output "$@"
+echo "Executed notebook: out/$nb.ipynb (the files it wrote are listed at the end of its run cell)"

@@ -154,7 +154,7 @@ def cell(
         handle = net.register_forward_pre_hook(probe)
     t0 = time.perf_counter()
     res = train.train(net, train_split, None, epochs=epochs, optimizer="adam", lr=lr, batch_size=batch_size,
-                      pad=0, flip=False, seed=seed, progress_bar=False)
+                      pad=0, flip=False, seed=seed, progress=False)
     seconds = time.perf_counter() - t0
     if probe is not None:
         handle.remove(); probe.record(total)

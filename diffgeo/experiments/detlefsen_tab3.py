@@ -105,7 +105,7 @@ def cell(
     seed_everything(seed)
     net = build(model, dataset, tuple(train_split.images.shape[1:]), ds_data.n_classes).to(dev)
     res, seconds, per_epoch = train.train_tracked(net, train_split, test_split, track_test, epochs=n_epochs, optimizer="adam",
-                                                  lr=lr, batch_size=batch_size, pad=0, flip=False, seed=seed, progress_bar=False)
+                                                  lr=lr, batch_size=batch_size, pad=0, flip=False, seed=seed, progress=False)
     accuracy = per_epoch[n_epochs]
     ep = res.history.epoch.values
     return xr.Dataset(
