@@ -112,3 +112,13 @@ def test_fig5_resumes_from_shards(tmp_path):
     b = fig5.run("smoke", archs=["FullConnL2"], work_dir=str(tmp_path))
     xr.testing.assert_identical(a.drop_attrs(), b.drop_attrs())
     assert a.attrs["start_time"] == b.attrs["start_time"]  # the cells' own compute times, not the merge's
+
+
+def test_template_notebook(tmp_path):
+    "The template experiment runs as it stands, so a copy starts from working code."
+    cmd = [sys.executable, "-m", "papermill", str(ROOT / "nbs" / "template.ipynb"), str(tmp_path / "executed.ipynb"), "-k", "python3",
+           "-p", "profile", "smoke", "-p", "out_dir", "run"]
+    subprocess.run(cmd, check=True, cwd=tmp_path, env={**os.environ, "DIFFGEO_PROGRESS": "0", "MPLBACKEND": "Agg"},
+                   capture_output=True, timeout=300)
+    assert (tmp_path / "run" / "results" / "petrini_template.nc").exists()
+    assert (tmp_path / "run" / "figures" / "petrini_template.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
