@@ -40,7 +40,7 @@ def test_bad_names_fail_fast():
     with pytest.raises(ValueError, match="'smoke', 'cpu', 'paper'"):
         tab2.EXPERIMENT.run(profile="laptop")
     with pytest.raises(ValueError, match="ST-Affine CNN"):
-        tab2.EXPERIMENT.run("smoke", models_=["ST-TPS CNN"])
+        tab2.EXPERIMENT.run("smoke", models=["ST-TPS CNN"])
     with pytest.raises(ValueError, match="'RTS', 'CPAB'"):
         tab2.EXPERIMENT.run("smoke", distortions=["elastic"])
     with pytest.raises(ValueError, match="'cnn', 'loc'"):

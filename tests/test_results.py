@@ -37,10 +37,10 @@ def make_dataset(stamped: bool = True) -> xr.Dataset:
 
 @pytest.fixture
 def root(tmp_path, monkeypatch):
-    "A stand-in project root, so that relative paths never write into the checkout."
+    "A stand-in working directory, so that relative paths never write into the checkout."
     r = tmp_path / "root"
     r.mkdir()
-    monkeypatch.setattr(results, "project_root", lambda: r)
+    monkeypatch.chdir(r)
     return r
 
 
@@ -99,11 +99,12 @@ class TestProjectRoot:
 
 class TestResolvePath:
     @pytest.mark.parametrize("rel", ["data/x.nc", "x.nc", Path("figures") / "a" / "b.png"])
-    def test_relative_under_project_root(self, rel, tmp_path, monkeypatch):
+    def test_relative_under_the_working_directory(self, rel, tmp_path, monkeypatch):
+        "A user's own folder, not the diffgeo checkout, receives `save_dataset(ds, 'out/my.nc')`."
         monkeypatch.chdir(tmp_path)
         out = resolve_path(rel)
-        assert out == project_root() / rel and out.is_absolute()
-        assert tmp_path not in out.parents
+        assert out == tmp_path / rel and out.is_absolute()
+        assert project_root() not in out.parents
 
     def test_absolute_unchanged(self, tmp_path):
         assert resolve_path(tmp_path / "x.nc") == tmp_path / "x.nc"

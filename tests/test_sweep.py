@@ -235,8 +235,8 @@ class TestMissing:
                                                     r"P-32_arch-FC_seed-1, P-32_arch-CNN_seed-0, P-32_arch-CNN_seed-1"):
             merge_shards(GRID, tmp_path, coords_on={"depth": "arch"})
 
-    def test_relative_paths_from_project_root(self, tmp_path, monkeypatch):
-        monkeypatch.setattr(results, "project_root", lambda: tmp_path)
+    def test_relative_paths_from_the_working_directory(self, tmp_path, monkeypatch):
+        monkeypatch.chdir(tmp_path)
         run_sweep(toy_cell, {**GRID, "P": [8]}, "data/toy/shards", **OPTS)
         assert len(list((tmp_path / "data" / "toy" / "shards").glob("*.nc"))) == 4
         assert len(missing_cells(GRID, "data/toy/shards")) == 4
