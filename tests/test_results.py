@@ -214,11 +214,10 @@ class TestSaveDataset:
         np.testing.assert_array_equal(load_dataset(path)["err"].values, ds["err"].values)
         assert os.listdir(tmp_path) == ["r.nc"]
 
-    def test_relative_path_under_root(self, root, tmp_path, monkeypatch):
-        monkeypatch.chdir(tmp_path)
-        path = save_dataset(make_dataset(), "data/r.nc")
-        assert path == root / "data" / "r.nc" and path.exists()
-        xr.testing.assert_identical(load_dataset("data/r.nc"), make_dataset())
+    def test_relative_path_under_the_working_directory(self, root):
+        path = save_dataset(make_dataset(), "out/r.nc")
+        assert path == root / "out" / "r.nc" and path.exists()
+        xr.testing.assert_identical(load_dataset("out/r.nc"), make_dataset())
 
     @pytest.mark.parametrize("previous", [True, False])
     def test_atomic(self, tmp_path, monkeypatch, previous):
@@ -304,8 +303,7 @@ class TestSaveFigure:
         assert path.read_bytes().startswith(magic)
         assert os.listdir(path.parent) == [f"f{suffix}"]
 
-    def test_relative_path_under_root(self, root, tmp_path, monkeypatch):
-        monkeypatch.chdir(tmp_path)
+    def test_relative_path_under_the_working_directory(self, root):
         fig = plt.figure()
         path = save_figure(fig, "figures/f.png")
         plt.close(fig)
