@@ -747,12 +747,12 @@ class TestJacobian:
         H, W = 301, 401
         C = sample_coefficients(4, 3e-3, 6, generator=gen(), dtype=torch.float64)
         tau, J = field(C, (H, W)), jacobian(C, (H, W))
-        assert J.shape == (4, 2, 2, H, W)
-        fd_u = (tau[..., :, 2:] - tau[..., :, :-2]) / (2 / (W - 1))
+        assert J.shape == (4, H, W, 2, 2)                                    # [B, H, W, component, derivative]
+        fd_u = (tau[..., :, 2:] - tau[..., :, :-2]) / (2 / (W - 1))          # [B, component, H, W - 2]
         fd_v = (tau[..., 2:, :] - tau[..., :-2, :]) / (2 / (H - 1))
         scale = J.abs().max()
-        torch.testing.assert_close(J[:, :, 0, :, 1:-1], fd_u, rtol=0, atol=1e-3 * scale)
-        torch.testing.assert_close(J[:, :, 1, 1:-1, :], fd_v, rtol=0, atol=1e-3 * scale)
+        torch.testing.assert_close(J[:, :, 1:-1, :, 0], fd_u.permute(0, 2, 3, 1), rtol=0, atol=1e-3 * scale)
+        torch.testing.assert_close(J[:, 1:-1, :, :, 1], fd_v.permute(0, 2, 3, 1), rtol=0, atol=1e-3 * scale)
 
     @pytest.mark.parametrize("dtype", DTYPES)
     def test_dtype(self, dtype):
@@ -763,14 +763,14 @@ class TestXi:
     def test_largest_eigenvalue_of_symmetric_part(self):
         "Ξ (Eq. 12) is the largest eigenvalue of (∇τ + ∇τᵀ)/2."
         C = sample_coefficients(3, 1e-2, 5, generator=gen(), dtype=torch.float64)
-        J = jacobian(C, (16, 16)).permute(0, 3, 4, 1, 2)  # [B, H, W, 2, 2]
+        J = jacobian(C, (16, 16))  # [B, H, W, 2, 2]
         eig = torch.linalg.eigvalsh((J + J.transpose(-1, -2)) / 2)[..., -1]
         torch.testing.assert_close(xi(C, (16, 16)), eig, rtol=1e-12, atol=1e-12)
         torch.testing.assert_close(max_xi(C, (16, 16)), eig.flatten(1).amax(1), rtol=1e-12, atol=1e-12)
 
     def test_min_jacobian_det(self):
         C = sample_coefficients(3, 1e-2, 5, generator=gen(), dtype=torch.float64)
-        J = jacobian(C, (16, 16)).permute(0, 3, 4, 1, 2)
+        J = jacobian(C, (16, 16))
         det = torch.linalg.det(torch.eye(2, dtype=torch.float64) - J)
         torch.testing.assert_close(min_jacobian_det(C, (16, 16)), det.flatten(1).amin(1), rtol=1e-12, atol=1e-12)
 
