@@ -243,6 +243,19 @@ class TestImages:
         out = cpab.warp(x, theta, tess)[0, 0]
         assert out.argmax() == 20 * H + 12 and out[20, 12] > 0.8
 
+    def test_interp(self):
+        "`interp` (the same name as in diffeo and transformers) picks grid_sample's interpolation."
+        tess = cpab.Tessellation((2, 2))
+        x = torch.rand(2, 1, 9, 9, dtype=torch.float64)
+        theta = cpab.sample(tess, 2, generator=torch.Generator().manual_seed(9), dtype=torch.float64)
+        torch.testing.assert_close(cpab.warp(x, torch.zeros(1, tess.dim), tess, interp="nearest"), x, rtol=0, atol=0)
+        g = cpab.grid(theta, tess, (9, 9))
+        for interp in ("nearest", "bicubic"):
+            torch.testing.assert_close(cpab.warp(x, theta, tess, interp=interp),
+                                       torch.nn.functional.grid_sample(x, g, mode=interp, align_corners=False))
+        with pytest.raises(ValueError, match="unknown interp"):
+            cpab.warp(x, theta, tess, interp="gaussian")
+
     def test_warp_gradients_flow_to_theta(self):
         tess = cpab.Tessellation((2, 2))
         theta = torch.zeros(3, tess.dim, requires_grad=True)

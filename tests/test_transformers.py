@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from scipy.interpolate import RBFInterpolator
 from torch import nn
 
-from diffgeo import cpab
+from diffgeo import cpab, maps
 from diffgeo.transformers import (FAMILIES, LAYERS, LOC_NETS, MATRIX_FAMILIES, PADDING_MODES, CPAB, TPS, Family,
                                   SpatialTransformer, base_grid, check_theta, condition_number, get_family, jacobian,
                                   st_layer, transform_grid, transform_matrix, transform_points, warp)
@@ -126,6 +126,13 @@ class TestFamilies:
         out = warp(x, random_theta(fam, 2, torch.float32), fam)
         assert out.device == x.device
         torch.testing.assert_close(out.cpu(), warp(x.cpu(), random_theta(fam, 2, torch.float32), fam), **TOL[torch.float32])
+
+    @pytest.mark.parametrize("interp", ["nearest", "bicubic"])
+    def test_interp(self, fam, interp):
+        "`interp` reaches the sampler: the identity reads the pixels back, and a shifted grid reads them as maps.warp does."
+        x, theta = images(2, 1, 8, 8), random_theta(fam, 2)
+        torch.testing.assert_close(warp(x, fam.identity(torch.float64), fam, interp=interp), x, **TOL[torch.float64])
+        torch.testing.assert_close(warp(x, theta, fam, interp=interp), maps.warp(x, fam.grid(theta, (8, 8)), "normalised", interp))
 
     @pytest.mark.parametrize("padding_mode", PADDING_MODES)
     def test_padding_modes(self, fam, padding_mode):
@@ -490,6 +497,10 @@ class TestValidation:
     def test_bad_padding_mode(self):
         with pytest.raises(ValueError, match="'zeros', 'border', 'reflection'"):
             warp(images(1, 1, 8, 8), torch.zeros(6), "affine_diffeo", padding_mode="wrap")
+
+    def test_bad_interp(self):
+        with pytest.raises(ValueError, match="unknown interp 'gaussian'.*'bilinear', 'nearest', 'bicubic'"):
+            warp(images(1, 1, 8, 8), torch.zeros(6), "affine_diffeo", interp="gaussian")
 
     def test_bad_points(self):
         with pytest.raises(ValueError, match=r"\[N, 2\]"):
