@@ -13,8 +13,8 @@ from functools import lru_cache
 import numpy as np
 import scipy.linalg
 import torch
-import torch.nn.functional as F
 
+from . import maps
 from .core import check_images, check_int, check_scalar
 
 # %% auto #0
@@ -472,11 +472,8 @@ def inverse(points, theta, tess, t:float=1.0, n_steps:int|None=None, inside:bool
 
 # %% ../nbs/11_cpab.ipynb #e57dd759
 def pixel_points(size, dtype=torch.float32, device="cpu") -> torch.Tensor:
-    "Centres of the pixels of an H x W image in [0,1]^2, row-major [H*W, 2] as (x, y) = ((col + 1/2)/W, (row + 1/2)/H)."
-    H, W = size
-    y, x = torch.meshgrid((torch.arange(H, dtype=dtype, device=device) + 0.5) / H,
-                          (torch.arange(W, dtype=dtype, device=device) + 0.5) / W, indexing="ij")
-    return torch.stack([x.reshape(-1), y.reshape(-1)], -1)
+    "Centres of the pixels of an H x W image in [0,1]^2, row-major [H*W, 2] as (x, y) = ((col + 1/2)/W, (row + 1/2)/H): `maps.pixel_grid(size, 'unit')`."
+    return maps.pixel_grid(size, "unit", dtype, device).reshape(-1, 2)
 
 
 def grid(theta, tess, size, n_steps:int|None=None) -> torch.Tensor:
@@ -485,15 +482,14 @@ def grid(theta, tess, size, n_steps:int|None=None) -> torch.Tensor:
     if tess.ndim != 2: raise ValueError(f"grid needs a 2-D tessellation, got {tess}.")
     H, W = (check_int(s, "size", low=1) for s in size)
     p = transform(pixel_points((H, W), theta.dtype, theta.device), theta, tess, n_steps=n_steps)
-    return (2 * p - 1).view(len(theta), H, W, 2)
+    return maps.convert(p, (H, W), "unit", "normalised").view(len(theta), H, W, 2)
 
 
-def warp(x, theta, tess, size=None, mode:str="bilinear", padding_mode:str="zeros", n_steps:int|None=None):
-    "Warp images [B, C, H, W] (or [C, H, W]): out(p) = x(T^θ(p)), sampled with `F.grid_sample` (align_corners=False)."
+def warp(x, theta, tess, size=None, interp:str="bilinear", padding_mode:str="zeros", n_steps:int|None=None):
+    "Warp images [B, C, H, W] (or [C, H, W]): out(p) = x(T^θ(p)) by `maps.warp` (frame and direction: `maps`' Conventions)."
     x, single = check_images(x)
     theta = _check_theta(theta, tess)
     if len(theta) not in (1, len(x)):
         raise ValueError(f"theta has {len(theta)} rows but x has {len(x)} images; pass one θ per image or a single θ.")
-    g = grid(theta.to(x.dtype), tess, size or x.shape[-2:], n_steps=n_steps).expand(len(x), -1, -1, -1)
-    out = F.grid_sample(x, g, mode=mode, padding_mode=padding_mode, align_corners=False)
+    out = maps.warp(x, grid(theta.to(x.dtype), tess, size or x.shape[-2:], n_steps=n_steps), "normalised", interp, padding_mode)
     return out[0] if single else out

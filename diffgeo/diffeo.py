@@ -11,16 +11,16 @@ import math
 from functools import lru_cache
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
+from . import maps
 from .core import check_choice, check_images, check_scalar
 
 # %% auto #0
 __all__ = ['CUTOFFS', 'INTERPOLATIONS', 'SIGMA', 'modes', 'sample_coefficients', 'field', 'displacement',
            'gaussian_truncation_error', 'gaussian_radius', 'warp', 'deform', 'delta_predicted', 'delta_asymptotic',
            'delta_measured', 'temperature_for_delta', 'jacobian', 'xi', 'max_xi', 'min_jacobian_det',
-           'is_diffeomorphism', 'critical_scale', 'xi_asymptotic', 'temperature_range', 'RandomDiffeo']
+           'is_diffeomorphism', 'critical_scale', 'xi_asymptotic', 'temperature_range', 'transform', 'RandomDiffeo']
 
 # %% ../nbs/10_diffeo.ipynb #c4e5c903
 CUTOFFS = ("paper", "code")
@@ -136,18 +136,14 @@ def gaussian_radius(
 
 # %% ../nbs/10_diffeo.ipynb #ef152fab
 def _positions(disp:torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    "Sampling positions (x - dx, y - dy) in pixels, clamped to the image: two `[B, H, W]` tensors."
+    "Sampling positions (x - dx, y - dy) in pixels (the 'pixel' frame of `maps`), clamped to the image: two `[B, H, W]` tensors."
     B, _, H, W = disp.shape
-    y = torch.arange(H, dtype=disp.dtype, device=disp.device)[:, None]
-    x = torch.arange(W, dtype=disp.dtype, device=disp.device)
-    return (x - disp[:, 0]).clamp(0, W - 1), (y - disp[:, 1]).clamp(0, H - 1)
+    p = maps.pixel_grid((H, W), "pixel", disp.dtype, disp.device)
+    return (p[..., 0] - disp[:, 0]).clamp(0, W - 1), (p[..., 1] - disp[:, 1]).clamp(0, H - 1)
 
-def _grid_sample(x:torch.Tensor, disp:torch.Tensor, mode:str) -> torch.Tensor:
-    "Bilinear or nearest warp through `F.grid_sample` (align_corners=True, border padding)."
-    H, W = x.shape[-2:]
-    px, py = _positions(disp)
-    grid = torch.stack((px * (2 / (W - 1)) - 1, py * (2 / (H - 1)) - 1), dim=-1)
-    out = F.grid_sample(x, grid, mode=mode, padding_mode="border", align_corners=True)
+def _grid_sample(x:torch.Tensor, disp:torch.Tensor, interp:str) -> torch.Tensor:
+    "Bilinear or nearest warp by `maps.warp` at the pixel positions (sampled with align_corners=True, border padding)."
+    out = maps.warp(x, torch.stack(_positions(disp), dim=-1), "pixel", interp, "border")
     fix = torch.where((disp == 0).all(1, keepdim=True), x - out, 0).detach()   # unmoved pixels exactly, not to rounding,
     return out + fix                                                            # with grid_sample's gradients kept
 
@@ -171,13 +167,14 @@ def _gaussian(x:torch.Tensor, disp:torch.Tensor, sigma:float, r:int, chunk:int=2
     px, py = _positions(disp)
     qx, wx = _axis_pairs(px, W, r, sigma)                               # [B, r, H, W]
     qy, wy = _axis_pairs(py, H, r, sigma)
+    q = maps.convert(torch.stack((qx, qy), -1), (H, W), "pixel", "normalised_corners")
     grid = torch.empty(B, r, r, H, W, 2, dtype=x.dtype, device=x.device)  # [B, r(y), r(x), H, W, (x, y)]
-    grid[..., 0] = (qx * (2 / (W - 1)) - 1)[:, None]
-    grid[..., 1] = (qy * (2 / (H - 1)) - 1)[:, :, None]
+    grid[..., 0] = q[..., 0][:, None]
+    grid[..., 1] = q[..., 1][:, :, None]
     weight = (wy[:, :, None] * wx[:, None]).view(B, 1, r * r, H, W)
     grid = grid.view(B, r * r * H, W, 2)                                # the r² samples stacked along H
     step = max(1, chunk // (C * r * r * H * W))
-    out = [F.grid_sample(x[s:s + step], grid[s:s + step], mode="bilinear", padding_mode="border", align_corners=True)
+    out = [maps.warp(x[s:s + step], grid[s:s + step], "normalised_corners", "bilinear", "border")
            .view(-1, C, r * r, H, W).mul(weight[s:s + step]).sum(2) for s in range(0, B, step)]
     return torch.cat(out)
 
@@ -188,7 +185,7 @@ def warp(
     sigma:float=SIGMA, # Gaussian kernel width in pixels (Gaussian interpolation only)
     tol:float=1e-6, # Gaussian truncation error bound, relative to the image range
 ) -> torch.Tensor: # the deformed images, same shape, dtype and device as `x`
-    "Apply [τx](s) = x(s − τ(s)) to each image with its own field."
+    "Apply [τx](s) = x(s − τ(s)) to each image with its own field (the map on points: `transform`; frames: `maps`' Conventions)."
     xb, single = check_images(x)
     B, C, H, W = xb.shape
     if not isinstance(tau, torch.Tensor) or tau.ndim != 4 or tau.shape[1] != 2 or tau.shape[-2:] != (H, W) or tau.shape[0] not in (1, B):
@@ -282,8 +279,8 @@ def temperature_for_delta(
 def jacobian(
     coeffs:torch.Tensor, # `[B, 2, m, m]` coefficients
     size:tuple[int, int], # (H, W) grid on which to evaluate
-) -> torch.Tensor: # `[B, 2, 2, H, W]`: ∂τ_a/∂s_b with a, b ∈ (u, v)
-    "The exact gradient ∇τ of the field of `coeffs` on an H×W grid of [0,1]²."
+) -> torch.Tensor: # `[B, H, W, 2, 2]`: ∂τ_a/∂s_b with a, b ∈ (u, v), the `maps` layout
+    "The exact gradient ∇τ of the field of `coeffs` on an H×W grid of [0,1]² (the 'unit_corners' frame of `maps`)."
     coeffs = _check_coefficients(coeffs)
     H, W = size
     m = coeffs.shape[-1]
@@ -291,7 +288,7 @@ def jacobian(
     su, sv = _sines(W, m, **kw), _sines(H, m, **kw)
     du, dv = _sines(W, m, **kw, derivative=True), _sines(H, m, **kw, derivative=True)
     ct = coeffs.transpose(-1, -2)
-    return torch.stack((sv @ (ct @ du.T), dv @ (ct @ su.T)), dim=2)
+    return torch.stack((sv @ (ct @ du.T), dv @ (ct @ su.T)), dim=2).permute(0, 3, 4, 1, 2)
 
 def xi(
     coeffs:torch.Tensor, # `[B, 2, m, m]` coefficients
@@ -299,7 +296,7 @@ def xi(
 ) -> torch.Tensor: # `[B, H, W]`
     "Ξ(s) of Eq. 12: the field is a diffeomorphism where Ξ < 1 everywhere."
     J = jacobian(coeffs, size)
-    a, b, c, d = J[:, 0, 0], J[:, 0, 1], J[:, 1, 0], J[:, 1, 1]
+    a, b, c, d = J[..., 0, 0], J[..., 0, 1], J[..., 1, 0], J[..., 1, 1]
     return 0.5 * (torch.sqrt((a - d)**2 + (b + c)**2) + a + d)
 
 def max_xi(coeffs:torch.Tensor, size:tuple[int, int]) -> torch.Tensor:
@@ -309,8 +306,7 @@ def max_xi(coeffs:torch.Tensor, size:tuple[int, int]) -> torch.Tensor:
 def min_jacobian_det(coeffs:torch.Tensor, size:tuple[int, int]) -> torch.Tensor:
     "min_s det(I − ∇τ) for each field, `[B]`: positive means locally invertible everywhere."
     J = jacobian(coeffs, size)
-    det = (1 - J[:, 0, 0]) * (1 - J[:, 1, 1]) - J[:, 0, 1] * J[:, 1, 0]
-    return det.flatten(1).amin(1)
+    return maps.det(torch.eye(2, dtype=J.dtype, device=J.device) - J).flatten(1).amin(1)
 
 def is_diffeomorphism(
     coeffs:torch.Tensor, # `[B, 2, m, m]` coefficients
@@ -330,8 +326,7 @@ def critical_scale(
     check_choice(criterion, "criterion", ("xi", "det"))
     if criterion == "xi": return 1 / max_xi(coeffs, size).clamp_min(0)
     J = jacobian(coeffs, size)
-    t = J[:, 0, 0] + J[:, 1, 1]
-    d = J[:, 0, 0] * J[:, 1, 1] - J[:, 0, 1] * J[:, 1, 0]
+    t, d = J[..., 0, 0] + J[..., 1, 1], maps.det(J)
     root = (t * t - 4 * d).clamp_min(0).sqrt()                        # det(I - sJ) = 1 - s t + s² d
     real = (t * t - 4 * d) >= 0
     s = torch.stack((2 / (t - root), 2 / (t + root)))                  # the roots, in a form stable for d → 0
@@ -353,6 +348,27 @@ def temperature_range(
     "Temperatures giving δ ≥ ½ (Eq. 8) and diffeomorphisms with high probability (Eq. 14)."
     c, n = _check_c_asymptotic(c), _check_n(n)
     return 1 / (math.pi * n**2 * math.log(c)), 4 / (math.pi**3 * c**2 * math.log(c))
+
+# %% ../nbs/10_diffeo.ipynb #f3f8956b
+def transform(
+    points:torch.Tensor, # `[N, 2]` (shared) or `[B, N, 2]` points (x, y) in pixels (the "pixel" frame of `maps`)
+    coeffs:torch.Tensor, # `[B, 2, m, m]` coefficients
+    size:tuple[int, int], # (H, W) of the image
+) -> torch.Tensor: # `[B, N, 2]`: T(p), in pixels, not clamped
+    "The map `warp` applies, on any points: T(p) = p − (W τ_u(s), H τ_v(s)), s = (x/(W−1), y/(H−1))."
+    coeffs = _check_coefficients(coeffs)
+    H, W = maps.check_size(size, low=2)
+    if not isinstance(points, torch.Tensor) or points.ndim not in (2, 3) or points.shape[-1] != 2 or \
+            (points.ndim == 3 and points.shape[0] not in (1, len(coeffs))):
+        raise ValueError(f"points must be a tensor [N, 2] or [{len(coeffs)}, N, 2] (x, y in pixels), got "
+                         f"{list(points.shape) if isinstance(points, torch.Tensor) else type(points).__name__}.")
+    p = points.to(dtype=coeffs.dtype, device=coeffs.device)
+    p = p if p.ndim == 3 else p[None]
+    k = math.pi * torch.arange(1, coeffs.shape[-1] + 1, dtype=p.dtype, device=p.device)
+    s = maps.convert(p, (H, W), "pixel", "unit_corners")
+    su, sv = torch.sin(s[..., :1] * k), torch.sin(s[..., 1:] * k)        # [B or 1, N, m]: sin(iπu), sin(jπv)
+    tau = ((su[:, None] @ coeffs) * sv[:, None]).sum(-1)                   # Eq. 2: [B, 2, N]
+    return p - tau.transpose(1, 2) * torch.tensor([W, H], dtype=p.dtype, device=p.device)
 
 # %% ../nbs/10_diffeo.ipynb #2a5da039
 class RandomDiffeo(nn.Module):

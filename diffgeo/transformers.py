@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import cpab
+from . import cpab, maps
 from .core import check_choice, check_images, check_int
 
 # %% auto #0
@@ -24,32 +24,19 @@ __all__ = ['PADDING_MODES', 'FAMILIES', 'MATRIX_FAMILIES', 'LOC_NETS', 'LAYERS',
            'SpatialTransformer', 'st_layer']
 
 # %% ../nbs/20_transformers.ipynb #d79ccef5
-PADDING_MODES = ("zeros", "border", "reflection")
+PADDING_MODES = maps.PADDING_MODES
 
 def base_grid(
     size:tuple[int, int], # (H, W) of the output
     dtype:torch.dtype=torch.float32, # dtype of the grid
     device:torch.device|str|None=None, # device of the grid
 ) -> torch.Tensor: # `[H, W, 2]`: (x, y) of each output pixel centre, in [-1, 1]
-    "The pixel centres of an H×W output in `F.grid_sample` coordinates (align_corners=False): the grid G of §3.1."
-    H, W = size
-    x = (2 * torch.arange(W, dtype=torch.float64) + 1) / W - 1
-    y = (2 * torch.arange(H, dtype=torch.float64) + 1) / H - 1
-    g = torch.stack(torch.meshgrid(x, y, indexing="xy"), dim=-1)
-    return g.to(dtype=dtype, device=device)
-
-def _check_size(size, name:str="out_size") -> tuple[int, int]:
-    "An output size: an int n (n×n) or a pair (H, W) of positive ints."
-    if isinstance(size, torch.Size): size = tuple(size)
-    if not isinstance(size, (Sequence, int)) or isinstance(size, (str, bool)) or (isinstance(size, Sequence) and len(size) != 2):
-        raise ValueError(f"{name} must be an int n (for n×n) or a pair (H, W) of positive ints, got {size!r}; "
-                         f"for an image batch x use {name}=x.shape[-2:].")
-    if isinstance(size, int): size = (size, size)
-    return tuple(check_int(s, name, low=1, hint=f"{name} is (H, W) in pixels.") for s in size)
+    "The pixel centres of an H×W output in `F.grid_sample` coordinates (align_corners=False), the grid G of §3.1: `maps.pixel_grid(size, 'normalised')`."
+    return maps.pixel_grid(size, "normalised", dtype, device)
 
 # %% ../nbs/20_transformers.ipynb #4981c248
 class Family(nn.Module):
-    "A parametrised family of maps T^θ of the plane: `dim`, `identity()`, `points(θ, p)` and `grid(θ, size)`."
+    "A parametrised family of maps T^θ of the plane ('normalised' frame of `maps`): `dim`, `identity()`, `points(θ, p)`, `grid(θ, size)`."
     name:str = ""  # registry name, set by `register_family`
     dim:int = 0    # number of parameters d
     hint:str = ""  # what θ holds, for error messages
@@ -211,7 +198,7 @@ class TPS(Family):
     def __init__(self,
                  grid_size:tuple[int, int]=(4, 4)): # control points per (row, column); the paper uses 4×4 = 16
         super().__init__()
-        gh, gw = _check_size(grid_size, "grid_size")
+        gh, gw = maps.check_size(grid_size, "grid_size")
         if gh < 2 or gw < 2: raise ValueError(f"grid_size must be at least (2, 2) so that the control points span the plane, got {grid_size}.")
         self.grid_size, self.n_ctrl, self.dim = (gh, gw), gh * gw, 2 * gh * gw
         self.hint = (f"θ holds one displacement (dx, dy) per control point, {gh}×{gw} points in row-major order, "
@@ -249,7 +236,7 @@ class CPAB(Family):
                  zero_boundary:bool=True, # no velocity across the image boundary: the square maps onto itself
                  volume_preservation:bool=False): # divergence-free velocity fields only
         super().__init__()
-        self.tess_size = _check_size(tess_size, "tess_size")
+        self.tess_size = maps.check_size(tess_size, "tess_size")
         self.tess = cpab.Tessellation(self.tess_size, zero_boundary=zero_boundary, volume_preservation=volume_preservation)
         self.zero_boundary, self.volume_preservation = zero_boundary, volume_preservation
         self.dim = int(self.tess.dim)
@@ -284,7 +271,7 @@ def transform_grid(
 ) -> torch.Tensor: # `[B, H, W, 2]` grid for `F.grid_sample(..., align_corners=False)`
     "The sampling grid T^θ(G) on the pixel centres G of an H×W output."
     family = get_family(family, **family_kwargs)
-    return family.grid(check_theta(theta, family), _check_size(size, "size"))
+    return family.grid(check_theta(theta, family), maps.check_size(size, "size"))
 
 def warp(
     x:torch.Tensor, # images `[B, C, H, W]` or `[C, H, W]`, floating point
@@ -292,15 +279,17 @@ def warp(
     family:str|Family, # family name or a built family
     out_size:int|tuple[int, int]|None=None, # (H', W') of the output; None keeps (H, W)
     padding_mode:str="zeros", # what is read outside the input: "zeros", "border" or "reflection"
+    interp:str="bilinear", # "bilinear" (the paper's sampler), "nearest" or "bicubic"
     **family_kwargs, # options of the family, when given by name
-) -> torch.Tensor: # `[B, C, H', W']` (or `[C, H', W']`): V(p) = U(T^θ(p)), bilinear
-    "Warp images by T^θ of family `family`: the grid generator and sampler of an ST layer (§3.1)."
+) -> torch.Tensor: # `[B, C, H', W']` (or `[C, H', W']`): V(p) = U(T^θ(p))
+    "Warp images by T^θ of family `family`: the grid generator and sampler of an ST layer (§3.1), by `maps.warp` (frames: `maps`' Conventions)."
     xb, single = check_images(x)
     check_choice(padding_mode, "padding_mode", PADDING_MODES)
+    check_choice(interp, "interp", maps.INTERPOLATIONS)
     family = get_family(family, **family_kwargs)
     theta = check_theta(theta, family, xb.shape[0]).to(dtype=xb.dtype, device=xb.device)
-    size = xb.shape[-2:] if out_size is None else _check_size(out_size)
-    out = F.grid_sample(xb, family.grid(theta, tuple(size)), mode="bilinear", padding_mode=padding_mode, align_corners=False)
+    size = xb.shape[-2:] if out_size is None else maps.check_size(out_size, "out_size")
+    out = maps.warp(xb, family.grid(theta, tuple(size)), "normalised", interp, padding_mode)
     return out[0] if single else out
 
 # %% ../nbs/20_transformers.ipynb #1b5c8b29
@@ -321,27 +310,25 @@ def jacobian(
     p:torch.Tensor, # `[N, 2]` or `[B, N, 2]` points
     theta:torch.Tensor, # `[B, dim]` or `[dim]` parameters
     family:str|Family, # family name or a built family
-    create_graph:bool=False, # keep the graph (to differentiate the Jacobian further)
-) -> torch.Tensor: # `[B, N, 2, 2]`: ∂T^θ(p)_i / ∂p_j
-    "The Jacobian of T^θ at points `p`, by autograd (each output point depends on its own input point only)."
+    create_graph:bool=False, # keep the graph (to differentiate the Jacobian further, e.g. with respect to θ)
+) -> torch.Tensor: # `[B, N, 2, 2]`: ∂T^θ(p)_i / ∂p_j, in the 'normalised' frame
+    "The Jacobian of T^θ at points `p`: `maps.jacobian` of the family's map."
     family = get_family(family)
     theta = check_theta(theta, family)
-    p = check_points(p, theta.shape[0]).detach().expand(theta.shape[0], *p.shape[-2:]).clone().requires_grad_(True)
-    with torch.enable_grad():
-        q = family.points(theta.to(p), p)
-        rows = [torch.autograd.grad(q[..., i].sum(), p, create_graph=create_graph, retain_graph=True)[0] for i in range(2)]
-    return torch.stack(rows, dim=-2)
+    p = check_points(p, theta.shape[0]).detach().expand(theta.shape[0], *p.shape[-2:]).contiguous()
+    th = (theta if create_graph else theta.detach()).to(p)
+    J = maps.jacobian(lambda q: family.points(th, q), p)
+    return J if create_graph else J.detach()
 
 def condition_number(
     theta:torch.Tensor, # `[B, dim]` or `[dim]` parameters
     family:str|Family, # family name or a built family
     p:torch.Tensor|None=None, # `[N, 2]` points; None: the image centre (0, 0)
 ) -> torch.Tensor: # `[B, N]` (`[B]` when p is None)
-    "2-norm condition number σ_max/σ_min of the Jacobian of T^θ (inf where it is singular)."
+    "2-norm condition number σ_max/σ_min of the Jacobian of T^θ (inf where it is singular): `maps.condition_number`, 'normalised' frame."
     centre = p is None
     if centre: p = check_theta(theta, get_family(family)).new_zeros(1, 2)
-    s = torch.linalg.svdvals(jacobian(p, theta, family))
-    k = s[..., 0] / s[..., -1]
+    k = maps.condition_number(jacobian(p, theta, family))
     return k[:, 0] if centre else k
 
 # %% ../nbs/20_transformers.ipynb #507b0115
@@ -404,7 +391,7 @@ class SpatialTransformer(nn.Module):
         super().__init__()
         self.family = get_family(family, **family_kwargs)
         self.in_shape = _check_in_shape(in_shape)
-        self.out_size = None if out_size is None else _check_size(out_size)
+        self.out_size = None if out_size is None else maps.check_size(out_size, "out_size")
         self.padding_mode = check_choice(padding_mode, "padding_mode", PADDING_MODES)
         if isinstance(loc_net, str): self.body = loc_body(loc_net, self.in_shape)
         elif isinstance(loc_net, nn.Module): self.body = loc_net

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 import xarray as xr
 
-from .. import models, results, train, transformers
+from .. import maps, models, results, train, transformers
 from ..core import check_choice, check_int, check_scalar, resolve_device, seed_everything
 from ..distort import distorted_mnist
 from ..scaffold import Experiment, Var
@@ -50,9 +50,7 @@ def destructiveness(
     "How close each map T^θ is to singular: κ of its Jacobian at the image centre, and its smallest Jacobian determinant."
     points = probe_points() if points is None else points
     J = transformers.jacobian(points.to(torch.float64), theta.detach().to(torch.float64), family)   # [B, N, 2, 2]
-    s = torch.linalg.svdvals(J[:, len(points) // 2])
-    cond = torch.where(s[:, 1] > 0, s[:, 0] / s[:, 1], torch.full_like(s[:, 0], math.inf))
-    return {"cond": cond, "min_det": torch.linalg.det(J).amin(1)}
+    return {"cond": maps.condition_number(J[:, len(points) // 2]), "min_det": maps.det(J).amin(1)}
 
 #: Every profile's: the four families and the network without one, the paper's batch, the distortions' seed.
 COMMON = dict(families=[*FAMILIES, REFERENCE], batch_size=100, data_seed=0)

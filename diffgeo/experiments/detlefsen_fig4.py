@@ -13,7 +13,7 @@ import xarray as xr
 from skimage import data as skdata
 from skimage.transform import resize
 
-from .. import cpab, results
+from .. import cpab, maps, results
 from ..core import check_choice, check_int, resolve_device, seed_everything
 from ..scaffold import Experiment, Var
 
@@ -65,15 +65,10 @@ def jacobian_det(
     points:torch.Tensor, # `[N, 2]` points (x, y) in [0, 1]²
     theta:torch.Tensor, # `[1, dim]` or `[dim]`
     tess:cpab.Tessellation, # the tessellation θ lives on
-    h:float=1e-5, # finite-difference step, in units of the domain
 ) -> torch.Tensor: # `[N]`
-    "det ∇T^θ at `points` by central differences of `cpab.transform` (float64)."
-    p, th = points.double(), theta.double()
-    e = torch.eye(2, dtype=torch.float64) * h
-    q = torch.cat([p + e[0], p - e[0], p + e[1], p - e[1]])
-    Tq = cpab.transform(q, th, tess, inside=False)[0].view(4, -1, 2)
-    dx, dy = (Tq[0] - Tq[1]) / (2 * h), (Tq[2] - Tq[3]) / (2 * h)    # columns of ∇T
-    return dx[:, 0] * dy[:, 1] - dx[:, 1] * dy[:, 0]
+    "det ∇T^θ at `points` by `maps.jacobian` (autodiff) of `cpab.transform`, in float64."
+    th = theta.double().reshape(1, -1)
+    return maps.det(maps.jacobian(lambda p: cpab.transform(p, th, tess, inside=False)[0], points.double()))
 
 def liouville_det(
     paths:torch.Tensor, # `[N, K, 2]`: each point's path at K equally spaced times from 0 to 1
@@ -115,7 +110,7 @@ VARIABLES = {
     "velocity": Var(("arrow", "component"), "CPA velocity v(x) at the arrow positions", "image side/time"),
     "path": Var(("path_point", "time", "component"), "integration path φ(x; t)", "image side"),
     "roundtrip": Var(("path_point", "component"), "T^-θ(T^θ(x)) of the path starts", "image side"),
-    "jacobian_det": Var(("y", "x"), "det ∇T^θ at the pixel centres (central differences)"),
+    "jacobian_det": Var(("y", "x"), "det ∇T^θ at the pixel centres (autodiff)"),
     "cell_edge": Var(("segment", "end", "component"), "edges of the tessellation cells", "image side"),
     "displacement": Var(("path_point",), "|T(x) − x| of the path starts", "pixel"),
     "max_displacement": Var((), "largest |T(x) − x| of the path starts", "pixel"),
