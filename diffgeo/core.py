@@ -11,7 +11,7 @@ import math
 import os
 import random
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from numbers import Integral, Real
 
 import numpy as np

@@ -24,7 +24,7 @@ from .core import resolve_device
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['CELL_TIMES', 'REGISTRY', 'SHARED', 'Var', 'Paths', 'Experiment']
+__all__ = ['CELL_TIMES', 'REGISTRY', 'Var', 'Paths', 'Experiment']
 
 # %% ../nbs/55_scaffold.ipynb #53cb7ad0
 @dataclass(frozen=True)
@@ -45,7 +45,6 @@ CELL_TIMES = {"cell_start": Var((), "start of the cell's computation (UTC, ISO 8
 
 # %% ../nbs/55_scaffold.ipynb #68e90056
 REGISTRY:dict = {}  # experiment name -> Experiment, filled as experiment modules are imported
-SHARED = ("device", "data_root", "checkpoint_dir")  # run arguments a cell gets when its signature names them
 
 @dataclass(frozen=True)
 class Paths:
@@ -80,7 +79,6 @@ class Experiment:
         constants:dict|None=None, # fixed facts of the experiment, recorded in the provenance (not settings)
     ):
         self.paper, self.name = papers.paper(paper).key, papers.experiment_name(paper, figure)
-        self.figure_name = figure
         if not profiles or set(profiles) - set(results.PROFILE_NAMES):
             raise ValueError(f"profiles must be keyed by {results.PROFILE_NAMES}, got {sorted(profiles or {})}.")
         bad = [k for k, v in variables.items() if not isinstance(v, Var)]
@@ -138,6 +136,11 @@ def apply_schema(self:Experiment,
     return ds
 
 @patch
+def _dims(self:Experiment, n:str, ds:xr.Dataset) -> tuple:
+    "The dimensions variable `n` must have: the schema's, or for the cell times the sweep's grid (recorded by the merge)."
+    return tuple(json.loads(ds.attrs.get("grid", "{}"))) if n in CELL_TIMES else self.variables[n].dims
+
+@patch
 def check(self:Experiment,
     ds:xr.Dataset, # a results dataset
     provenance:bool=True, # also require that the dataset says it was made by this experiment
@@ -151,8 +154,8 @@ def check(self:Experiment,
     for n, v in self.variables.items():
         if n not in ds.variables:
             if not v.optional: problems.append(f"{n} is missing")
-        elif n not in CELL_TIMES and n not in ds.dims and set(ds[n].dims) != set(v.dims):
-            problems.append(f"{n} has dimensions {ds[n].dims}, the schema {v.dims}")
+        elif n not in ds.dims and set(ds[n].dims) != set(self._dims(n, ds)):
+            problems.append(f"{n} has dimensions {ds[n].dims}, the schema {self._dims(n, ds)}")
     if problems: raise ValueError(f"not a valid {self.name} dataset: " + "; ".join(problems) + ".")
     return ds
 
@@ -219,7 +222,7 @@ def run(self:Experiment,
                              executor_options=executor_options, coords_on=self.coords_on, rerun=rerun,
                              dim_attrs={d: self.variables[d].attrs for d in grid if d in self.variables})
         start, end = str(ds.cell_start.min().values), str(ds.cell_end.max().values)
-        for k in ("fixed", "grid"): ds.attrs.pop(k, None)
+        ds.attrs.pop("fixed")  # in the provenance's parameters; the grid stays, it names the cell times' dimensions
     else:
         if executor != "inline": raise ValueError(f"{self.name} is one cell, not a sweep: use executor='inline'.")
         ds = self._cell(**fixed)
@@ -228,7 +231,7 @@ def run(self:Experiment,
     params = dict(profile=profile, **self.constants, **p, **shared)
     if tag: params["tag"] = tag
     results.stamp(ds, params, resolve_device(device), start, end, paper=self.paper, experiment=self.name)
-    if self._derive: ds = self._derive(self.apply_schema(ds, strict=False))
+    if self._derive: ds = self._derive(ds)
     return self.apply_schema(ds)
 
 # %% ../nbs/55_scaffold.ipynb #479e53fc
@@ -248,6 +251,7 @@ def main(self:Experiment,
     **kwargs, # `run`'s arguments and the experiment's settings
 ) -> xr.Dataset:
     "The notebook driver: run, save the dataset, draw every figure from the saved file alone, save and show them."
+    import matplotlib.pyplot as plt
     ds = self.run(profile, tag=tag, out_dir=out_dir, **kwargs)
     paths = self.paths(profile, out_dir, tag)
     results.save_dataset(ds, paths.dataset)
@@ -257,7 +261,7 @@ def main(self:Experiment,
         fig = draw(ds)
         written.append(paths.figures[name]); results.save_figure(fig, paths.figures[name])
         if show: _show(fig)
-        import matplotlib.pyplot as plt; plt.close(fig)
+        plt.close(fig)
     print("wrote", *written, sep="\n  ")
     return ds
 

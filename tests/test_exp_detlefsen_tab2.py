@@ -1,6 +1,5 @@
 """detlefsen_tab2 (Table 2, distorted MNIST): the equal-budget rule of §5 for the seven networks, bad names. The generator is
 tested in test_distort, the notebook's smoke run and the committed result in test_experiments."""
-import numpy as np
 import pytest
 import torch
 

@@ -1,9 +1,8 @@
 """Table 3 (seven classifiers, one budget): papermill smoke run, the committed cpu-profile result, models and the paper's table."""
 
-import numpy as np
 import pytest
 
-from diffgeo import models, results
+from diffgeo import models
 from diffgeo.experiments import detlefsen_tab3 as tab3
 
 

@@ -4,13 +4,11 @@ Tolerances follow from the dtype: `tol(dtype, k)` allows k units of its machine 
 comes from (how many roundings, and how much the computation amplifies them). The examples in nbs/05_maps.ipynb are
 tests too; these add shapes, dtypes, devices, errors, gradchecks and second routes.
 """
-import math
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from diffgeo import maps
 from diffgeo.maps import (FRAMES, INTERPOLATIONS, PADDING_MODES, check_size, condition_number, convert, convert_jacobian,
                           det, fraction_folded, jacobian, pixel_grid, warp)
 

@@ -13,7 +13,7 @@ import xarray as xr
 
 from .. import models, results, train
 from ..core import check_choice, check_scalar, resolve_device, seed_everything
-from ..distort import CANVAS, CPAB_OPTIONS, DISTORTIONS, RTS_OPTIONS, distort, distorted_mnist, fig5_indices
+from ..distort import CANVAS, CPAB_OPTIONS, DISTORTIONS, RTS_OPTIONS, distorted_mnist, fig5_indices
 from ..scaffold import Experiment, Var
 
 # %% auto #0

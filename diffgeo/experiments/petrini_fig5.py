@@ -11,10 +11,9 @@ import math
 import time
 
 import numpy as np
-import torch
 import xarray as xr
 
-from .. import data, models, results, stability, sweep, train
+from .. import data, models, results, stability, train
 from ..core import check_choice, resolve_device, seed_everything
 from ..scaffold import Experiment, Var
 
