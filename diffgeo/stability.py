@@ -7,6 +7,7 @@ Docs: https://diffgeo.github.io/diffgeo/stability.html.md"""
 # %% ../nbs/40_stability.ipynb #04be4884
 from __future__ import annotations
 
+import inspect
 import math
 import warnings
 from collections.abc import Callable, Sequence
@@ -256,7 +257,7 @@ def _pairs(order:torch.Tensor, batch_size:int) -> tuple[list[torch.Tensor], torc
     for ch in chunks: partner[ch] = ch.roll(-1)
     return chunks, partner
 
-_DIFFEO_DEFAULTS = dict(delta=1.0, c=3, T=None, interp="bilinear", cutoff="paper")
+_DIFFEO_DEFAULTS = {k: v.default for k, v in inspect.signature(Diffeomorphism).parameters.items()}  # one source of the defaults
 
 def _resolve(perturbation, diffeo_kw:dict) -> Perturbation:
     "The perturbation to measure: the max-entropy diffeomorphism of `diffeo_kw` unless another is given."
