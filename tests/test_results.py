@@ -32,7 +32,9 @@ def make_dataset(stamped: bool = True) -> xr.Dataset:
         coords={"arch": ("arch", ["fc", "cnn"], {"long_name": "architecture", "units": "1"}),
                 "T": ("T", np.array([1e-4, 1e-3, 1e-2]), {"long_name": "temperature", "units": "1"})},
         attrs={"title": "a test"})
-    return stamp(ds, {"profile": "smoke", "seed": 0, "T": [1e-4, 1e-3]}, "cpu", now()) if stamped else ds
+    # fixed times: two calls must give identical datasets even when a second ticks between them
+    when = "2026-01-01T00:00:00+00:00"
+    return stamp(ds, {"profile": "smoke", "seed": 0, "T": [1e-4, 1e-3]}, "cpu", when, when) if stamped else ds
 
 
 @pytest.fixture
