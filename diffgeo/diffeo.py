@@ -17,10 +17,11 @@ from . import maps
 from .core import check_choice, check_images, check_scalar
 
 # %% auto #0
-__all__ = ['CUTOFFS', 'INTERPOLATIONS', 'SIGMA', 'modes', 'sample_coefficients', 'field', 'displacement',
-           'gaussian_truncation_error', 'gaussian_radius', 'warp', 'deform', 'delta_predicted', 'delta_asymptotic',
-           'delta_measured', 'temperature_for_delta', 'jacobian', 'xi', 'max_xi', 'min_jacobian_det',
-           'is_diffeomorphism', 'critical_scale', 'xi_asymptotic', 'temperature_range', 'transform', 'RandomDiffeo']
+__all__ = ['CUTOFFS', 'INTERPOLATIONS', 'SIGMA', 'DELTA_METHODS', 'modes', 'sample_coefficients', 'field', 'displacement',
+           'gaussian_truncation_error', 'gaussian_radius', 'warp', 'deform', 'image_side', 'delta_predicted',
+           'delta_asymptotic', 'delta_nominal', 'delta_measured', 'delta_center', 'temperature_for_delta', 'jacobian',
+           'xi', 'max_xi', 'min_jacobian_det', 'is_diffeomorphism', 'critical_scale', 'xi_asymptotic',
+           'temperature_range', 'transform', 'RandomDiffeo']
 
 # %% ../nbs/10_diffeo.ipynb #c4e5c903
 CUTOFFS = ("paper", "code")
@@ -224,28 +225,41 @@ def deform(
     return (out, coeffs) if return_coefficients else out
 
 # %% ../nbs/10_diffeo.ipynb #dad3af30
-def _mode_sum(c:float, cutoff:str) -> float:
-    "S(c): the sum of 1/(i²+j²) over the kept modes."
+DELTA_METHODS = ("asymptotic", "average", "center")
+
+def _mode_sum(c:float, cutoff:str, where:str="average") -> float:
+    "S(c) = Σ 1/(i²+j²) over the kept modes (average), or S_c(c) = 4 Σ over the kept odd–odd ones (center)."
     k = modes(c, cutoff).double()
-    return (1 / (k**2).sum(1)).sum().item()
+    w = 1 / (k**2).sum(1)
+    return w.sum().item() if where == "average" else 4 * w[(k % 2 == 1).all(1)].sum().item()
 
 def _check_c_asymptotic(c:float) -> float:
     c = check_scalar(c, "c", low=0)
     if c < 2:
         raise ValueError(f"c must be >= 2 in the asymptotic formulas of the paper (they need ln c > 0 and many modes), got c={c}; "
-                         "use delta_predicted / temperature_for_delta(..., method='exact'), which sum the modes exactly.")
+                         "use delta_predicted / temperature_for_delta(..., method='average' or 'center'), which sum the modes exactly.")
     return c
 
-def _check_n(n) -> float: return check_scalar(n, "n", low=2, hint="n is the image side in pixels.")
+def _check_n(n) -> float: return check_scalar(n, "n", low=2, hint="n is the image side in pixels; for H×W use image_side(H, W).")
+
+def image_side(
+    H:int, # image height in pixels
+    W:int, # image width in pixels
+) -> float:
+    "The side n of an H×W image in the δ formulas: √((H² + W²)/2), the side itself for a square image."
+    H, W = maps.check_size((H, W), low=2)
+    return math.sqrt((H * H + W * W) / 2)
 
 def delta_predicted(
     T, # temperature (number or tensor)
-    n:float, # image side in pixels (for H×W use √((H²+W²)/2))
+    n:float, # image side in pixels (for H×W: `image_side(H, W)`)
     c:float, # high-frequency cut-off
     cutoff:str="paper", # "paper" or "code"
+    where:str="average", # "average": rms over the image; "center": rms at the image centre
 ):
     "Exact expected δ (rms displacement in pixels) of the continuous field: √(n²T S(c)/2)."
-    return (_check_n(n)**2 * torch.as_tensor(T, dtype=torch.float64) * _mode_sum(c, cutoff) / 2).sqrt()
+    check_choice(where, "where", ("average", "center"))
+    return (_check_n(n)**2 * torch.as_tensor(T, dtype=torch.float64) * _mode_sum(c, cutoff, where) / 2).sqrt()
 
 def delta_asymptotic(
     T, # temperature (number or tensor)
@@ -256,24 +270,49 @@ def delta_asymptotic(
     c = _check_c_asymptotic(c)
     return (math.pi / 4 * _check_n(n)**2 * torch.as_tensor(T, dtype=torch.float64) * math.log(c)).sqrt()
 
+def delta_nominal(
+    T, # temperature (number or tensor)
+    n:float, # image side in pixels
+    c:float, # high-frequency cut-off
+    cutoff:str="paper", # "paper" or "code" (exact methods only)
+    method:str="asymptotic", # one of `DELTA_METHODS`, see `temperature_for_delta`
+):
+    "The δ that `method` assigns to T: the inverse of `temperature_for_delta`."
+    check_choice(method, "method", DELTA_METHODS)
+    return delta_asymptotic(T, n, c) if method == "asymptotic" else delta_predicted(T, n, c, cutoff, method)
+
 def delta_measured(
     tau:torch.Tensor, # `[B, 2, H, W]` field from `field`
 ) -> torch.Tensor: # `[B]`
     "δ of each field: the rms displacement in pixels over the image."
+    if not isinstance(tau, torch.Tensor) or tau.ndim != 4 or tau.shape[1] != 2:
+        raise ValueError(f"tau must be a field [B, 2, H, W] from field(), got "
+                         f"{list(tau.shape) if isinstance(tau, torch.Tensor) else type(tau).__name__}.")
     return displacement(tau).pow(2).sum(1).mean((-1, -2)).sqrt()
+
+def delta_center(
+    coeffs:torch.Tensor, # `[B, 2, m, m]` coefficients
+    size:tuple[int, int], # (H, W) of the image
+) -> torch.Tensor: # `[B]`
+    "The displacement in pixels at the image centre u = v = ½ of each field: the paper's δ (§2.2)."
+    coeffs = _check_coefficients(coeffs)
+    H, W = maps.check_size(size, low=2)
+    s = torch.sin(math.pi / 2 * torch.arange(1, coeffs.shape[-1] + 1, dtype=coeffs.dtype, device=coeffs.device))
+    tau = torch.einsum("i,bkij,j->bk", s, coeffs, s)  # τ(½, ½) = Σ C_ij sin(iπ/2) sin(jπ/2)
+    return (tau * torch.tensor([W, H], dtype=coeffs.dtype, device=coeffs.device)).norm(dim=1)
 
 def temperature_for_delta(
     delta:float, # target δ in pixels
-    n:float, # image side in pixels
+    n:float, # image side in pixels (for H×W: `image_side(H, W)`)
     c:float, # high-frequency cut-off
-    cutoff:str="paper", # "paper" or "code" (exact method only)
-    method:str="exact", # "exact": the mode sum S(c); "asymptotic": Eq. 3
+    cutoff:str="paper", # "paper" or "code" (exact methods only)
+    method:str="asymptotic", # "asymptotic": Eq. 3 (the authors' code); "average" or "center": exact, where δ is measured
 ) -> float:
-    "The temperature T at which the expected δ equals `delta`."
+    "The temperature T at which `method`'s δ equals `delta` (see the table above)."
     delta = check_scalar(delta, "delta", low=0)
-    check_choice(method, "method", ("exact", "asymptotic"))
+    check_choice(method, "method", DELTA_METHODS)
     if method == "asymptotic": return 4 * delta**2 / (math.pi * _check_n(n)**2 * math.log(_check_c_asymptotic(c)))
-    return 2 * delta**2 / (_check_n(n)**2 * _mode_sum(c, cutoff))
+    return 2 * delta**2 / (_check_n(n)**2 * _mode_sum(c, cutoff, method))
 
 # %% ../nbs/10_diffeo.ipynb #e0bd2582
 def jacobian(

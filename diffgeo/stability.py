@@ -30,7 +30,7 @@ __all__ = ['BATCHNORM_MODES', 'NOISE_RADII', 'STATISTICS', 'probing', 'features'
 # %% ../nbs/40_stability.ipynb #d0795f8d
 BATCHNORM_MODES = ("auto", "batch", "running")
 NOISE_RADII = ("sample", "mean")
-STATISTICS = ("median", "mean")
+STATISTICS = ("median", "mean", "unit_median")
 
 def _norms(model:nn.Module) -> list[nn.modules.batchnorm._BatchNorm]:
     return [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
@@ -132,10 +132,10 @@ class Perturbation:
         "The moved inputs, what they are compared with, and per-sample records."
         raise NotImplementedError(f"{type(self).__name__} must define apply(x, params, generator).")
 
-def _temperature(delta, T, n:int, c:float, cutoff:str) -> tuple[float, float]:
-    "(T, δ): one given, the other derived; warns outside the diffeomorphism range of Eq. 14."
-    if T is None: T = diffeo.temperature_for_delta(delta, n, c, cutoff)
-    else: delta = diffeo.delta_predicted(T, n, c, cutoff).item()
+def _temperature(delta, T, n:float, c:float, cutoff:str, method:str) -> tuple[float, float]:
+    "(T, δ): one given, the other derived by `method`; warns outside the diffeomorphism range of Eq. 14."
+    if T is None: T = diffeo.temperature_for_delta(delta, n, c, cutoff, method)
+    else: delta = diffeo.delta_nominal(T, n, c, cutoff, method).item()
     T_max = diffeo.temperature_range(n, c)[1] if c >= 2 else math.inf
     if T > T_max:
         warnings.warn(f"δ = {delta:.3g} (T = {T:.3g}) exceeds the diffeomorphism range T ≤ {T_max:.3g} "
@@ -147,6 +147,7 @@ class Diffeomorphism(Perturbation):
     "Maximum-entropy diffeomorphisms τ of typical displacement δ and cut-off c (Petrini et al. 2021, Eq. 1–3)."
     name = "diffeo"
     records = {"delta_measured": cf_attrs("rms displacement δ of the drawn field over the image", "pixel"),
+               "delta_center": cf_attrs("displacement of the drawn field at the image centre (the paper's δ, §2.2)", "pixel"),
                "is_diffeo": cf_attrs("1 if the drawn field passes max Ξ < 1 (a diffeomorphism)")}
 
     def __init__(self,
@@ -155,9 +156,11 @@ class Diffeomorphism(Perturbation):
                  T:float|None=None, # temperature; default: the one giving `delta` for the image size
                  interp:str="bilinear", # "bilinear", "nearest" or "gaussian"
                  cutoff:str="paper", # "paper" or "code", see `diffeo.modes`
+                 delta_method:str="asymptotic", # how δ sets T: "asymptotic" (Eq. 3, the authors' code), "average" or "center", see `diffeo.temperature_for_delta`
                 ):
         self.interp = check_choice(interp, "interp", diffeo.INTERPOLATIONS)
         self.cutoff = check_choice(cutoff, "cutoff", diffeo.CUTOFFS)
+        self.delta_method = check_choice(delta_method, "delta_method", diffeo.DELTA_METHODS)
         self.c = check_scalar(c, "c", low=0, low_open=True)
         if T is None: delta = check_scalar(delta, "delta", low=0, low_open=True, hint="δ is the typical displacement in pixels, e.g. 1.")
         else: T = check_scalar(T, "T", low=0, low_open=True)
@@ -165,10 +168,13 @@ class Diffeomorphism(Perturbation):
 
     def draw(self, shape, generator):
         B, _, H, W = shape
-        T, delta = _temperature(self.delta, self.T, max(H, W), self.c, self.cutoff)
+        n = diffeo.image_side(H, W)
+        T, delta = _temperature(self.delta, self.T, n, self.c, self.cutoff, self.delta_method)
         coeffs = diffeo.sample_coefficients(B, T, self.c, self.cutoff, generator, torch.float64, torch.device("cpu"))
-        params = {"coeffs": coeffs, "is_diffeo": diffeo.is_diffeomorphism(coeffs, (H, W)).to(torch.int8)}
-        return params, dict(T=T, delta=delta, c=self.c, interp=self.interp, cutoff=self.cutoff)
+        params = {"coeffs": coeffs, "is_diffeo": diffeo.is_diffeomorphism(coeffs, (H, W)).to(torch.int8),
+                  "delta_center": diffeo.delta_center(coeffs, (H, W))}
+        expected = {f"delta_{w}_expected": diffeo.delta_predicted(T, n, self.c, self.cutoff, w).item() for w in ("average", "center")}
+        return params, dict(T=T, delta=delta, delta_method=self.delta_method, c=self.c, interp=self.interp, cutoff=self.cutoff) | expected
 
     def apply(self, x, params, generator):
         H, W = x.shape[-2:]
@@ -299,15 +305,17 @@ def _check_moved(p:Perturbation, out, x:torch.Tensor, expected:set) -> tuple[tor
 def relative_stability(
     model:nn.Module, # the network (any `nn.Module` taking `[B, C, H, W]`)
     x:torch.Tensor, # test images `[B, C, H, W]`, B ≥ 2
-    perturbation=None, # a `Perturbation`, a callable `fn(x, generator)` or a list of group elements; default: `Diffeomorphism(delta, c, T, interp, cutoff)`
+    perturbation=None, # a `Perturbation`, a callable `fn(x, generator)` or a list of group elements; default: `Diffeomorphism(delta, c, T, interp, cutoff, delta_method)`
     delta:float=1.0, # typical displacement δ in pixels of the default diffeomorphism (ignored when `T` is given)
     c:float=3, # high-frequency cut-off of the default diffeomorphism
     T:float|None=None, # temperature of the default diffeomorphism; default: the one giving `delta`
     interp:str="bilinear", # interpolation of the default diffeomorphism: "bilinear", "nearest" or "gaussian"
     cutoff:str="paper", # "paper" or "code" cut-off of the default diffeomorphism, see `diffeo.modes`
+    delta_method:str="asymptotic", # how `delta` sets T for the default diffeomorphism: "asymptotic" (Eq. 3, the authors'), "average" or "center"
     layers=None, # submodule names and/or "output" (default: ["output"])
     noise_radius:str="sample", # "sample": ‖η_i‖ = ‖τ_i x_i − x_i‖; "mean": the mean of those (the paper's text)
-    statistic:str="median", # "median" or "mean" for the summaries
+    statistic:str="median", # "median", "mean" or "unit_median" (the authors' code) for the summaries
+    units:bool=False, # also keep per-unit squared distances `u_*` `[layer, sample, unit]` (implied by "unit_median")
     batchnorm:str="auto", # see `probing`
     batch_size:int=250, # images per forward pass
     generator:torch.Generator|None=None, # CPU generator; default: seeded with `seed`
@@ -319,7 +327,7 @@ def relative_stability(
     B, C, H, W = xb.shape
     if B < 2: raise ValueError(f"need at least 2 test images (the normaliser compares pairs), got {B}.")
     if not isinstance(model, nn.Module): raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}.")
-    pert = _resolve(perturbation, dict(delta=delta, c=c, T=T, interp=interp, cutoff=cutoff))
+    pert = _resolve(perturbation, dict(delta=delta, c=c, T=T, interp=interp, cutoff=cutoff, delta_method=delta_method))
     check_choice(noise_radius, "noise_radius", NOISE_RADII); check_choice(statistic, "statistic", STATISTICS)
     batch_size = check_int(batch_size, "batch_size", low=2)
     layers = _check_layers(model, layers)
@@ -343,6 +351,8 @@ def relative_stability(
     radius = r if noise_radius == "sample" else r.mean().expand(B)
 
     d = {k: torch.empty(len(layers), B, dtype=torch.float64) for k in ("diffeo", "noise", "pair")}
+    units = units or statistic == "unit_median"
+    u = {k: [None] * len(layers) for k in d} if units else {}  # per layer `[B, F]`, allocated at the first batch
     with torch.no_grad(), probing(model, batchnorm):
         batches = list(zip(chunks, ref, moved))
         for ch, a, b in (_progress(batches, "stability") if progress else batches):
@@ -353,29 +363,38 @@ def relative_stability(
                 d["diffeo"][l, ch] = _sq(fb[name], fa[name])
                 d["noise"][l, ch] = _sq(fn[name], fa[name])
                 d["pair"][l, ch] = _sq(fa[name][mate], fa[name])
+                for k, diff in (("diffeo", fb[name] - fa[name]), ("noise", fn[name] - fa[name]), ("pair", fa[name][mate] - fa[name])) if units else ():
+                    if u[k][l] is None: u[k][l] = torch.empty(B, diff.shape[1], dtype=torch.float64)
+                    u[k][l][ch] = diff.double().pow(2).cpu()
     per_sample = dict(r_diffeo=r, r_noise=radius, partner=partner) | {k: rec[k] for k in pert.records}
     meaning = _MEANING | pert.records
-    return _dataset(layers, d, per_sample, meaning, statistic,
+    width = max((t.shape[1] for v in u.values() for t in v), default=0)  # narrower layers are NaN-padded to the widest
+    u = {k: torch.stack([nn.functional.pad(t, (0, width - t.shape[1]), value=math.nan) for t in v]) for k, v in u.items()}
+    return _dataset(layers, d, u, per_sample, meaning, statistic,
                     dict(perturbation=pert.name) | settings |
                     dict(noise_radius=noise_radius, batchnorm=batchnorm, image_size=f"{H}x{W}", model=type(model).__name__))
 
 # %% ../nbs/40_stability.ipynb #1e6c85b1
 def _stat(v:xr.DataArray, statistic:str) -> xr.DataArray:
+    if statistic == "unit_median": return v.median("sample").sum("unit")  # NaN-padded units add nothing
     return v.median("sample") if statistic == "median" else v.mean("sample")
 
 def summarize(
     ds:xr.Dataset, # a dataset from `relative_stability` (or with its `d_diffeo`, `d_noise`, `d_pair`)
-    statistic:str="median", # "median" or "mean"
+    statistic:str="median", # "median", "mean" or "unit_median" (needs the per-unit distances, `units=True`)
 ) -> xr.Dataset: # `D_f`, `G_f`, `R_f` over the remaining dimensions
     "D_f, G_f and R_f (Eq. 4–5) recomputed from the per-sample squared distances."
     check_choice(statistic, "statistic", STATISTICS)
-    missing = {"d_diffeo", "d_noise", "d_pair"} - set(ds.data_vars)
-    if missing: raise ValueError(f"ds lacks {sorted(missing)}; pass a dataset made by relative_stability.")
-    dd, dn, dp = (_stat(ds[k], statistic) for k in ("d_diffeo", "d_noise", "d_pair"))
+    prefix = "u" if statistic == "unit_median" else "d"
+    missing = {f"{prefix}_{k}" for k in ("diffeo", "noise", "pair")} - set(ds.data_vars)
+    if missing:
+        raise ValueError(f"ds lacks {sorted(missing)}; pass a dataset made by relative_stability"
+                         + (" with units=True (the per-unit distances)." if prefix == "u" else "."))
+    dd, dn, dp = (_stat(ds[f"{prefix}_{k}"], statistic) for k in ("diffeo", "noise", "pair"))
     out = xr.Dataset({"D_f": dd / dp, "G_f": dn / dp, "R_f": dd / dn})
     for k, what in (("D_f", "stability to diffeomorphisms D_f (Eq. 5)"), ("G_f", "stability to noise G_f (Eq. 5)"),
                     ("R_f", "relative stability to diffeomorphisms R_f (Eq. 4)")):
-        out[k].attrs = cf_attrs(f"{what}, {statistic} over samples")
+        out[k].attrs = cf_attrs(f"{what}, " + ("median over samples per unit, summed over units" if prefix == "u" else f"{statistic} over samples"))
     out.attrs["statistic"] = statistic
     return out
 
@@ -385,10 +404,14 @@ _MEANING = {
     "d_pair": cf_attrs("squared output distance between test images ‖f(x) − f(z)‖²"),
     "r_diffeo": cf_attrs("input distance moved by the diffeomorphism ‖τx − x‖"),
     "r_noise": cf_attrs("noise radius ‖η‖"),
-    "partner": cf_attrs("index of the test image z paired with x")}
+    "partner": cf_attrs("index of the test image z paired with x"),
+    "u_diffeo": cf_attrs("squared change of each output unit under a diffeomorphism (f_k(τx) − f_k(x))²"),
+    "u_noise": cf_attrs("squared change of each output unit under noise (f_k(x + η) − f_k(x))²"),
+    "u_pair": cf_attrs("squared difference of each output unit between test images (f_k(x) − f_k(z))²")}
 
-def _dataset(layers, d, per_sample, meaning, statistic, attrs) -> xr.Dataset:
+def _dataset(layers, d, units, per_sample, meaning, statistic, attrs) -> xr.Dataset:
     ds = xr.Dataset({f"d_{k}": (("layer", "sample"), v.numpy()) for k, v in d.items()} |
+                    {f"u_{k}": (("layer", "sample", "unit"), v.numpy()) for k, v in units.items()} |
                     {k: ("sample", v.numpy()) for k, v in per_sample.items()},
                     coords={"layer": ("layer", list(layers), cf_attrs("layer whose output is probed")),
                             "sample": ("sample", np.arange(len(per_sample["partner"])), cf_attrs("test image index"))})

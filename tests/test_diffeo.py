@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import diffgeo.diffeo as diffeo
 from diffgeo.core import check_choice, check_images, check_scalar, progress, resolve_device, seed_everything
 from diffgeo.diffeo import (CUTOFFS, INTERPOLATIONS, SIGMA, RandomDiffeo, critical_scale, deform, delta_asymptotic,
-                            delta_measured, delta_predicted, displacement, field, gaussian_radius, gaussian_truncation_error,
+                            delta_measured, delta_nominal, delta_predicted, displacement, field, gaussian_radius, gaussian_truncation_error,
                             is_diffeomorphism, jacobian, max_xi, min_jacobian_det, modes, sample_coefficients,
                             temperature_for_delta, temperature_range, warp, xi, xi_asymptotic)
 
@@ -571,7 +571,7 @@ class TestInputValidation:
                              ids=["temperature_range", "delta_asymptotic", "xi_asymptotic", "temperature_for_delta"])
     @pytest.mark.parametrize("c", [1.0, 1.5, 1.99])
     def test_asymptotic_needs_c_at_least_2(self, fn, c):
-        with pytest.raises(ValueError, match=r"c must be >= 2 in the asymptotic formulas.*method='exact'"):
+        with pytest.raises(ValueError, match=r"c must be >= 2 in the asymptotic formulas.*method='average' or 'center'"):
             fn(c)
 
     def test_cutoff_without_modes(self):
@@ -629,7 +629,7 @@ class TestInputValidation:
             is_diffeomorphism(sample_coefficients(1, 1e-3, 3), (8, 8), "eig")
 
     def test_unknown_method(self):
-        with pytest.raises(ValueError, match=r"valid values are 'exact', 'asymptotic'"):
+        with pytest.raises(ValueError, match=r"valid values are 'asymptotic', 'average', 'center'"):
             temperature_for_delta(1.0, 32, 3, method="integral")
 
     @pytest.mark.parametrize("n", [1, 0, float("nan")])
@@ -711,10 +711,22 @@ class TestDelta:
 
 
 class TestTemperatureForDelta:
-    @given(delta=st.floats(0.01, 20), n=st.floats(8, 512), c=st.floats(1.5, 50), cutoff=st.sampled_from(CUTOFFS))
-    def test_round_trip_exact(self, delta, n, c, cutoff):
-        T = temperature_for_delta(delta, n, c, cutoff)
-        assert math.isclose(delta_predicted(T, n, c, cutoff).item(), delta, rel_tol=1e-12)
+    @given(delta=st.floats(0.01, 20), n=st.floats(8, 512), c=st.floats(1.5, 50), cutoff=st.sampled_from(CUTOFFS),
+           where=st.sampled_from(["average", "center"]))
+    def test_round_trip_exact(self, delta, n, c, cutoff, where):
+        T = temperature_for_delta(delta, n, c, cutoff, method=where)
+        assert math.isclose(delta_predicted(T, n, c, cutoff, where).item(), delta, rel_tol=1e-12)
+        assert math.isclose(delta_nominal(T, n, c, cutoff, where).item(), delta, rel_tol=1e-12)
+
+    def test_default_is_the_authors_eq3(self):
+        "The default reproduces the authors' code: T = 4δ²/(π n² ln c)."
+        assert math.isclose(temperature_for_delta(1.0, 32, 3), 4 / (math.pi * 32 ** 2 * math.log(3)), rel_tol=1e-15)
+
+    @given(c=st.floats(30, 300), cutoff=st.sampled_from(CUTOFFS))
+    def test_center_exceeds_average_by_a_constant(self, c, cutoff):
+        "Both sums grow as (π/2) ln c; the centre's, over a quarter of the modes weighted 4, exceeds the average's by → π²/6."
+        S, S_c = ((2 * delta_predicted(1.0, 1 + 1, c, cutoff, w).item() ** 2 / 4) for w in ("average", "center"))  # n = 2, T = 1
+        assert abs(S_c - S - math.pi ** 2 / 6) < 0.03
 
     @given(delta=st.floats(0.01, 20), n=st.floats(8, 512), c=st.floats(2.0, 50))
     def test_round_trip_asymptotic(self, delta, n, c):
@@ -723,7 +735,7 @@ class TestTemperatureForDelta:
 
     def test_exact_works_below_2(self):
         "The exact method sums the modes, so it works for the paper's Fig. 12 setting c = 1 (code cut-off)."
-        T = temperature_for_delta(1.0, 32, 1, "code")
+        T = temperature_for_delta(1.0, 32, 1, "code", method="average")
         assert math.isclose(T, 2 / (32 ** 2 * 0.5))
 
     def test_zero_delta(self):

@@ -13,7 +13,8 @@ from diffgeo.stability import BorderReader, relative_stability, summarize
 
 
 def images(n=24, size=16, channels=1, dtype=torch.float64, seed=0):
-    return torch.rand(n, channels, size, size, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+    H, W = size if isinstance(size, tuple) else (size, size)
+    return torch.rand(n, channels, H, W, generator=torch.Generator().manual_seed(seed), dtype=dtype)
 
 
 def small_cnn(channels=1, bn=False):
@@ -109,11 +110,24 @@ class TestProperties:
         assert abs(b.attrs["delta"] - 0.7) < 1e-9
 
     @pytest.mark.parametrize("delta", [0.5, 1.0])
-    def test_measured_displacement_matches_delta(self, delta):
-        "The fields drawn for a given delta move pixels by delta in root-mean-square over the draws."
-        res = relative_stability(nn.Identity(), images(n=400, size=32), delta=delta, c=3)
-        assert abs(np.sqrt((res.delta_measured**2).mean()) / delta - 1) < 0.1
-        assert res.delta_measured.attrs["units"] == "pixel"
+    @pytest.mark.parametrize("method", ["asymptotic", "average", "center"])
+    def test_measured_displacement_matches_delta(self, delta, method):
+        "The drawn fields move pixels, in rms over 400 draws, by what the method promises (the grid average: × 31/32)."
+        res = relative_stability(nn.Identity(), images(n=400, size=32), delta=delta, c=3, delta_method=method)
+        rms = lambda v: np.sqrt((v**2).mean()).item()
+        average, center = res.attrs["delta_average_expected"], res.attrs["delta_center_expected"]
+        assert abs(rms(res.delta_measured) / (31 / 32 * average) - 1) < 0.1
+        assert abs(rms(res.delta_center) / center - 1) < 0.1
+        if method != "asymptotic": assert abs({"average": average, "center": center}[method] / delta - 1) < 1e-12
+        else: assert abs(center / (1.0766 * delta) - 1) < 1e-4  # the authors' δ at c = 3 is the centre's, to 8%
+        assert res.attrs["delta"] == delta and res.attrs["delta_method"] == method
+        assert res.delta_measured.attrs["units"] == res.delta_center.attrs["units"] == "pixel"
+
+    def test_non_square_images_use_the_mean_square_side(self):
+        "On 32×64 images δ is set with n = √((32² + 64²)/2), and the measured average displacement follows."
+        res = relative_stability(nn.Identity(), images(n=400, size=(32, 64)), delta=1, c=3, delta_method="average")
+        rms = np.sqrt((res.delta_measured**2).mean()).item()
+        assert abs(rms / (np.sqrt(31 * 63 / (32 * 64)) * 1.0) - 1) < 0.1
 
 
 class _Scale(nn.Module):

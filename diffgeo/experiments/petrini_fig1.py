@@ -123,8 +123,8 @@ def derive(ds:xr.Dataset) -> xr.Dataset:
     ds["T_half_measured"] = ds.T_crit_xi.median("sample")
     ds["T_delta_one_measured"] = (1 / ds.delta_unit**2).median("sample")
     line = lambda f: xr.DataArray([f(c) for c in cs], dims="c")
-    ds["T_delta_half"] = line(lambda c: diffeo.temperature_for_delta(0.5, n, c, cutoff))
-    ds["T_delta_one"] = line(lambda c: diffeo.temperature_for_delta(1.0, n, c, cutoff))
+    ds["T_delta_half"] = line(lambda c: diffeo.temperature_for_delta(0.5, n, c, cutoff, "average"))
+    ds["T_delta_one"] = line(lambda c: diffeo.temperature_for_delta(1.0, n, c, cutoff, "average"))
     ds["T_max"] = line(lambda c: diffeo.temperature_range(n, c)[1])
     ds["T_min"] = line(lambda c: diffeo.temperature_range(n, c)[0])
     return ds

@@ -24,8 +24,8 @@ __all__ = ['PAPER_ARCHS', 'COMMON', 'PROFILES', 'CPU_STEPS', 'STATES', 'VARIABLE
 # %% ../../nbs/fig5.ipynb #0a70fb56
 PAPER_ARCHS = ["FullConnL2", "FullConnL4", "FullConnL6", "LeNet", "AlexNet", "VGG11", "VGG11bn", "VGG16bn", "VGG19bn",
                "ResNet18", "ResNet34", "ResNet50", "EfficientNetB0", "EfficientNetB2"]
-#: Every profile's: the paper's diffeomorphisms (δ = 1, c = 3, bilinear, the text's cut-off).
-COMMON = dict(c=3, delta=1.0, interp="bilinear", cutoff="paper")
+#: Every profile's: the paper's diffeomorphisms (δ = 1 by the authors' Eq. 3, c = 3, bilinear, the text's cut-off).
+COMMON = dict(c=3, delta=1.0, delta_method="asymptotic", interp="bilinear", cutoff="paper")
 PROFILES = {
     "smoke": dict(dataset="mnist5k", archs=["FullConnL2", "LeNet"], seeds=[0], P=256, n_val=128, steps=4,
                   n_test=32, batch_size=64, warmup=0.2, **COMMON),
@@ -54,6 +54,12 @@ VARIABLES = {
     "r_diffeo": Var(("arch", "seed", "sample"), "input distance moved by the diffeomorphism ‖τx − x‖"),
     "r_noise": Var(("arch", "seed", "sample"), "noise radius ‖η‖"),
     "is_diffeo": Var(("arch", "seed", "sample"), "1 if the drawn field passes max Ξ < 1 (a diffeomorphism)"),
+    "delta_measured": Var(("arch", "seed", "sample"), "rms displacement δ of the drawn field over the image", "pixel"),
+    "delta_center": Var(("arch", "seed", "sample"), "displacement of the drawn field at the image centre (the paper's δ, §2.2)", "pixel"),
+    "unit": Var(("unit",), "output unit"),
+    "u_diffeo": Var(("arch", "seed", "state", "sample", "unit"), "squared change of each output unit under a diffeomorphism"),
+    "u_noise": Var(("arch", "seed", "state", "sample", "unit"), "squared change of each output unit under noise"),
+    "u_pair": Var(("arch", "seed", "state", "sample", "unit"), "squared difference of each output unit between test images"),
     "test_index": Var(("arch", "seed", "sample"), "index of the probed image in the test split"),
     "test_error": Var(("arch", "seed", "state"), "test error ε_t (fraction misclassified)"),
     "n_test_images": Var(("arch", "seed"), "test images behind test_error"),
@@ -70,6 +76,12 @@ VARIABLES = {
     "D_f_mean": Var(("arch", "seed", "state"), "stability to diffeomorphisms D_f (Eq. 5), mean over samples"),
     "G_f_mean": Var(("arch", "seed", "state"), "stability to noise G_f (Eq. 5), mean over samples"),
     "R_f_mean": Var(("arch", "seed", "state"), "relative stability to diffeomorphisms R_f (Eq. 4), mean over samples"),
+    **{f"{k}_unit": Var(("arch", "seed", "state"), f"{what} (Eq. 4–5), median per output unit summed over units (the authors' code)")
+       for k, what in (("D_f", "stability to diffeomorphisms D_f"), ("G_f", "stability to noise G_f"),
+                       ("R_f", "relative stability to diffeomorphisms R_f"))},
+    **{f"{k}_unit_{s}": Var(("arch", "state"), f"{what} over seeds of {k}_unit")
+       for k in ("D_f", "G_f", "R_f") for s, what in (("logmean", "geometric mean"), ("logstd", "standard deviation of log10"))},
+    **{f"corr_{k}_unit": Var((), f"correlation of log test error with log {k}_unit, trained nets") for k in ("D_f", "G_f", "R_f")},
     "D_f_logmean": Var(("arch", "state"), "geometric mean over seeds of D_f"),
     "D_f_logstd": Var(("arch", "state"), "standard deviation over seeds of log10 D_f"),
     "G_f_logmean": Var(("arch", "state"), "geometric mean over seeds of G_f"),
@@ -115,7 +127,8 @@ def cell(
     warmup:float=0.0, # fraction of the steps of linear learning-rate warm-up for the SGD-trained nets (the paper: 0)
     n_test:int=500, # test images probed for D_f, G_f, R_f
     c:float=3, # cut-off of the diffeomorphisms
-    delta:float=1.0, # their typical displacement in pixels
+    delta:float=1.0, # their typical displacement in pixels (nominal, see `delta_method`)
+    delta_method:str="asymptotic", # how δ sets T: "asymptotic" (Eq. 3, the authors'), "average" or "center"
     interp:str="bilinear", # "bilinear", "nearest" or "gaussian"
     cutoff:str="paper", # "paper" or "code"
     device:str="cpu", # "cpu", "cuda", "auto"
@@ -132,7 +145,7 @@ def cell(
     seed_everything(seed)
     net = models.build(info.name, in_channels=ds_data.n_channels, n_classes=ds_data.n_classes, size=ds_data.size).to(dev)
     measure = lambda bn: stability.relative_stability(net, probe.images, delta=delta, c=c, interp=interp, cutoff=cutoff,
-                                                      seed=seed, batch_size=250, batchnorm=bn)
+                                                      delta_method=delta_method, seed=seed, batch_size=250, batchnorm=bn, units=True)
     before = measure("batch")  # App. E.1: batch-norm at initialisation normalises with batch statistics
     init_error = train.evaluate(net, ds_data.test)["error"]
     fill = [-m / s for m, s in zip(ds_data.mean, ds_data.std)]  # black after standardisation
@@ -144,10 +157,10 @@ def cell(
     seconds = time.perf_counter() - t0
     after = measure("running")
     test_error = train.evaluate(res.model, ds_data.test)["error"]
-    distances = ["d_diffeo", "d_noise", "d_pair"]  # the rest is the same draw in both states (the same seed)
+    distances = ["d_diffeo", "d_noise", "d_pair", "u_diffeo", "u_noise", "u_pair"]  # the rest is the same draw in both states
     both = xr.concat([s[distances].squeeze("layer", drop=True) for s in (before, after)], "state")
-    both = both.merge(before[["r_diffeo", "r_noise", "is_diffeo"]])
-    both = both.assign_coords(state=list(STATES), sample=np.arange(n_test))
+    both = both.merge(before[["r_diffeo", "r_noise", "is_diffeo", "delta_measured", "delta_center"]])
+    both = both.assign_coords(state=list(STATES), sample=np.arange(n_test), unit=np.arange(both.sizes["unit"]))
     both["test_index"] = ("sample", ds_data.test.subset_indices(n_test, seed=0).numpy())
     both["test_error"] = ("state", np.array([init_error, test_error]))
     both["n_test_images"] = ((), len(ds_data.test))
@@ -156,7 +169,8 @@ def cell(
     both["train_seconds"] = ((), seconds)
     both = both.assign_coords(depth=info.depth, n_params=models.n_params(net), batchnorm=int(info.batchnorm),
                               skip=int(info.skip), family=info.family)
-    both.attrs = {k: before.attrs[k] for k in ("T", "delta", "c", "interp", "cutoff", "noise_radius")}
+    both.attrs = {k: before.attrs[k] for k in ("T", "delta", "delta_method", "delta_average_expected", "delta_center_expected",
+                                               "c", "interp", "cutoff", "noise_radius")}
     if ckpt is not None: ckpt.unlink(missing_ok=True)  # the shard written from this dataset replaces it
     return both
 
@@ -185,15 +199,17 @@ def _fit(err:np.ndarray, x:np.ndarray) -> tuple[float, float, float]:
 @EXPERIMENT.derive
 def derive(ds:xr.Dataset) -> xr.Dataset:
     "Add medians, means, seed log-averages, the power-law fit and the correlations to a Fig. 5 dataset."
-    ds = ds.drop_vars([k for k in ds.data_vars if k.endswith(("_f", "_f_mean", "_logmean", "_logstd")) or k.startswith(("fit_", "corr_"))])
-    for statistic, suffix in (("median", ""), ("mean", "_mean")):
+    ds = ds.drop_vars([k for k in ds.data_vars if k.endswith(("_f", "_f_mean", "_f_unit", "_logmean", "_logstd")) or k.startswith(("fit_", "corr_"))])
+    stats = (("median", ""), ("mean", "_mean"), ("unit_median", "_unit"))
+    for statistic, suffix in stats:
         s = stability.summarize(ds, statistic)
         for k in ("D_f", "G_f", "R_f"): ds[k + suffix] = s[k]
-    for k in ("D_f", "G_f", "R_f", "D_f_mean", "G_f_mean", "R_f_mean", "test_error"):
+    measures = [k + suffix for _, suffix in stats for k in ("R_f", "D_f", "G_f")]
+    for k in measures + ["test_error"]:
         ds[k + "_logmean"] = _logmean(ds[k])
         ds[k + "_logstd"] = _logstd(ds[k])
     err = ds.test_error_logmean.sel(state="trained").values
-    for k in ("R_f", "D_f", "G_f", "R_f_mean", "D_f_mean", "G_f_mean"):
+    for k in measures:
         A, b, rho = _fit(err, ds[k + "_logmean"].sel(state="trained").values)
         ds[f"corr_{k}"] = ((), rho)
         if k == "R_f":
