@@ -105,6 +105,11 @@ def resolve_device(
         raise ValueError(f"unknown device {device!r}; use 'auto', 'cpu', 'cuda' or 'cuda:N'.") from e
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device {device!r} was requested but CUDA is not available here; use device='cpu' or 'auto'.")
+    if dev.type not in ("cpu", "cuda", "meta"):  # mps, xpu, ...: usable only if a tensor can live there
+        try: torch.empty(0, device=dev)
+        except (RuntimeError, AssertionError) as e:
+            raise ValueError(f"device {device!r} was requested but this machine or torch build has no {dev.type} backend; "
+                             "use device='cpu' or 'auto'.") from e
     return dev
 
 def module_device(

@@ -7,7 +7,9 @@ Docs: https://diffgeo.github.io/diffgeo/cpab.html.md"""
 # %% ../nbs/11_cpab.ipynb #d783444a
 from __future__ import annotations
 
+import functools
 import math
+import warnings
 from functools import lru_cache
 
 import numpy as np
@@ -18,8 +20,8 @@ from . import maps
 from .core import check_images, check_int, check_scalar
 
 # %% auto #0
-__all__ = ['MIN_STEPS', 'Tessellation', 'cell_matrices', 'theta_from_matrices', 'locate', 'velocity', 'covariance', 'sample',
-           'transform', 'inverse', 'pixel_points', 'grid', 'warp']
+__all__ = ['MIN_STEPS', 'MAX_STEPS', 'Tessellation', 'cell_matrices', 'theta_from_matrices', 'locate', 'velocity', 'covariance',
+           'sample', 'transform', 'inverse', 'pixel_points', 'grid', 'warp']
 
 # %% ../nbs/11_cpab.ipynb #b577a85b
 def _geometry_1d(n: int) -> dict:
@@ -221,6 +223,8 @@ def _check_theta(theta, tess: Tessellation) -> torch.Tensor:
     if theta.ndim == 1: theta = theta[None]
     if theta.ndim != 2 or theta.shape[1] != tess.dim:
         raise ValueError(f"theta must have shape [B, {tess.dim}] (or [{tess.dim}]) for {tess}, got {list(theta.shape)}.")
+    if not torch.isfinite(theta).all():
+        raise ValueError("theta contains NaN or infinite values; check what produced it (e.g. a diverging localisation net).")
     return theta
 
 
@@ -269,6 +273,7 @@ def _check_points(points, tess, theta, inside=True):
     if points.ndim == 3 and points.shape[0] not in (1, len(theta)):
         raise ValueError(f"points has batch size {points.shape[0]} but theta has {len(theta)}; "
                          "pass points [N, d] to share them, or one set per θ.")
+    if not torch.isfinite(points).all(): raise ValueError("points contain NaN or infinite values; clean them first.")
     if inside and ((points < -1e-6) | (points > 1 + 1e-6)).any():
         raise ValueError("points must lie in the domain [0, 1]^d; rescale them (pixel (r, c) of an H x W image is "
                          "((c + 0.5)/W, (r + 0.5)/H)) or pass inside=False.")
@@ -426,8 +431,20 @@ def _cross(x, c, r, row, A, tess, n_terms, max_crossings=8):
 
 # %% ../nbs/11_cpab.ipynb #dbc774b2
 MIN_STEPS = 4
+MAX_STEPS = 256  # bounds the cost for huge θ; see the warning in `transform`
 
 
+def _full_precision(fn):
+    "Run `fn` outside autocast and in float32 at least: matrix exponentials and norms have no half-precision kernels."
+    @functools.wraps(fn)
+    def run(points, theta, *args, **kw):
+        up = lambda v: v.float() if isinstance(v, torch.Tensor) and v.dtype in (torch.float16, torch.bfloat16) else v
+        device = theta.device.type if isinstance(theta, torch.Tensor) else "cpu"
+        with torch.autocast(device_type=device, enabled=False): return fn(up(points), up(theta), *args, **kw)
+    return run
+
+
+@_full_precision
 def transform(points, theta, tess, t:float=1.0, n_steps:int|None=None, inside:bool=True):
     "T^θ(points): the flow of the CPA field v^θ for time `t`, batched over θ [B, dim] and points [N, d] / [B, N, d]."
     theta = _check_theta(theta, tess)
@@ -437,7 +454,13 @@ def transform(points, theta, tess, t:float=1.0, n_steps:int|None=None, inside:bo
     A = _all_matrices(cell_matrices(theta, tess), tess)                  # [B, C, d, d+1], C with outside cells
     C = A.shape[1]
     norm = torch.linalg.matrix_norm(A[..., :-1], ord=2).max().item() if B else 0.0
-    if n_steps is None: n_steps = max(MIN_STEPS, math.ceil(2 * t * norm))
+    if n_steps is None:
+        n_steps = max(MIN_STEPS, math.ceil(2 * t * norm))
+        if n_steps > MAX_STEPS:
+            warnings.warn(f"θ is very large (largest cell velocity gradient {norm:.3g}; a prior draw's is of order 1): the "
+                          f"integration would take {n_steps} steps; capped at MAX_STEPS = {MAX_STEPS}, so points that cross "
+                          "many cells in one step may stop short. Scale θ down, or pass n_steps to pay for accuracy.", stacklevel=3)
+            n_steps = MAX_STEPS
     n_steps = check_int(n_steps, "n_steps", low=1)
     h = t / n_steps
     n_terms = _n_terms(norm * h, x.dtype)

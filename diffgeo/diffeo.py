@@ -17,14 +17,15 @@ from . import maps
 from .core import check_choice, check_images, check_scalar
 
 # %% auto #0
-__all__ = ['CUTOFFS', 'INTERPOLATIONS', 'SIGMA', 'DELTA_METHODS', 'modes', 'sample_coefficients', 'field', 'displacement',
-           'gaussian_truncation_error', 'gaussian_radius', 'warp', 'deform', 'image_side', 'delta_predicted',
-           'delta_asymptotic', 'delta_nominal', 'delta_measured', 'delta_center', 'temperature_for_delta', 'jacobian',
-           'xi', 'max_xi', 'min_jacobian_det', 'is_diffeomorphism', 'critical_scale', 'xi_asymptotic',
-           'temperature_range', 'transform', 'RandomDiffeo']
+__all__ = ['CUTOFFS', 'MAX_C', 'INTERPOLATIONS', 'SIGMA', 'DELTA_METHODS', 'modes', 'sample_coefficients', 'field',
+           'displacement', 'gaussian_truncation_error', 'gaussian_radius', 'warp', 'deform', 'image_side',
+           'delta_predicted', 'delta_asymptotic', 'delta_nominal', 'delta_measured', 'delta_center',
+           'temperature_for_delta', 'jacobian', 'xi', 'max_xi', 'min_jacobian_det', 'is_diffeomorphism',
+           'critical_scale', 'xi_asymptotic', 'temperature_range', 'transform', 'RandomDiffeo']
 
 # %% ../nbs/10_diffeo.ipynb #c4e5c903
 CUTOFFS = ("paper", "code")
+MAX_C = 4096  # no image has more resolvable modes per side; guards against a c that would hang the mode table
 
 @lru_cache(maxsize=64)
 def _mode_table(c:float, cutoff:str) -> tuple[int, tuple]:
@@ -40,6 +41,9 @@ def modes(
     "The Fourier modes (i, j) kept by the cut-off `c`."
     check_choice(cutoff, "cutoff", CUTOFFS)
     c = check_scalar(c, "c", low=0, low_open=True)
+    if c > MAX_C:
+        raise ValueError(f"c={c:g} would keep about {math.pi / 4 * c * c:.2g} modes; a sine of index i is resolved only by "
+                         f"images wider than i + 1 pixels, so c must be below the image side (at most MAX_C = {MAX_C}).")
     m, kept = _mode_table(c, cutoff)
     if not kept:
         raise ValueError(f"cut-off c={c} keeps no Fourier mode with cutoff={cutoff!r} "
@@ -50,7 +54,12 @@ def modes(
 # %% ../nbs/10_diffeo.ipynb #da3e98a5
 def _check_T(T, batch:int) -> torch.Tensor:
     "Temperatures as a float64 CPU tensor `[batch]`; scalar or `[batch]`, finite and ≥ 0."
-    T = torch.as_tensor(T, dtype=torch.float64).detach().cpu()
+    hint = f"; convert it with float({T!r})." if isinstance(T, str) else "."
+    try:
+        if isinstance(T, (str, bytes)): raise TypeError
+        T = torch.as_tensor(T, dtype=torch.float64).detach().cpu()
+    except (TypeError, ValueError, RuntimeError) as e:
+        raise TypeError(f"T must be a number or a tensor of temperatures, got {type(T).__name__} {T!r}{hint}") from e
     if T.ndim > 1 or (T.ndim == 1 and T.numel() not in (1, batch)):
         raise ValueError(f"T must be a number or a tensor of shape [{batch}] (one per field), got shape {list(T.shape)}.")
     if not torch.isfinite(T).all(): raise ValueError("T must be finite, got NaN or inf.")
@@ -67,7 +76,9 @@ def sample_coefficients(
     device:torch.device|str="cpu", # device of the returned coefficients
 ) -> torch.Tensor: # `[B, 2, m, m]`: component (τ_u, τ_v) × i × j, zero outside the cut-off
     "Draw the coefficients C_ij, D_ij ~ N(0, T/(i²+j²)) of Eq. 2 for `batch` fields."
-    if int(batch) != batch or batch < 1: raise ValueError(f"batch must be a positive integer, got {batch}.")
+    if isinstance(batch, bool) or int(batch) != batch or batch < 0: raise ValueError(f"batch must be an integer >= 0, got {batch}.")
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating-point torch.dtype (coefficients are real numbers), got {dtype}; e.g. torch.float32.")
     k = modes(c, cutoff)
     m = int(k.max())
     std = torch.zeros(m, m, dtype=torch.float64)
@@ -100,7 +111,7 @@ def field(
 ) -> torch.Tensor: # `[B, 2, H, W]`: (τ_u, τ_v) in units of the image side
     "The displacement field τ of Eq. 2 on the pixel grid of an H×W image."
     coeffs = _check_coefficients(coeffs)
-    H, W = size
+    H, W = maps.check_size(size, low=2)
     m = coeffs.shape[-1]
     su = _sines(W, m, coeffs.dtype, coeffs.device)
     sv = _sines(H, m, coeffs.dtype, coeffs.device)
@@ -192,6 +203,7 @@ def warp(
     if not isinstance(tau, torch.Tensor) or tau.ndim != 4 or tau.shape[1] != 2 or tau.shape[-2:] != (H, W) or tau.shape[0] not in (1, B):
         raise ValueError(f"tau must have shape [{B}, 2, {H}, {W}] (or [1, 2, {H}, {W}] to share one field) "
                          f"to match x {list(x.shape)}, got {list(tau.shape) if isinstance(tau, torch.Tensor) else type(tau).__name__}.")
+    if not torch.isfinite(tau).all(): raise ValueError("tau contains NaN or infinite values; check the coefficients it came from.")
     out = _warp(xb, tau, interp, sigma, tol)
     return out[0] if single else out
 
@@ -204,6 +216,14 @@ def _warp(x:torch.Tensor, tau:torch.Tensor, interp:str, sigma:float, tol:float) 
     return _gaussian(x, disp, sigma, gaussian_radius(sigma, check_scalar(tol, "tol", low=0, low_open=True)))
 
 # %% ../nbs/10_diffeo.ipynb #2889ac4b
+def _check_resolved(c:float, cutoff:str, size) -> None:
+    "Refuse a cut-off whose highest mode the H×W pixel grid cannot resolve (sines of index ≥ side − 1 vanish or alias)."
+    c = check_scalar(c, "c", low=0, low_open=True)
+    m, side = math.floor(c) if cutoff == "paper" else math.floor(c + 0.5), max(size)
+    if m > side - 2:
+        raise ValueError(f"c={c:g} keeps modes up to index {m}, but a {size[0]}×{size[1]} grid resolves sine modes only up "
+                         f"to {side - 2} (higher ones vanish or alias onto lower ones); use c < {side - 1}.")
+
 def deform(
     x:torch.Tensor, # images `[B, C, H, W]` or `[C, H, W]`, floating point
     T, # temperature: a number or a tensor `[B]`, ≥ 0
@@ -219,6 +239,7 @@ def deform(
     "Deform each image by its own maximum-entropy diffeomorphism (Eq. 2)."
     xb, single = check_images(x)
     check_choice(interp, "interp", INTERPOLATIONS)
+    _check_resolved(c, cutoff, xb.shape[-2:])
     coeffs = sample_coefficients(1 if same_field else xb.shape[0], T, c, cutoff, generator, xb.dtype, xb.device)
     out = _warp(xb, field(coeffs, xb.shape[-2:]), interp, sigma, tol)
     out = out[0] if single else out
@@ -420,7 +441,10 @@ class RandomDiffeo(nn.Module):
                  generator:torch.Generator|None=None): # CPU generator (None: torch's global one)
         super().__init__()
         check_choice(interp, "interp", INTERPOLATIONS); check_choice(cutoff, "cutoff", CUTOFFS)
-        lo_hi = lambda v, name, low, open_: tuple(check_scalar(a, name, low=low, low_open=open_) for a in (v if isinstance(v, (tuple, list)) else (v, v)))
+        def lo_hi(v, name, low, open_):
+            if isinstance(v, (tuple, list)) and len(v) != 2:
+                raise ValueError(f"{name} must be a number or a (low, high) pair, got {v!r}; for one value pass {name}={v[0] if v else '...'!r}.")
+            return tuple(check_scalar(a, name, low=low, low_open=open_) for a in (v if isinstance(v, (tuple, list)) else (v, v)))
         self.T, self.c = lo_hi(T, "T", 0, False), lo_hi(c, "c", 0, True)
         if self.T[0] > self.T[1] or self.c[0] > self.c[1]: raise ValueError("ranges must be (low, high) with low <= high.")
         if self.T[0] != self.T[1] and self.T[0] == 0: raise ValueError("a T range is drawn log-uniformly: its low end must be > 0.")

@@ -133,6 +133,9 @@ def save_dataset(
     path:str|os.PathLike, # target `.nc` file (relative paths from the working directory)
 ) -> Path:
     "Write `ds` to netCDF-4 atomically; return the absolute path."
+    if not isinstance(ds, xr.Dataset):
+        raise TypeError(f"ds must be an xarray.Dataset, got {type(ds).__name__}"
+                        + ("; convert with da.to_dataset(name='...')." if isinstance(ds, xr.DataArray) else "."))
     check_cf(ds)
     if "parameters" not in ds.attrs:
         raise ValueError("the dataset has no provenance; call results.stamp(ds, params, device, start) first.")

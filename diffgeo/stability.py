@@ -103,6 +103,8 @@ def sphere_noise(
     dtype:torch.dtype=torch.float32, # dtype of the result
 ) -> torch.Tensor: # `[B, ...]` on `radius.device`
     "Noise drawn uniformly on the sphere of radius `radius[i]` for each sample `i`."
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating-point torch.dtype (noise is not an integer), got {dtype}; e.g. torch.float32.")
     radius = torch.as_tensor(radius)
     if radius.ndim != 1 or radius.shape[0] != shape[0]:
         raise ValueError(f"radius must have shape [{shape[0]}] (one radius per sample), got {list(radius.shape)}.")
@@ -251,6 +253,16 @@ def as_perturbation(
                     f"or a list of group elements g(x), got {type(perturbation).__name__}.")
 
 # %% ../nbs/40_stability.ipynb #ec3f965c
+def _warn_degenerate(layers, d:dict, moved:torch.Tensor, eps:float):
+    "Say why D_f, G_f or R_f are about to be inf or NaN (`moved`: ‖τx − x‖ / ‖x‖ per sample)."
+    if not (moved > 64 * eps).any():
+        warnings.warn("the perturbation moved no input (‖τx − x‖ = 0 for every image, e.g. constant images): the noise radius "
+                      "is 0 and R_f is 0/0; measure on images with structure.", stacklevel=3)
+    for l, name in enumerate(layers):
+        if d["pair"][l].median() == 0:
+            warnings.warn(f"at {name!r} most test images give identical outputs (median ‖f(x) − f(z)‖² = 0), so D_f and G_f "
+                          "divide by 0; use distinct test images, or a layer that tells them apart.", stacklevel=3)
+
 def _sq(a:torch.Tensor, b:torch.Tensor) -> torch.Tensor:
     return (a - b).double().pow(2).sum(1).cpu()
 
@@ -327,6 +339,8 @@ def relative_stability(
     B, C, H, W = xb.shape
     if B < 2: raise ValueError(f"need at least 2 test images (the normaliser compares pairs), got {B}.")
     if not isinstance(model, nn.Module): raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}.")
+    weight = next((p for p in model.parameters() if p.is_floating_point()), None)
+    xb = xb.detach().to(weight.dtype if weight is not None else xb.dtype)  # no graph; the model's precision (float64, half, ...)
     pert = _resolve(perturbation, dict(delta=delta, c=c, T=T, interp=interp, cutoff=cutoff, delta_method=delta_method))
     check_choice(noise_radius, "noise_radius", NOISE_RADII); check_choice(statistic, "statistic", STATISTICS)
     batch_size = check_int(batch_size, "batch_size", low=2)
@@ -368,6 +382,7 @@ def relative_stability(
                     u[k][l][ch] = diff.double().pow(2).cpu()
     per_sample = dict(r_diffeo=r, r_noise=radius, partner=partner) | {k: rec[k] for k in pert.records}
     meaning = _MEANING | pert.records
+    _warn_degenerate(layers, d, r / xb.flatten(1).norm(dim=1).double().cpu().clamp_min(1e-300), torch.finfo(xb.dtype).eps)
     width = max((t.shape[1] for v in u.values() for t in v), default=0)  # narrower layers are NaN-padded to the widest
     u = {k: torch.stack([nn.functional.pad(t, (0, width - t.shape[1]), value=math.nan) for t in v]) for k, v in u.items()}
     return _dataset(layers, d, u, per_sample, meaning, statistic,
