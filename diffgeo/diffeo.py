@@ -217,6 +217,13 @@ def _warp(x:torch.Tensor, tau:torch.Tensor, interp:str, sigma:float, tol:float) 
     return _gaussian(x, disp, sigma, gaussian_radius(sigma, check_scalar(tol, "tol", low=0, low_open=True)))
 
 # %% ../nbs/10_diffeo.ipynb #2889ac4b
+def _temperature_of(T, delta, size, c:float, cutoff:str, delta_method:str):
+    "T itself, or the temperature giving `delta` pixels on an image of `size`: exactly one of them."
+    if (T is None) == (delta is None):
+        raise ValueError("give either the temperature T or the displacement delta in pixels (e.g. delta=1.0), "
+                         f"not {'both' if T is not None else 'neither'}.")
+    return T if delta is None else temperature_for_delta(delta, image_side(*size), c, cutoff, delta_method)
+
 def _check_resolved(c:float, cutoff:str, size) -> None:
     "Warn when the H×W pixel grid cannot resolve the cut-off's highest mode (sines of index ≥ side − 1 vanish or alias)."
     c = check_scalar(c, "c", low=0, low_open=True)
@@ -228,8 +235,8 @@ def _check_resolved(c:float, cutoff:str, size) -> None:
 
 def deform(
     x:torch.Tensor, # images `[B, C, H, W]` or `[C, H, W]`, floating point
-    T, # temperature: a number or a tensor `[B]`, ≥ 0
-    c:float, # high-frequency cut-off
+    T=None, # temperature: a number or a tensor `[B]`, ≥ 0 (or give `delta`)
+    c:float=3, # high-frequency cut-off
     interp:str="bilinear", # "bilinear", "nearest" or "gaussian"
     cutoff:str="paper", # "paper" (i²+j² ≤ c²) or "code" (√(i²+j²) < c + ½)
     generator:torch.Generator|None=None, # CPU generator for reproducible draws
@@ -237,11 +244,14 @@ def deform(
     return_coefficients:bool=False, # also return the `[B, 2, m, m]` coefficients
     sigma:float=SIGMA, # Gaussian kernel width in pixels (Gaussian interpolation only)
     tol:float=1e-6, # Gaussian truncation error bound, relative to the image range
+    delta:float|None=None, # typical displacement δ in pixels, instead of `T`
+    delta_method:str="asymptotic", # how `delta` sets T, see `temperature_for_delta`
 ):
-    "Deform each image by its own maximum-entropy diffeomorphism (Eq. 2)."
+    "Deform each image by its own maximum-entropy diffeomorphism (Eq. 2), at temperature `T` or displacement `delta`."
     xb, single = check_images(x)
     check_choice(interp, "interp", INTERPOLATIONS)
     _check_resolved(c, cutoff, xb.shape[-2:])
+    T = _temperature_of(T, delta, xb.shape[-2:], c, cutoff, delta_method)
     coeffs = sample_coefficients(1 if same_field else xb.shape[0], T, c, cutoff, generator, xb.dtype, xb.device)
     out = _warp(xb, field(coeffs, xb.shape[-2:]), interp, sigma, tol)
     out = out[0] if single else out
@@ -434,36 +444,57 @@ def transform(
 
 # %% ../nbs/10_diffeo.ipynb #2a5da039
 class RandomDiffeo(nn.Module):
-    "Deform images by random maximum-entropy diffeomorphisms (data augmentation)."
+    "Deform images by random maximum-entropy diffeomorphisms (data augmentation), at temperature `T` or displacement `delta`."
     def __init__(self,
-                 T:float|tuple[float, float], # temperature, or (low, high) drawn log-uniformly per call
-                 c:float|tuple[int, int], # cut-off, or (low, high) integers drawn uniformly per call
+                 T:float|tuple[float, float]|None=None, # temperature, or (low, high) drawn log-uniformly per call (or give `delta`)
+                 c:float|tuple[int, int]=3, # cut-off, or (low, high) integers drawn uniformly per call
                  interp:str="bilinear", # "bilinear", "nearest" or "gaussian"
                  cutoff:str="paper", # "paper" or "code"
-                 generator:torch.Generator|None=None): # CPU generator (None: torch's global one)
+                 generator:torch.Generator|None=None, # CPU generator (None: torch's global one); see the note on DataLoader workers
+                 delta:float|tuple[float, float]|None=None, # displacement in pixels, or (low, high) drawn log-uniformly, instead of `T`
+                 delta_method:str="asymptotic", # how `delta` sets T for each image size, see `temperature_for_delta`
+                ):
         super().__init__()
         check_choice(interp, "interp", INTERPOLATIONS); check_choice(cutoff, "cutoff", CUTOFFS)
+        check_choice(delta_method, "delta_method", DELTA_METHODS)
+        if (T is None) == (delta is None):
+            raise ValueError(f"give either T or delta (in pixels, e.g. delta=1.0), not {'both' if T is not None else 'neither'}.")
         def lo_hi(v, name, low, open_):
             if isinstance(v, (tuple, list)) and len(v) != 2:
                 raise ValueError(f"{name} must be a number or a (low, high) pair, got {v!r}; for one value pass {name}={v[0] if v else '...'!r}.")
             return tuple(check_scalar(a, name, low=low, low_open=open_) for a in (v if isinstance(v, (tuple, list)) else (v, v)))
-        self.T, self.c = lo_hi(T, "T", 0, False), lo_hi(c, "c", 0, True)
-        if self.T[0] > self.T[1] or self.c[0] > self.c[1]: raise ValueError("ranges must be (low, high) with low <= high.")
-        if self.T[0] != self.T[1] and self.T[0] == 0: raise ValueError("a T range is drawn log-uniformly: its low end must be > 0.")
+        self.scale = "T" if delta is None else "delta"  # which of the two is drawn
+        self.range, self.c = lo_hi(T if delta is None else delta, self.scale, 0, False), lo_hi(c, "c", 0, True)
+        if self.range[0] > self.range[1] or self.c[0] > self.c[1]: raise ValueError("ranges must be (low, high) with low <= high.")
+        if self.range[0] != self.range[1] and self.range[0] == 0:
+            raise ValueError(f"a {self.scale} range is drawn log-uniformly: its low end must be > 0.")
         if self.c[0] != self.c[1] and math.ceil(self.c[0]) > math.floor(self.c[1]):
             raise ValueError(f"the c range {self.c} holds no integer; c ranges are drawn among integers.")
         modes(self.c[0] if self.c[0] == self.c[1] else math.ceil(self.c[0]), cutoff)  # fails early if the cut-off keeps no mode
-        self.interp, self.cutoff, self.generator = interp, cutoff, generator
+        self.interp, self.cutoff, self.generator, self.delta_method = interp, cutoff, generator, delta_method
+        self._worker = None  # (worker seed, generator) inside a DataLoader worker
 
-    def _draw(self) -> tuple[float, float]:
-        u = torch.rand(2, generator=self.generator, dtype=torch.float64)
-        (t0, t1), (c0, c1) = self.T, self.c
-        T = t0 if t0 == t1 else math.exp(math.log(t0) + u[0].item() * (math.log(t1) - math.log(t0)))
+    def _generator(self) -> torch.Generator|None:
+        "The generator to draw from: in a DataLoader worker, one of the worker's own, derived from `generator` and the worker's seed."
+        info = torch.utils.data.get_worker_info()
+        if info is None or self.generator is None: return self.generator  # torch's global RNG is seeded per worker already
+        if self._worker is None or self._worker[0] != info.seed:
+            seed = (self.generator.initial_seed() * 1_000_003 + info.seed) % 2**63
+            self._worker = (info.seed, torch.Generator().manual_seed(seed))
+        return self._worker[1]
+
+    def _draw(self, generator) -> tuple[float, float]:
+        u = torch.rand(2, generator=generator, dtype=torch.float64)
+        (t0, t1), (c0, c1) = self.range, self.c
+        s = t0 if t0 == t1 else math.exp(math.log(t0) + u[0].item() * (math.log(t1) - math.log(t0)))
         c = c0 if c0 == c1 else math.ceil(c0) + math.floor(u[1].item() * (math.floor(c1) - math.ceil(c0) + 1))
-        return T, c
+        return s, c
 
     def forward(self, img:torch.Tensor) -> torch.Tensor:
-        T, c = self._draw()
-        return deform(img, T, c, self.interp, self.cutoff, self.generator)
+        g = self._generator()
+        s, c = self._draw(g)
+        if self.scale == "T": return deform(img, s, c, self.interp, self.cutoff, g)
+        return deform(img, None, c, self.interp, self.cutoff, g, delta=s, delta_method=self.delta_method)
 
-    def extra_repr(self) -> str: return f"T={self.T}, c={self.c}, interp={self.interp!r}, cutoff={self.cutoff!r}"
+    def extra_repr(self) -> str:
+        return f"{self.scale}={self.range}, c={self.c}, interp={self.interp!r}, cutoff={self.cutoff!r}"
