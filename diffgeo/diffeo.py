@@ -28,10 +28,14 @@ __all__ = ['CUTOFFS', 'MAX_C', 'INTERPOLATIONS', 'SIGMA', 'DELTA_METHODS', 'mode
 CUTOFFS = ("paper", "code")
 MAX_C = 1024  # guards against a c whose mode table (≈ πc²/4 modes) and coefficients (c² per field) would hang
 
+def _max_mode(c:float, cutoff:str) -> int:
+    "The largest mode index a cut-off can keep (per axis)."
+    return math.floor(c) if cutoff == "paper" else math.floor(c + 0.5)
+
 @lru_cache(maxsize=64)
 def _mode_table(c:float, cutoff:str) -> tuple[int, tuple]:
     "Largest mode index and the flat list of kept (i, j) modes."
-    m = math.floor(c) if cutoff == "paper" else math.floor(c + 0.5)
+    m = _max_mode(c, cutoff)
     keep = lambda i, j: i*i + j*j <= c*c if cutoff == "paper" else math.sqrt(i*i + j*j) < c + 0.5
     return m, tuple((i, j) for i in range(1, m + 1) for j in range(1, m + 1) if keep(i, j))
 
@@ -55,12 +59,10 @@ def modes(
 # %% ../nbs/10_diffeo.ipynb #da3e98a5
 def _check_T(T, batch:int) -> torch.Tensor:
     "Temperatures as a float64 CPU tensor `[batch]`; scalar or `[batch]`, finite and ≥ 0."
-    hint = f"; convert it with float({T!r})." if isinstance(T, str) else "."
-    try:
-        if isinstance(T, (str, bytes)): raise TypeError
-        T = torch.as_tensor(T, dtype=torch.float64).detach().cpu()
+    if isinstance(T, str): raise TypeError(f"T must be a number or a tensor of temperatures, got the string {T!r}; use float({T!r}).")
+    try: T = torch.as_tensor(T, dtype=torch.float64).detach().cpu()
     except (TypeError, ValueError, RuntimeError) as e:
-        raise TypeError(f"T must be a number or a tensor of temperatures, got {type(T).__name__} {T!r}{hint}") from e
+        raise TypeError(f"T must be a number or a tensor of temperatures, got {type(T).__name__} {T!r}.") from e
     if T.ndim > 1 or (T.ndim == 1 and T.numel() not in (1, batch)):
         raise ValueError(f"T must be a number or a tensor of shape [{batch}] (one per field), got shape {list(T.shape)}.")
     if not torch.isfinite(T).all(): raise ValueError("T must be finite, got NaN or inf.")
@@ -227,7 +229,7 @@ def _temperature_of(T, delta, size, c:float, cutoff:str, delta_method:str):
 def _check_resolved(c:float, cutoff:str, size) -> None:
     "Warn when the H×W pixel grid cannot resolve the cut-off's highest mode (sines of index ≥ side − 1 vanish or alias)."
     c = check_scalar(c, "c", low=0, low_open=True)
-    m, side = math.floor(c) if cutoff == "paper" else math.floor(c + 0.5), max(size)
+    m, side = _max_mode(c, cutoff), max(size)
     if m > side - 2:
         warnings.warn(f"c={c:g} keeps modes up to index {m}, but a {size[0]}×{size[1]} grid resolves sine modes only up to "
                       f"{side - 2} (higher ones vanish or alias onto lower ones), so the field is not the cut-off-{c:g} one and "

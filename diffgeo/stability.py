@@ -374,12 +374,12 @@ def relative_stability(
             fa, fb, fn = (features(model, v, layers) for v in (a, b, noisy))
             mate = torch.arange(len(ch)).roll(-1)  # partner[ch] is ch.roll(-1)
             for l, name in enumerate(layers):
-                d["diffeo"][l, ch] = _sq(fb[name], fa[name])
-                d["noise"][l, ch] = _sq(fn[name], fa[name])
-                d["pair"][l, ch] = _sq(fa[name][mate], fa[name])
-                for k, diff in (("diffeo", fb[name] - fa[name]), ("noise", fn[name] - fa[name]), ("pair", fa[name][mate] - fa[name])) if units else ():
-                    if u[k][l] is None: u[k][l] = torch.empty(B, diff.shape[1], dtype=torch.float64)
-                    u[k][l][ch] = diff.double().pow(2).cpu()
+                for k, diff in (("diffeo", fb[name] - fa[name]), ("noise", fn[name] - fa[name]), ("pair", fa[name][mate] - fa[name])):
+                    sq = diff.double().pow(2)  # per unit; its sum over units is the squared distance
+                    d[k][l, ch] = sq.sum(1).cpu()
+                    if units:
+                        if u[k][l] is None: u[k][l] = torch.empty(B, sq.shape[1], dtype=torch.float64)
+                        u[k][l][ch] = sq.cpu()
     per_sample = dict(r_diffeo=r, r_noise=radius, partner=partner) | {k: rec[k] for k in pert.records}
     meaning = _MEANING | pert.records
     _warn_degenerate(layers, d, r / xb.flatten(1).norm(dim=1).double().cpu().clamp_min(1e-300), torch.finfo(xb.dtype).eps)

@@ -54,7 +54,7 @@ class TestCrypticBecomesClear:
             diffeo.RandomDiffeo(T=[1e-3], c=3)
 
     def test_temperature_as_a_string(self):
-        with pytest.raises(TypeError, match=r"convert it with float\('1e-3'\)"): diffeo.deform(X, "1e-3", 3)
+        with pytest.raises(TypeError, match=r"use float\('1e-3'\)"): diffeo.deform(X, "1e-3", 3)
 
     def test_empty_batches_give_empty_results(self):
         empty = torch.rand(0, 1, 16, 16)
