@@ -16,7 +16,7 @@ import torch
 from torch import nn
 from torchvision import models as tvm
 
-from .core import check_choice, check_int
+from .core import check_choice, check_int, check_scalar
 
 # %% auto #0
 __all__ = ['ARCHS', 'MIN_SIZE', 'ST_BASES', 'ST_BUDGETS', 'ST_TRANSFORMERS', 'ArchInfo', 'resolve_arch', 'Dense', 'build',
@@ -109,15 +109,20 @@ def _fullconn(depth:int, in_features:int, n_classes:int, width:int=64) -> nn.Seq
     return nn.Sequential(OrderedDict(layers + [("out", Dense(width, n_classes, readout=True))]))
 
 # %% ../nbs/30_models.ipynb #42119ffa
-def _lenet(in_channels:int, n_classes:int, size:int) -> nn.Sequential:
+def _scaled(n:int, width:float) -> int:
+    "`n` channels or units times the width multiplier, rounded, at least 1."
+    return max(1, round(n * width))
+
+def _lenet(in_channels:int, n_classes:int, size:int, width:float=1.0) -> nn.Sequential:
     side = ((size - 4) // 2 - 4) // 2  # two valid 5x5 convolutions, each followed by a 2x2 pool
+    c1, c2, h1, h2 = (_scaled(n, width) for n in (6, 16, 120, 84))
     return nn.Sequential(OrderedDict([
-        ("conv1", nn.Conv2d(in_channels, 6, 5)), ("relu1", nn.ReLU()), ("pool1", nn.MaxPool2d(2)),
-        ("conv2", nn.Conv2d(6, 16, 5)), ("relu2", nn.ReLU()), ("pool2", nn.MaxPool2d(2)),
+        ("conv1", nn.Conv2d(in_channels, c1, 5)), ("relu1", nn.ReLU()), ("pool1", nn.MaxPool2d(2)),
+        ("conv2", nn.Conv2d(c1, c2, 5)), ("relu2", nn.ReLU()), ("pool2", nn.MaxPool2d(2)),
         ("flatten", nn.Flatten()),
-        ("fc1", nn.Linear(16 * side * side, 120)), ("relu3", nn.ReLU()),
-        ("fc2", nn.Linear(120, 84)), ("relu4", nn.ReLU()),
-        ("fc3", nn.Linear(84, n_classes)),
+        ("fc1", nn.Linear(c2 * side * side, h1)), ("relu3", nn.ReLU()),
+        ("fc2", nn.Linear(h1, h2)), ("relu4", nn.ReLU()),
+        ("fc3", nn.Linear(h2, n_classes)),
     ]))
 
 # %% ../nbs/30_models.ipynb #ce32b587
@@ -126,37 +131,49 @@ def _pad_to_32(size:int) -> int:
     return max(0, math.ceil((32 - size) / 2))
 
 # %% ../nbs/30_models.ipynb #bfba3228
-def _alexnet(in_channels:int, n_classes:int, size:int) -> nn.Sequential:
+def _alexnet(in_channels:int, n_classes:int, size:int, width:float=1.0) -> nn.Sequential:
     conv = lambda c_in, c_out, **kw: [nn.Conv2d(c_in, c_out, 3, **{"padding": 1, **kw}), nn.ReLU(inplace=True)]
+    c1, c2, c3, c4, c5, h = (_scaled(n, width) for n in (64, 192, 384, 256, 256, 4096))
     features = nn.Sequential(
-        *conv(in_channels, 64, stride=2, padding=1 + _pad_to_32(size)), nn.MaxPool2d(2),
-        *conv(64, 192), nn.MaxPool2d(2),
-        *conv(192, 384), *conv(384, 256), *conv(256, 256), nn.AdaptiveMaxPool2d(2))
+        *conv(in_channels, c1, stride=2, padding=1 + _pad_to_32(size)), nn.MaxPool2d(2),
+        *conv(c1, c2), nn.MaxPool2d(2),
+        *conv(c2, c3), *conv(c3, c4), *conv(c4, c5), nn.AdaptiveMaxPool2d(2))
     classifier = nn.Sequential(
-        nn.Dropout(), nn.Linear(256 * 2 * 2, 4096), nn.ReLU(inplace=True),
-        nn.Dropout(), nn.Linear(4096, 4096), nn.ReLU(inplace=True),
-        nn.Linear(4096, n_classes))
+        nn.Dropout(), nn.Linear(c5 * 2 * 2, h), nn.ReLU(inplace=True),
+        nn.Dropout(), nn.Linear(h, h), nn.ReLU(inplace=True),
+        nn.Linear(h, n_classes))
     return nn.Sequential(OrderedDict(features=features, flatten=nn.Flatten(), classifier=classifier))
 
 # %% ../nbs/30_models.ipynb #7cd4611a
 _VGG_CFG = {11: "A", 16: "D", 19: "E"}
 
-def _vgg(depth:int, batchnorm:bool, in_channels:int, n_classes:int, size:int) -> nn.Sequential:
-    features = tvm.vgg.make_layers(tvm.vgg.cfgs[_VGG_CFG[depth]], batch_norm=batchnorm)
-    features[0] = nn.Conv2d(in_channels, 64, 3, padding=1 + _pad_to_32(size))
+def _vgg(depth:int, batchnorm:bool, in_channels:int, n_classes:int, size:int, width:float=1.0) -> nn.Sequential:
+    cfg = [v if v == "M" else _scaled(v, width) for v in tvm.vgg.cfgs[_VGG_CFG[depth]]]
+    features = tvm.vgg.make_layers(cfg, batch_norm=batchnorm)
+    features[0] = nn.Conv2d(in_channels, cfg[0], 3, padding=1 + _pad_to_32(size))
     return nn.Sequential(OrderedDict(features=features, avgpool=nn.AdaptiveAvgPool2d(1),
-                                     flatten=nn.Flatten(), classifier=nn.Linear(512, n_classes)))
+                                     flatten=nn.Flatten(), classifier=nn.Linear(cfg[-2], n_classes)))
 
 # %% ../nbs/30_models.ipynb #76a44c21
-def _resnet(depth:int, in_channels:int, n_classes:int) -> tvm.ResNet:
+def _resnet(depth:int, in_channels:int, n_classes:int, width:float=1.0) -> tvm.ResNet:
     model = getattr(tvm, f"resnet{depth}")(weights=None, num_classes=n_classes)
-    model.conv1 = nn.Conv2d(in_channels, 64, 3, padding=1, bias=False)
-    model.maxpool = nn.Identity()
+    base, block = _scaled(64, width), type(model.layer1[0])
+    model.conv1 = nn.Conv2d(in_channels, base, 3, padding=1, bias=False)
+    model.bn1, model.maxpool, model.inplanes = nn.BatchNorm2d(base), nn.Identity(), base
+    for i in range(4):  # replaced in place: the registration order, hence the initialisation order, is unchanged
+        name = f"layer{i + 1}"
+        setattr(model, name, model._make_layer(block, base * 2**i, len(getattr(model, name)), stride=1 if i == 0 else 2))
+    model.fc = nn.Linear(base * 8 * block.expansion, n_classes)
     return model
 
 # %% ../nbs/30_models.ipynb #56059937
-def _efficientnet(variant:str, in_channels:int, n_classes:int) -> tvm.EfficientNet:
-    model = getattr(tvm, f"efficientnet_{variant}")(weights=None, num_classes=n_classes)
+_EFFICIENTNET = {"b0": (1.0, 1.0, 0.2), "b2": (1.1, 1.2, 0.3)}  # torchvision's width and depth multipliers, dropout
+
+def _efficientnet(variant:str, in_channels:int, n_classes:int, width:float=1.0) -> tvm.EfficientNet:
+    width_mult, depth_mult, dropout = _EFFICIENTNET[variant]
+    setting, last = tvm.efficientnet._efficientnet_conf(f"efficientnet_{variant}", width_mult=width_mult * width,
+                                                        depth_mult=depth_mult)
+    model = tvm.EfficientNet(setting, dropout, num_classes=n_classes, last_channel=last)
     stem = model.features[0][0]
     model.features[0][0] = nn.Conv2d(in_channels, stem.out_channels, 3, stride=1, padding=1, bias=False)
     return model
@@ -164,19 +181,20 @@ def _efficientnet(variant:str, in_channels:int, n_classes:int) -> tvm.EfficientN
 # %% ../nbs/30_models.ipynb #53e54d37
 MIN_SIZE = 28
 
-def _construct(info:ArchInfo, in_channels:int, n_classes:int, size:int) -> nn.Module:
-    if info.family == "FullConn": return _fullconn(info.depth, in_channels * size * size, n_classes)
-    if info.family == "LeNet": return _lenet(in_channels, n_classes, size)
-    if info.family == "AlexNet": return _alexnet(in_channels, n_classes, size)
-    if info.family == "VGG": return _vgg(info.depth, info.batchnorm, in_channels, n_classes, size)
-    if info.family == "ResNet": return _resnet(info.depth, in_channels, n_classes)
-    return _efficientnet(info.name[-2:].lower(), in_channels, n_classes)
+def _construct(info:ArchInfo, in_channels:int, n_classes:int, size:int, width:float) -> nn.Module:
+    if info.family == "FullConn": return _fullconn(info.depth, in_channels * size * size, n_classes, _scaled(64, width))
+    if info.family == "LeNet": return _lenet(in_channels, n_classes, size, width)
+    if info.family == "AlexNet": return _alexnet(in_channels, n_classes, size, width)
+    if info.family == "VGG": return _vgg(info.depth, info.batchnorm, in_channels, n_classes, size, width)
+    if info.family == "ResNet": return _resnet(info.depth, in_channels, n_classes, width)
+    return _efficientnet(info.name[-2:].lower(), in_channels, n_classes, width)
 
 def build(
     name:str, # architecture, a key of `ARCHS` or an alias accepted by `resolve_arch`
     in_channels:int=3, # input channels: 1 for MNIST and FashionMNIST, 3 for CIFAR-10
     n_classes:int=10, # number of outputs
     size:int=32, # side of the (square) input images in pixels, >= 28
+    width:float=1.0, # multiplier of every hidden layer's channels or units (1: Table 1's network)
 ) -> nn.Module: # the network on the CPU, in training mode, with PyTorch's default initialisation
     "Build architecture `name` of Table 1 for `in_channels`×`size`×`size` images and `n_classes` classes."
     info = ARCHS[resolve_arch(name)]
@@ -184,8 +202,9 @@ def build(
     n_classes = check_int(n_classes, "n_classes", 1, hint="It is the number of outputs, e.g. 10 for CIFAR-10.")
     size = check_int(size, "size", MIN_SIZE, hint=f"Valid sizes are {MIN_SIZE} (MNIST) and up, e.g. 32 (CIFAR-10); "
                       "pad or resize smaller images.")
+    width = check_scalar(width, "width", low=0, low_open=True, hint="1 builds Table 1's network; 0.25 a quarter as wide.")
     with torch.random.fork_rng(devices=[]):  # construction draws are thrown away ...
-        model = _construct(info, in_channels, n_classes, size)
+        model = _construct(info, in_channels, n_classes, size, width)
     for m in model.modules():  # ... and every layer is initialised once, in registration order
         if hasattr(m, "reset_parameters"): m.reset_parameters()
     return model

@@ -326,6 +326,7 @@ def relative_stability(
     delta_method:str="asymptotic", # how `delta` sets T for the default diffeomorphism: "asymptotic" (Eq. 3, the authors'), "average" or "center"
     layers=None, # submodule names and/or "output" (default: ["output"])
     noise_radius:str="sample", # "sample": ‖η_i‖ = ‖τ_i x_i − x_i‖; "mean": the mean of those (the paper's text)
+    noise_scale:float=1.0, # multiplies those noise radii (1: the paper's; smaller probes the linear response)
     statistic:str="median", # "median", "mean" or "unit_median" (the authors' code) for the summaries
     units:bool=False, # also keep per-unit squared distances `u_*` `[layer, sample, unit]` (implied by "unit_median")
     batchnorm:str="auto", # see `probing`
@@ -343,6 +344,7 @@ def relative_stability(
     xb = xb.detach().to(weight.dtype if weight is not None else xb.dtype)  # no graph; the model's precision (float64, half, ...)
     pert = _resolve(perturbation, dict(delta=delta, c=c, T=T, interp=interp, cutoff=cutoff, delta_method=delta_method))
     check_choice(noise_radius, "noise_radius", NOISE_RADII); check_choice(statistic, "statistic", STATISTICS)
+    noise_scale = check_scalar(noise_scale, "noise_scale", low=0, low_open=True, hint="1 is the paper's noise radius.")
     batch_size = check_int(batch_size, "batch_size", low=2)
     layers = _check_layers(model, layers)
     gen = generator if generator is not None else torch.Generator().manual_seed(int(seed))
@@ -362,7 +364,7 @@ def relative_stability(
         for k, v in got.items():
             if k not in rec: rec[k] = torch.empty(B, dtype=v.dtype)
             rec[k][ch] = v.cpu()
-    radius = r if noise_radius == "sample" else r.mean().expand(B)
+    radius = noise_scale * (r if noise_radius == "sample" else r.mean().expand(B))
 
     d = {k: torch.empty(len(layers), B, dtype=torch.float64) for k in ("diffeo", "noise", "pair")}
     units = units or statistic == "unit_median"
@@ -387,7 +389,7 @@ def relative_stability(
     u = {k: torch.stack([nn.functional.pad(t, (0, width - t.shape[1]), value=math.nan) for t in v]) for k, v in u.items()}
     return _dataset(layers, d, u, per_sample, meaning, statistic,
                     dict(perturbation=pert.name) | settings |
-                    dict(noise_radius=noise_radius, batchnorm=batchnorm, image_size=f"{H}x{W}", model=type(model).__name__))
+                    dict(noise_radius=noise_radius, noise_scale=noise_scale, batchnorm=batchnorm, image_size=f"{H}x{W}", model=type(model).__name__))
 
 # %% ../nbs/40_stability.ipynb #1e6c85b1
 def _stat(v:xr.DataArray, statistic:str) -> xr.DataArray:
