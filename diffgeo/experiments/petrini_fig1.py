@@ -134,10 +134,11 @@ def derive(ds:xr.Dataset) -> xr.Dataset:
 def draw(ds:xr.Dataset):
     "Fig. 1 from its dataset: deformed panels (left) and the (T, c) phase diagram (right)."
     import matplotlib.pyplot as plt
-    from matplotlib.colors import LogNorm
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import FixedLocator, NullLocator, ScalarFormatter
     nc, nt = ds.sizes["panel_c"], ds.sizes["panel_T"]
-    fig = plt.figure(figsize=(2.0 * nt + 5.5, 2.0 * nc))
-    grid = fig.add_gridspec(nc, nt + 3, wspace=0.05, hspace=0.05)
+    fig = plt.figure(figsize=(2.0 * nt + 5.5, 2.0 * nc + 0.8))
+    grid = fig.add_gridspec(nc, nt + 3, wspace=0.05, hspace=0.05, bottom=0.11, top=0.95)
     ok = lambda c, T: (T < np.interp(c, ds.c, ds.T_half_measured)) and (T >= np.interp(c, ds.c, ds.T_delta_half))
     for i, c in enumerate(ds.panel_c.values[::-1]):
         for j, T in enumerate(ds.panel_T.values):
@@ -148,15 +149,24 @@ def draw(ds:xr.Dataset):
             if j == 0: ax.set_ylabel(f"c = {c:g}")
             if i == nc - 1: ax.set_xlabel(f"T = {T:.0e}")
     ax = fig.add_subplot(grid[:, nt + 1:])
-    mesh = ax.pcolormesh(ds.T, ds.c, ds.p_diffeo.transpose("c", "T"), cmap="Greens", vmin=0, vmax=1, shading="nearest")
-    fig.colorbar(mesh, ax=ax, label="P(max Ξ < 1)", fraction=0.08)
-    ax.fill_betweenx(ds.c, ds.T[0], ds.T_delta_half, color="white", alpha=0.55, lw=0)  # δ < 1/2: too small to matter
-    ax.plot(ds.T_delta_half, ds.c, "k:", label="δ = 1/2")
-    ax.plot(ds.T_delta_one, ds.c, "k--", label="δ = 1")
-    ax.plot(ds.T_half_measured, ds.c, "o-", color="tab:green", ms=3, label="P = 1/2 (measured)")
-    ax.plot(ds.T_max, ds.c, "-", color="tab:red", label="T_max, Eq. 14")
-    ax.set(xscale="log", yscale="log", xlabel="temperature T", ylabel="cut-off c", xlim=(ds.T[0], ds.T[-1]),
+    # cells bounded half-way between the sampled values on the log axes; the plane is shown over the sampled (T, c) only
+    edges = lambda v: np.exp(np.convolve(np.log(np.r_[v[0] ** 2 / v[1], v, v[-1] ** 2 / v[-2]]), [0.5, 0.5], "valid"))
+    T, c = ds.T.values, ds.c.values
+    mesh = ax.pcolormesh(edges(T), edges(c), ds.p_diffeo.transpose("c", "T").values, cmap="Greens", vmin=0, vmax=1)
+    fig.colorbar(mesh, ax=ax, label="P(max Ξ < 1)\nfraction of the sampled fields that are diffeomorphisms", fraction=0.08)
+    small = dict(color="0.72", alpha=0.85, lw=0)
+    ax.fill_betweenx(c, T[0], ds.T_delta_half, **small)
+    ax.plot(ds.T_delta_half, c, "k:", label="δ = 1/2")
+    ax.plot(ds.T_delta_one, c, "k--", label="δ = 1")
+    ax.plot(ds.T_half_measured, c, "o-", color="tab:green", ms=3, label="P = 1/2 (measured)")
+    ax.plot(ds.T_max, c, "-", color="tab:red", label="$T_{max}$, Eq. 14")
+    ax.set(xscale="log", yscale="log", xlabel="temperature T", ylabel="cut-off c", xlim=(T[0], T[-1]), ylim=(c[0], c[-1]),
            title=f"{ds.sizes['x']}×{ds.sizes['x']} pixels, {ds.sizes['sample']} fields per c")
-    ax.yaxis.set_major_formatter(plt.ScalarFormatter()); ax.yaxis.set_minor_formatter(plt.NullFormatter())
-    ax.legend(loc="lower left", fontsize=8)
+    ax.yaxis.set_major_locator(FixedLocator(c)); ax.yaxis.set_major_formatter(ScalarFormatter())
+    ax.yaxis.set_minor_locator(NullLocator())
+    handles = [*ax.get_legend_handles_labels()[0],
+               Patch(**small, label="δ < 1/2: displacements under half a pixel"),
+               Patch(fc="none", ec="tab:green", lw=3, label="panel in the green region (P > 1/2 and δ ≥ 1/2)"),
+               Patch(fc="none", ec="0.8", lw=1, label="panel outside it")]
+    fig.legend(handles=handles, loc="lower center", ncols=4, fontsize=9, frameon=False, bbox_to_anchor=(0.5, 0.0))
     return fig
