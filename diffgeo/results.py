@@ -22,8 +22,8 @@ import diffgeo
 from .core import check_choice
 
 # %% auto #0
-__all__ = ['PROFILE_NAMES', 'select_profile', 'project_root', 'resolve_path', 'git_commit', 'now', 'provenance', 'stamp',
-           'parameters', 'cf_attrs', 'check_cf', 'save_dataset', 'load_dataset', 'save_figure']
+__all__ = ['PROFILE_NAMES', 'select_profile', 'project_root', 'resolve_path', 'git_commit', 'now', 'processor', 'provenance',
+           'stamp', 'parameters', 'cf_attrs', 'check_cf', 'save_dataset', 'load_dataset', 'save_figure']
 
 # %% ../nbs/01_results.ipynb #d300fb41
 PROFILE_NAMES = ("smoke", "cpu", "paper")
@@ -68,6 +68,17 @@ def now() -> str:
     "The current UTC time in ISO 8601."
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
+def processor(
+    device:str|torch.device="cpu", # the device a run computed on
+) -> str:
+    "The model name of `device`: the GPU's for CUDA, else the CPU's (from /proc/cpuinfo where there is one)."
+    device = torch.device(device)
+    if device.type == "cuda" and torch.cuda.is_available(): return torch.cuda.get_device_name(device)
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
+    except (OSError, StopIteration): return platform.processor() or platform.machine()
+
 def provenance(
     params:dict, # every parameter of the run (JSON-serialisable)
     device:str|torch.device, # where the run computed
@@ -79,7 +90,8 @@ def provenance(
     return {**{k: str(v) for k, v in names.items()}, "parameters": json.dumps(params, sort_keys=True, default=str),
             "diffgeo_version": diffgeo.__version__, "git_commit": git_commit(),
             "torch_version": torch.__version__, "python_version": platform.python_version(),
-            "device": str(device), "start_time": start, "end_time": end or now()}
+            "device": str(device), "processor": processor(device), "cpu_threads": str(torch.get_num_threads()),
+            "start_time": start, "end_time": end or now()}
 
 def stamp(
     ds:xr.Dataset, # a results dataset

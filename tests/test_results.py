@@ -22,7 +22,7 @@ from diffgeo.results import (PROFILE_NAMES, check_cf, git_commit, load_dataset, 
                              project_root, provenance, resolve_path, save_dataset, save_figure, select_profile, stamp)
 
 TABLE = {"smoke": {"n": 8, "seeds": 1}, "cpu": {"n": 64, "seeds": 3}, "paper": {"n": 320, "seeds": 10}}
-PROVENANCE_KEYS = {"parameters", "diffgeo_version", "git_commit", "torch_version", "device", "start_time", "end_time"}
+PROVENANCE_KEYS = {"parameters", "diffgeo_version", "git_commit", "torch_version", "device", "processor", "cpu_threads", "start_time", "end_time"}
 
 
 def make_dataset(stamped: bool = True) -> xr.Dataset:

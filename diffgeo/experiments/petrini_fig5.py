@@ -18,24 +18,28 @@ from ..core import check_choice, resolve_device, seed_everything
 from ..scaffold import Experiment, Var
 
 # %% auto #0
-__all__ = ['PAPER_ARCHS', 'COMMON', 'PROFILES', 'CPU_STEPS', 'STATES', 'VARIABLES', 'EXPERIMENT', 'cell', 'settings', 'derive',
-           'draw', 'draw_fig15', 'draw_fig16', 'draw_fig17', 'draw_fig19']
+__all__ = ['PAPER_ARCHS', 'CPU_WIDTH', 'CPU_LR', 'COMMON', 'PROFILES', 'SMALL_NOISE', 'STATES', 'VARIABLES', 'EXPERIMENT', 'cell',
+           'settings', 'derive', 'draw', 'draw_fig15', 'draw_fig16', 'draw_fig17', 'draw_fig19']
 
 # %% ../../nbs/fig5.ipynb #0a70fb56
 PAPER_ARCHS = ["FullConnL2", "FullConnL4", "FullConnL6", "LeNet", "AlexNet", "VGG11", "VGG11bn", "VGG16bn", "VGG19bn",
                "ResNet18", "ResNet34", "ResNet50", "EfficientNetB0", "EfficientNetB2"]
+#: The cpu profile's width multipliers (`models.build`): a quarter of the channels for the four deep families.
+CPU_WIDTH = {"AlexNet": 0.25, "VGG11bn": 0.25, "ResNet18": 0.25, "EfficientNetB0": 0.25}
+#: The cpu profile's learning rates where they differ from the paper's 0.1 (chosen on the validation split, see Profiles).
+CPU_LR = {"AlexNet": 0.05}
 #: Every profile's: the paper's diffeomorphisms (δ = 1 by the authors' Eq. 3, c = 3, bilinear, the text's cut-off).
 COMMON = dict(c=3, delta=1.0, delta_method="asymptotic", interp="bilinear", cutoff="paper")
 PROFILES = {
-    "smoke": dict(dataset="mnist5k", archs=["FullConnL2", "LeNet"], seeds=[0], P=256, n_val=128, steps=4,
+    "smoke": dict(dataset="mnist5k", archs=["FullConnL2", "LeNet"], seeds=[0], P=256, n_val=128, steps=4, width=1.0, lr=None,
                   n_test=32, batch_size=64, warmup=0.2, **COMMON),
     "cpu": dict(dataset="mnist5k", archs=["FullConnL2", "FullConnL4", "LeNet", "AlexNet", "VGG11bn", "ResNet18", "EfficientNetB0"],
-                seeds=[0], P=3500, n_val=500, steps=1100, n_test=500, batch_size=128, warmup=0.2, **COMMON),
-    "paper": dict(dataset="cifar10", archs=PAPER_ARCHS, seeds=[0, 1, 2, 3, 4], P=45_000, n_val=5_000,
-                  steps=250 * 352, n_test=500, batch_size=128, warmup=0.0, **COMMON),
+                seeds=[0], P=3500, n_val=500, steps=700, width=CPU_WIDTH, lr=CPU_LR, n_test=500, batch_size=128, warmup=0.2, **COMMON),
+    "paper": dict(dataset="cifar10", archs=PAPER_ARCHS, seeds=[0, 1, 2, 3, 4], P=45_000, n_val=5_000, steps=250 * 352,
+                  width=1.0, lr=None, n_test=500, batch_size=128, warmup=0.0, **COMMON),
 }
-#: Optimiser steps of the cpu profile per architecture, for the expensive ones (the rest use `steps`).
-CPU_STEPS = {"AlexNet": 550, "VGG11bn": 275, "ResNet18": 110, "EfficientNetB0": 150}
+#: The smaller noise radius, as a fraction of the paper's, at which the trained networks' G_f is measured again.
+SMALL_NOISE = 0.1
 STATES = ("init", "trained")
 VARIABLES = {
     "arch": Var(("arch",), "architecture"),
@@ -60,6 +64,13 @@ VARIABLES = {
     "u_diffeo": Var(("arch", "seed", "state", "sample", "unit"), "squared change of each output unit under a diffeomorphism"),
     "u_noise": Var(("arch", "seed", "state", "sample", "unit"), "squared change of each output unit under noise"),
     "u_pair": Var(("arch", "seed", "state", "sample", "unit"), "squared difference of each output unit between test images"),
+    "d_diffeo_batch": Var(("arch", "seed", "sample"), "d_diffeo of the trained net with batch-norm in batch mode", optional=True),
+    "d_noise_batch": Var(("arch", "seed", "sample"), "d_noise of the trained net with batch-norm in batch mode", optional=True),
+    "d_pair_batch": Var(("arch", "seed", "sample"), "d_pair of the trained net with batch-norm in batch mode", optional=True),
+    "d_noise_small": Var(("arch", "seed", "sample"), "d_noise of the trained net at SMALL_NOISE times the noise radius", optional=True),
+    **{f"{k}_batch": Var(("arch", "seed"), f"{k} of the trained net with batch-norm in batch mode (median)", optional=True) for k in ("D_f", "G_f", "R_f")},
+    "G_f_small": Var(("arch", "seed"), "G_f of the trained net at SMALL_NOISE times the noise radius, divided by SMALL_NOISE²", optional=True),
+    "R_f_small": Var(("arch", "seed"), "D_f / G_f_small of the trained net", optional=True),
     "test_index": Var(("arch", "seed", "sample"), "index of the probed image in the test split"),
     "test_error": Var(("arch", "seed", "state"), "test error ε_t (fraction misclassified)"),
     "n_test_images": Var(("arch", "seed"), "test images behind test_error"),
@@ -123,6 +134,8 @@ def cell(
     P:int=3500, # training-set size
     n_val:int=500, # validation images held out from the training set
     steps:int|dict=1000, # optimiser steps, or {arch: steps}
+    width:float|dict=1.0, # width multiplier of the networks (`models.build`; 1: Table 1's), or {arch: width}
+    lr:float|dict|None=None, # learning rate (None: the paper's, 0.1 for SGD and Adam alike), or {arch: lr}
     batch_size:int=128, # images per step
     warmup:float=0.0, # fraction of the steps of linear learning-rate warm-up for the SGD-trained nets (the paper: 0)
     n_test:int=500, # test images probed for D_f, G_f, R_f
@@ -136,30 +149,33 @@ def cell(
 ) -> xr.Dataset:
     "Fig. 5 for one architecture and seed: stabilities at init and after training, and the test error."
     info = models.ARCHS[models.resolve_arch(arch)]
-    steps = steps[info.name] if isinstance(steps, dict) else steps
+    steps, width, lr = (v[info.name] if isinstance(v, dict) else v for v in (steps, width, lr))
     ds_data = data.load(dataset, root=data_root)
     fit, val = data.train_val_split(ds_data.train, n_val, seed=0)
     fit = fit.subset(P, seed=seed)
     probe = ds_data.test.subset(n_test, seed=0)
     dev = resolve_device(device)
     seed_everything(seed)
-    net = models.build(info.name, in_channels=ds_data.n_channels, n_classes=ds_data.n_classes, size=ds_data.size).to(dev)
-    measure = lambda bn: stability.relative_stability(net, probe.images, delta=delta, c=c, interp=interp, cutoff=cutoff,
-                                                      delta_method=delta_method, seed=seed, batch_size=250, batchnorm=bn, units=True)
-    before = measure("batch")  # App. E.1: batch-norm at initialisation normalises with batch statistics
+    net = models.build(info.name, in_channels=ds_data.n_channels, n_classes=ds_data.n_classes, size=ds_data.size, width=width).to(dev)
+    measure = lambda bn, **kw: stability.relative_stability(net, probe.images, delta=delta, c=c, interp=interp, cutoff=cutoff,
+                                                            delta_method=delta_method, seed=seed, batch_size=250, batchnorm=bn, **kw)
+    before = measure("batch", units=True)  # App. E.1: batch-norm at initialisation normalises with batch statistics
     init_error = train.evaluate(net, ds_data.test)["error"]
     fill = [-m / s for m, s in zip(ds_data.mean, ds_data.std)]  # black after standardisation
     ckpt = None if checkpoint_dir is None else results.resolve_path(checkpoint_dir) / f"{info.name}_seed{seed}.pt"
     t0 = time.perf_counter()
-    res = train.train(net, fit, val, epochs=train.epochs_for_steps(steps, P, batch_size), optimizer=info.optimizer,
+    res = train.train(net, fit, val, epochs=train.epochs_for_steps(steps, P, batch_size), optimizer=info.optimizer, lr=lr,
                       warmup=warmup if info.optimizer == "sgd" else 0.0, batch_size=batch_size, pad=4, flip=_flip_ok(dataset),
                       fill=fill, seed=seed, checkpoint=ckpt)
     seconds = time.perf_counter() - t0
-    after = measure("running")
+    after = measure("running", units=True)
+    in_batch_mode, small_noise = measure("batch"), measure("running", noise_scale=SMALL_NOISE)  # the same draws again
     test_error = train.evaluate(res.model, ds_data.test)["error"]
     distances = ["d_diffeo", "d_noise", "d_pair", "u_diffeo", "u_noise", "u_pair"]  # the rest is the same draw in both states
     both = xr.concat([s[distances].squeeze("layer", drop=True) for s in (before, after)], "state")
     both = both.merge(before[["r_diffeo", "r_noise", "is_diffeo", "delta_measured", "delta_center"]])
+    for k in ("d_diffeo", "d_noise", "d_pair"): both[k + "_batch"] = in_batch_mode[k].squeeze("layer", drop=True)
+    both["d_noise_small"] = small_noise.d_noise.squeeze("layer", drop=True)
     both = both.assign_coords(state=list(STATES), sample=np.arange(n_test), unit=np.arange(both.sizes["unit"]))
     both["test_index"] = ("sample", ds_data.test.subset_indices(n_test, seed=0).numpy())
     both["test_error"] = ("state", np.array([init_error, test_error]))
@@ -170,19 +186,24 @@ def cell(
     both = both.assign_coords(depth=info.depth, n_params=models.n_params(net), batchnorm=int(info.batchnorm),
                               skip=int(info.skip), family=info.family)
     both.attrs = {k: before.attrs[k] for k in ("T", "delta", "delta_method", "delta_average_expected", "delta_center_expected",
-                                               "c", "interp", "cutoff", "noise_radius")}
+                                               "c", "interp", "cutoff", "noise_radius")} | {"small_noise_scale": SMALL_NOISE}
     if ckpt is not None: ckpt.unlink(missing_ok=True)  # the shard written from this dataset replaces it
     return both
 
 # %% ../../nbs/fig5.ipynb #d39501dd
+def _per_arch(value, archs:list[str], default) -> dict:
+    "`value` for each architecture: a dict {arch: value} (missing ones get `default`) or one value for all."
+    if not isinstance(value, dict): return {a: value for a in archs}
+    given = {models.resolve_arch(a): v for a, v in value.items()}
+    return {a: given.get(a, default) for a in archs}
+
 @EXPERIMENT.settings
 def settings(p:dict, profile:str, overrides:dict) -> dict:
-    "Check the data set, resolve the architecture names and give each architecture its step budget."
+    "Check the data set, resolve the architecture names and give each architecture its steps, width and learning rate."
     check_choice(p["dataset"], "dataset", data.DATASETS)
     archs = [models.resolve_arch(a) for a in p["archs"]]
-    cpu = profile == "cpu" and overrides.get("steps") is None
-    return {**p, "archs": archs, "seeds": list(p["seeds"]),
-            "steps": {a: (CPU_STEPS.get(a, p["steps"]) if cpu else p["steps"]) for a in archs}}
+    return {**p, "archs": archs, "seeds": list(p["seeds"]), "steps": _per_arch(p["steps"], archs, None),
+            "width": _per_arch(p.get("width", 1.0), archs, 1.0), "lr": _per_arch(p.get("lr"), archs, None)}
 
 # %% ../../nbs/fig5.ipynb #d424fbd3
 def _logmean(v:xr.DataArray) -> xr.DataArray: return 10 ** np.log10(v).mean("seed")
@@ -205,6 +226,13 @@ def derive(ds:xr.Dataset) -> xr.Dataset:
         s = stability.summarize(ds, statistic)
         for k in ("D_f", "G_f", "R_f"): ds[k + suffix] = s[k]
     measures = [k + suffix for _, suffix in stats for k in ("R_f", "D_f", "G_f")]
+    if "d_noise_small" in ds:  # the trained nets probed in batch mode, and with smaller noise
+        med = lambda k: ds[k].median("sample")
+        ds["D_f_batch"], ds["G_f_batch"] = med("d_diffeo_batch") / med("d_pair_batch"), med("d_noise_batch") / med("d_pair_batch")
+        ds["R_f_batch"] = med("d_diffeo_batch") / med("d_noise_batch")
+        s2 = ds.attrs.get("small_noise_scale", SMALL_NOISE) ** 2
+        ds["G_f_small"] = med("d_noise_small") / s2 / med("d_pair").sel(state="trained", drop=True)
+        ds["R_f_small"] = med("d_diffeo").sel(state="trained", drop=True) / (med("d_noise_small") / s2)
     for k in measures + ["test_error"]:
         ds[k + "_logmean"] = _logmean(ds[k])
         ds[k + "_logstd"] = _logstd(ds[k])
@@ -235,51 +263,94 @@ def _errors(ds:xr.Dataset, k:str) -> np.ndarray:
     return np.array([stability.bootstrap(ds.sel(arch=a, state="trained").isel(seed=0), n=100, statistic=statistic)[base].item()
                      for a in ds.arch.values])
 
+_LABELS = {"R_f": "relative stability $R_f$", "D_f": "stability to diffeomorphisms $D_f$", "G_f": "stability to noise $G_f$"}
+
+def _depth_norm(ds:xr.Dataset):
+    "Log colour scale spanning the depths of the networks present."
+    from matplotlib.colors import LogNorm
+    lo, hi = float(ds.depth.min()), float(ds.depth.max())
+    return LogNorm(lo / 1.2, hi * 1.2)
+
+def _log_ticks(axis, values:np.ndarray, fmt):
+    "Labelled ticks at 1, 2, 5 per decade, or at every integer multiple when the data span less than a decade."
+    import matplotlib.pyplot as plt
+    v = values[np.isfinite(values) & (values > 0)]
+    narrow = v.size and np.log10(v.max() / v.min()) < 1
+    axis.set_major_locator(plt.LogLocator(subs=(1, 1.5, 2, 3, 4, 5, 6, 7, 8, 9) if narrow else (1, 2, 5)))
+    axis.set_major_formatter(plt.FuncFormatter(fmt)); axis.set_minor_formatter(plt.NullFormatter())
+
+def _place_labels(ax, texts:list):
+    "Move annotation labels up or down, in steps of their height, until no two overlap."
+    fig = ax.figure
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    placed = []
+    for t in sorted(texts, key=lambda t: t.get_window_extent(renderer).y0):
+        for _ in range(20):
+            box = t.get_window_extent(renderer)
+            hit = next((b for b in placed if box.overlaps(b)), None)
+            if hit is None: break
+            x, y = t.get_position()
+            t.set_position((x, y + (hit.y1 - box.y0) / fig.dpi * 72 + 1))  # offset points: 72 per inch
+        placed.append(t.get_window_extent(renderer))
+
 def _scatter(ax, ds:xr.Dataset, k:str, invert:bool=False, errorbars:bool=False, fit:bool=False):
     "Test error against `k` (or 1/`k`) for the trained networks, on log-log axes."
     import matplotlib.pyplot as plt
-    from matplotlib.colors import LogNorm
     x = ds[k + "_logmean"].sel(state="trained").values
     x = 1 / x if invert else x
     y = ds.test_error_logmean.sel(state="trained").values
-    norm, cmap = LogNorm(2, 50), plt.get_cmap("viridis")
+    norm, cmap = _depth_norm(ds), plt.get_cmap("viridis")
     if errorbars:
         ex, ey = _errors(ds, k), _test_errors(ds)
         lo = lambda v, e: v - v / 10**e
         hi = lambda v, e: v * 10**e - v
         ax.errorbar(x, y, xerr=[lo(x, ex), hi(x, ex)], yerr=[lo(y, ey), hi(y, ey)], fmt="none", ecolor="0.6", lw=1, zorder=1)
+    texts = []
     for i, a in enumerate(ds.arch.values):
         marker = "*" if ds.skip.values[i] else "s" if ds.batchnorm.values[i] else "o"
         ax.scatter(x[i], y[i], s=90 if marker == "*" else 45, marker=marker, color=cmap(norm(ds.depth.values[i])),
                    edgecolor="k", lw=0.5, zorder=3)
-        ax.annotate(a, (x[i], y[i]), textcoords="offset points", xytext=(5, 4), fontsize=7)
+        texts.append(ax.annotate(a, (x[i], y[i]), textcoords="offset points", xytext=(5, 3), fontsize=7))
     if fit and np.isfinite(ds.fit_exponent.item()):
         grid = np.geomspace(np.nanmin(x) / 1.5, np.nanmax(x) * 1.5, 50)
         A, b = ds.fit_prefactor.item(), ds.fit_exponent.item()
-        ax.plot(grid, A * grid**b, "--", color="0.5", label=f"fit ε_t = {A:.2g} R_f^{b:.2f}")
-        ax.plot(grid, 0.2 * np.sqrt(grid), ":", color="0.3", label="paper: ε_t = 0.2 √R_f")
-    name = {"R_f": "R_f", "D_f": "D_f", "G_f": "1/G_f" if invert else "G_f"}[k.removesuffix("_mean")]
+        ax.plot(grid, A * grid**b, "--", color="0.5", label=f"least-squares fit: ε_t = {A:.2g} R_f^{b:.2f}")
+        if results.parameters(ds)["dataset"] == "cifar10":  # the paper's fit is of its CIFAR-10 networks
+            ax.plot(grid, 0.2 * np.sqrt(grid), ":", color="0.3", label="the paper's CIFAR-10 fit: ε_t = 0.2 √R_f")
+    base = k.removesuffix("_mean")
+    name = ("1 / " if invert else "") + _LABELS[base] + (" (mean over images)" if k.endswith("_mean") else "")
     corr = ds[f"corr_{k}"].item() * (-1 if invert else 1)
-    ax.set(xscale="log", yscale="log", xlabel=name + (" (mean)" if k.endswith("_mean") else ""), ylabel="test error ε_t",
-           title=f"corr. coeff. {corr:.2f}" if np.isfinite(corr) else "corr. coeff. n/a (fewer than 3 nets)")
-    for axis, fmt in ((ax.xaxis, lambda v, _: f"{v:g}"), (ax.yaxis, lambda v, _: f"{100 * v:.3g}%")):
-        axis.set_major_locator(plt.LogLocator(subs=(1, 2, 5))); axis.set_major_formatter(plt.FuncFormatter(fmt))
-        axis.set_minor_formatter(plt.NullFormatter())
+    sym = ("1/" if invert else "") + base
+    ax.set(xscale="log", yscale="log", xlabel=name + ", trained", ylabel="test error $ε_t$",
+           title=f"corr(log ε_t, log {sym}) = {corr:.2f}" if np.isfinite(corr) else "correlation n/a (fewer than 3 nets)")
+    ax.title.set_fontsize(9)
+    _log_ticks(ax.xaxis, x, lambda v, _: f"{v:g}")
+    _log_ticks(ax.yaxis, y, lambda v, _: f"{100 * v:.3g}%")
+    ax.margins(x=0.15, y=0.1)
+    _place_labels(ax, texts)
     return ax
 
-def _decorate(fig, axes, ds:xr.Dataset):
-    "Colour bar for depth and the marker legend."
+def _decorate(fig, axes, ds:xr.Dataset, errorbars:bool=False):
+    "Colour bar for depth, the marker legend, and a title that says what was run."
     import matplotlib.pyplot as plt
-    from matplotlib.colors import LogNorm
     from matplotlib.lines import Line2D
-    sm = plt.cm.ScalarMappable(norm=LogNorm(2, 50), cmap="viridis")
-    bar = fig.colorbar(sm, ax=axes, label="number of layers", fraction=0.05)
-    bar.set_ticks([2, 5, 10, 20, 50], labels=["2", "5", "10", "20", "50"]); bar.minorticks_off()
+    norm = _depth_norm(ds)
+    sm = plt.cm.ScalarMappable(norm=norm, cmap="viridis")
+    bar = fig.colorbar(sm, ax=axes, label="depth (layers, Table 1)", fraction=0.05)
+    depths = sorted(set(int(d) for d in ds.depth.values))
+    bar.set_ticks(depths, labels=[str(d) for d in depths]); bar.minorticks_off()
     handles = [Line2D([], [], marker=m, ls="", color="0.5", markeredgecolor="k", label=l)
                for m, l in (("o", "plain"), ("s", "batch-norm"), ("*", "batch-norm + skip connections"))]
-    axes[0].legend(handles=handles + axes[0].get_legend_handles_labels()[0], fontsize=7, loc="best")
+    lines = [h for ax in axes for h in ax.get_legend_handles_labels()[0]]
+    fig.legend(handles=handles + lines[:2], fontsize=7, loc="outside lower center", ncols=3, frameon=False)  # off the data
     p = results.parameters(ds)
-    fig.suptitle(f"{p['dataset']}, P = {p['P']}, {ds.sizes['seed']} seed(s), δ = {p['delta']}, c = {p['c']}, {p['interp']}", fontsize=9)
+    seeds = ds.sizes["seed"]
+    what = f"log-mean over {seeds} seeds" if seeds > 1 else "one seed"
+    bars = "" if not errorbars else ("\nbars: std over seeds" if seeds > 1 else
+                                     "\nbars: bootstrap over test images (x), binomial (ε_t); not seed-to-seed variation")
+    fig.suptitle(f"{p['dataset']}, P = {p['P']}, profile {p.get('profile', '?')}, {what}; δ = {p['delta']}, c = {p['c']}{bars}",
+                 fontsize=8)
 
 @EXPERIMENT.figure("fig5")
 def draw(ds:xr.Dataset):
@@ -310,7 +381,7 @@ def draw_fig16(ds:xr.Dataset):
 def draw_fig17(ds:xr.Dataset):
     "Fig. 17: test error against D_f, 1/G_f and R_f when ⟨·⟩ is the mean instead of the median."
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4.2), layout="constrained")
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.6), layout="constrained")
     for ax, (k, inv) in zip(axes, (("D_f_mean", False), ("G_f_mean", True), ("R_f_mean", False))): _scatter(ax, ds, k, invert=inv)
     _decorate(fig, list(axes), ds)
     return fig
@@ -321,5 +392,5 @@ def draw_fig19(ds:xr.Dataset):
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(6.5, 4.5), layout="constrained")
     _scatter(ax, ds, "R_f", errorbars=True, fit=True)
-    _decorate(fig, [ax], ds)
+    _decorate(fig, [ax], ds, errorbars=True)
     return fig
