@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 import math
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import contextmanager
 
 import numpy as np
@@ -72,13 +72,58 @@ def _check_layers(model:nn.Module, layers) -> list[str]:
     if len(set(layers)) != len(layers): raise ValueError(f"layers {layers} contains duplicates.")
     return layers
 
+def _check_output(output):
+    if output is not None and (isinstance(output, bool) or not isinstance(output, (int, str))):
+        raise TypeError(f"output must be None, an index (int) or a key (str) of the model's tuple or dict output, "
+                        f"got {type(output).__name__}; e.g. output='logits' or output=0.")
+    return output
+
+def _pick(out, output=None, where:str="the model"):
+    "The tensor to measure in `out`: itself, the element `output` (None: the first) of a tuple or list, or the entry `output` of a dict."
+    model = where == "the model"
+    if isinstance(out, torch.Tensor):
+        if output is None: return out
+        raise ValueError(f"{where} returns a tensor, not a tuple or dict, so output={output!r} selects nothing; leave output=None.")
+    if isinstance(out, Mapping):  # also HuggingFace's ModelOutput
+        keys = list(out.keys())
+        if not keys: raise TypeError(f"{where} returns an empty dict: there is no tensor to measure.")
+        if output is None:
+            raise TypeError(f"{where} returns a dict with keys {keys}; " + (
+                f"pass output={keys[0]!r} (one of them) or measure a named submodule with layers=[...]." if model else
+                "measure the submodule that computes the entry you want, or the model's output with output=..."))
+        if output not in out: raise ValueError(f"output={output!r} is not a key of the dict {where} returns; its keys are {keys}.")
+        got = out[output]
+    elif isinstance(out, (tuple, list)):
+        fields = getattr(out, "_fields", None)  # a namedtuple's fields are names too
+        of = f"{where} returns a {type(out).__name__} of {len(out)} element{'s' * (len(out) != 1)}"
+        if isinstance(output, str):
+            if output not in (fields or ()):
+                raise ValueError(f"output={output!r} names no field: {of}"
+                                 + (f" with fields {list(fields)}." if fields else "; select one by its index, e.g. output=0."))
+            got = getattr(out, output)
+        else:
+            i = 0 if output is None else output
+            if not -len(out) <= i < len(out):
+                raise ValueError(f"output={i} is out of range: {of}"
+                                 + (f" (indices 0 to {len(out) - 1})." if len(out) else "."))
+            got = out[i]
+    else:
+        raise TypeError(f"{where} returns a {type(out).__name__}; it must return a tensor, or a tuple, list or dict of them.")
+    if not isinstance(got, torch.Tensor):
+        raise TypeError(f"element {0 if output is None else output!r} of the {type(out).__name__} {where} returns is a "
+                        f"{type(got).__name__}, not a tensor; " + ("select a tensor with output=..." if model else
+                        "measure a submodule that returns a tensor."))
+    return got
+
 def features(
     model:nn.Module, # the network
     x:torch.Tensor, # inputs `[B, ...]` on the model's device
     layers=None, # submodule names and/or "output" (default: ["output"])
+    output:int|str|None=None, # which element of a tuple/list (index) or dict (key) output "output" is; None: a tensor output itself, or a tuple's first element
 ) -> dict[str, torch.Tensor]: # name → `[B, F]` flattened outputs
     "Flattened outputs of the named layers (and of the network) for one forward pass."
     layers = _check_layers(model, layers)
+    output = _check_output(output)
     got, hooks = {}, []
     for name in layers:
         if name == "output": continue
@@ -86,13 +131,12 @@ def features(
             if name in got:
                 raise RuntimeError(f"module {name!r} runs more than once in a forward pass, so its output is ambiguous; "
                                    "probe the block that contains it instead.")
-            if isinstance(out, (tuple, list)): out = out[0]
-            got[name] = out.flatten(1).clone()  # a copy: later in-place operations (ReLU(inplace=True), +=) would change a view
+            got[name] = _pick(out, None, f"submodule {name!r}").flatten(1).clone()  # a copy: later in-place operations (ReLU(inplace=True), +=) would change a view
         hooks.append(model.get_submodule(name).register_forward_hook(hook))
     try: out = model(x)
     finally:
         for h in hooks: h.remove()
-    if "output" in layers: got["output"] = out.flatten(1)
+    if "output" in layers: got["output"] = _pick(out, output).flatten(1)
     return {name: got[name] for name in layers}
 
 # %% ../nbs/40_stability.ipynb #b48477d8
@@ -325,6 +369,7 @@ def relative_stability(
     cutoff:str="paper", # "paper" or "code" cut-off of the default diffeomorphism, see `diffeo.modes`
     delta_method:str="asymptotic", # how `delta` sets T for the default diffeomorphism: "asymptotic" (Eq. 3, the authors'), "average" or "center"
     layers=None, # submodule names and/or "output" (default: ["output"])
+    output:int|str|None=None, # which element of a tuple/list (index) or dict (key) model output to measure; None: a tensor output itself, or a tuple's first element
     noise_radius:str="sample", # "sample": ‖η_i‖ = ‖τ_i x_i − x_i‖; "mean": the mean of those (the paper's text)
     noise_scale:float=1.0, # multiplies those noise radii (1: the paper's; smaller probes the linear response)
     statistic:str="median", # "median", "mean" or "unit_median" (the authors' code) for the summaries
@@ -346,7 +391,7 @@ def relative_stability(
     check_choice(noise_radius, "noise_radius", NOISE_RADII); check_choice(statistic, "statistic", STATISTICS)
     noise_scale = check_scalar(noise_scale, "noise_scale", low=0, low_open=True, hint="1 is the paper's noise radius.")
     batch_size = check_int(batch_size, "batch_size", low=2)
-    layers = _check_layers(model, layers)
+    layers, output = _check_layers(model, layers), _check_output(output)
     gen = generator if generator is not None else torch.Generator().manual_seed(int(seed))
     dev = module_device(model, xb.device)
     params, settings = _check_draw(pert, pert.draw(xb.shape, gen), B)  # all random draws up front, in this order
@@ -373,7 +418,7 @@ def relative_stability(
         batches = list(zip(chunks, ref, moved))
         for ch, a, b in (_progress(batches, "stability") if progress else batches):
             noisy = a + (direction[ch] * radius[ch].view(-1, 1, 1, 1)).to(a)
-            fa, fb, fn = (features(model, v, layers) for v in (a, b, noisy))
+            fa, fb, fn = (features(model, v, layers, output) for v in (a, b, noisy))
             mate = torch.arange(len(ch)).roll(-1)  # partner[ch] is ch.roll(-1)
             for l, name in enumerate(layers):
                 for k, diff in (("diffeo", fb[name] - fa[name]), ("noise", fn[name] - fa[name]), ("pair", fa[name][mate] - fa[name])):
@@ -389,7 +434,8 @@ def relative_stability(
     u = {k: torch.stack([nn.functional.pad(t, (0, width - t.shape[1]), value=math.nan) for t in v]) for k, v in u.items()}
     return _dataset(layers, d, u, per_sample, meaning, statistic,
                     dict(perturbation=pert.name) | settings |
-                    dict(noise_radius=noise_radius, noise_scale=noise_scale, batchnorm=batchnorm, image_size=f"{H}x{W}", model=type(model).__name__))
+                    dict(noise_radius=noise_radius, noise_scale=noise_scale, batchnorm=batchnorm, image_size=f"{H}x{W}", model=type(model).__name__)
+                    | ({} if output is None else dict(output=output)))
 
 # %% ../nbs/40_stability.ipynb #1e6c85b1
 def _stat(v:xr.DataArray, statistic:str) -> xr.DataArray:

@@ -18,6 +18,12 @@ THETA = cpab.sample(TESS, 1, generator=torch.Generator().manual_seed(0))
 MLP = lambda dtype=torch.float32: nn.Sequential(nn.Flatten(), nn.Linear(256, 3)).to(dtype)
 
 
+class Apply(nn.Module):
+    "Applies `fn` to its input: here, turns a model's tensor output into a tuple or a dict."
+    def __init__(self, fn): super().__init__(); self.fn = fn
+    def forward(self, y): return self.fn(y)
+
+
 class TestSilentlyWrong:
     def test_nan_field_is_refused(self):
         tau = torch.zeros(2, 2, 16, 16); tau[0, 0, 3, 3] = math.nan
@@ -60,6 +66,19 @@ class TestCrypticBecomesClear:
         empty = torch.rand(0, 1, 16, 16)
         assert diffeo.deform(empty, 1e-3, 3).shape == empty.shape
         assert cpab.warp(empty, THETA[:0], TESS).shape == empty.shape
+
+    def test_model_outputs_that_are_not_a_tensor(self):
+        "A dict, a too-short tuple or a non-tensor element named the fix (it was \"'dict' object has no attribute 'flatten'\")."
+        as_dict = nn.Sequential(MLP(), Apply(lambda y: {"logits": y, "features": y.detach()}))
+        with pytest.raises(TypeError, match=r"keys \['logits', 'features'\]; pass output='logits' \(one of them\) or .* layers="):
+            stability.relative_stability(as_dict, X)
+        with pytest.raises(ValueError, match=r"its keys are \['logits', 'features'\]"): stability.relative_stability(as_dict, X, output="logit")
+        as_tuple = nn.Sequential(MLP(), Apply(lambda y: (y, None)))
+        with pytest.raises(ValueError, match=r"out of range: .* tuple of 2 elements \(indices 0 to 1\)"):
+            stability.relative_stability(as_tuple, X, output=2)
+        with pytest.raises(TypeError, match="element 1 of the tuple the model returns is a NoneType, not a tensor"):
+            stability.relative_stability(as_tuple, X, output=1)
+        with pytest.raises(TypeError, match=r"an index \(int\) or a key \(str\)"): stability.relative_stability(as_tuple, X, output=1.0)
 
     def test_save_dataset_given_a_dataarray(self, tmp_path):
         with pytest.raises(TypeError, match=r"da.to_dataset\(name="): results.save_dataset(xr.DataArray([1, 2]), tmp_path / "x.nc")
