@@ -208,39 +208,52 @@ def derive(
 def draw(ds:xr.Dataset):
     "Fig. 3 from its dataset: κ over training per learning rate (top), destructive fraction and accuracy against lr (bottom)."
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
     p = results.parameters(ds)
     kappa = p.get("kappa", KAPPA)
     lrs, fams = ds.lr.values, [f for f in ds.family.values]
     st_fams = [f for f in fams if f != REFERENCE]
-    fig = plt.figure(figsize=(max(10, 3.2 * len(lrs)), 7.5), layout="constrained")
-    top, bottom = fig.subfigures(2, 1, height_ratios=[1, 1.1])
+    n_seeds = ds.sizes["seed"]
+    key = lambda fs: [Line2D([], [], color=COLORS.get(f, "k"), lw=2, ls="--" if f == REFERENCE else "-", label=LABELS.get(f, f))
+                      for f in fs]  # colour: the family
+    mark = lambda label, **kw: Line2D([], [], color="k", label=label, **kw)  # a line or marker type, in black
+    fig = plt.figure(figsize=(max(12, 3.2 * len(lrs) + 3), 8.5), layout="constrained")
+    top, bottom = fig.subfigures(2, 1, height_ratios=[1, 1.25])
     axes = top.subplots(1, len(lrs), sharey=True, squeeze=False)[0]
     for ax, lr in zip(axes, lrs):
         for f in st_fams:
             d = ds.sel(family=f, lr=lr)
-            ax.plot(d.step, d.cond_median.mean("seed"), color=COLORS[f], lw=1.8, label=LABELS[f])
+            ax.plot(d.step, d.cond_median.mean("seed"), color=COLORS[f], lw=1.8)
             ax.plot(d.step, d.cond_max.max("seed"), ":", color=COLORS[f], lw=1.4)
             folded = (d.frac_folded.max("seed") > 0).values
             ax.plot(d.step.values[folded], d.cond_median.mean("seed").values[folded], "x", color=COLORS[f], ms=6, mew=1.5)
         ax.axhline(kappa, color="k", ls="--", lw=0.8)
         ax.set(yscale="log", title=f"lr = {lr:g}", xlabel="optimiser step")
-    axes[0].set_ylabel("κ(∇T) of the probed maps\n(solid: median, dotted: max)")
-    axes[0].legend(fontsize=7, loc="upper left")
+    axes[0].set_ylabel("κ(∇T) of the probed maps")
+    median = "median κ" + (" (mean over seeds)" if n_seeds > 1 else "")
+    top.legend(handles=key(st_fams) + [mark(median, lw=1.8), mark("largest κ", ls=":", lw=1.4),
+                                       mark("some probed map folds (min det ≤ 0)", ls="none", marker="x", ms=6, mew=1.5),
+                                       mark(f"κ* = {kappa:g} (ill-conditioned above)", ls="--", lw=0.8)],
+               loc="outside right upper", fontsize=8, title="top row", title_fontsize=8)
     ax1, ax2 = bottom.subplots(1, 2)
-    for f in fams:
-        c, lab = COLORS.get(f, "k"), LABELS.get(f, f)
+    for k, f in enumerate(fams):
+        c, x = COLORS.get(f, "k"), lrs * 1.04 ** (k - (len(fams) - 1) / 2)  # families side by side at each lr, so none hides another
         if f != REFERENCE:
             end = ds.sel(family=f).isel(step=-1).mean("seed")
-            ax1.plot(lrs, end.frac_folded, color=c, marker="o", label=lab)
-            ax1.plot(lrs, end.frac_ill_conditioned, color=c, marker="s", ls="--", mfc="none")
-        ls = "--" if f == REFERENCE else "-"
-        ax2.errorbar(lrs, ds.accuracy_mean.sel(family=f), yerr=ds.accuracy_std.sel(family=f) if ds.sizes["seed"] > 1 else None,
-                     color=c, marker="o", ls=ls, label=lab, capsize=3)
-    ax1.set(xscale="log", xlabel="learning rate", ylabel="fraction of the probed maps after training",
-            ylim=(-0.05, 1.05), title=f"folded (min det ≤ 0, solid) and ill-conditioned (κ > {kappa:g}, dashed)")
+            ax1.plot(x, end.frac_folded, color=c, marker="o")
+            ax1.plot(x, end.frac_ill_conditioned, color=c, marker="s", ls="--", mfc="none")
+        ax2.errorbar(x, ds.accuracy_mean.sel(family=f), yerr=ds.accuracy_std.sel(family=f) if n_seeds > 1 else None,
+                     color=c, marker="o", ls="--" if f == REFERENCE else "-", capsize=3)
+    mean = " (mean over seeds)" if n_seeds > 1 else ""
+    ax1.set(xscale="log", xlabel="learning rate", ylabel="fraction of the probed maps after training" + mean,
+            ylim=(-0.05, 1.05), title="destructive maps at the end of training")
+    ax1.legend(handles=key(st_fams) + [mark("folded (min det ≤ 0)", marker="o"),
+                                       mark(f"ill-conditioned (κ > {kappa:g})", marker="s", mfc="none", ls="--")],
+               loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=3, fontsize=8, frameon=False)
+    seeds = f"mean ± s.d. over {n_seeds} seeds" if n_seeds > 1 else "one seed, no error bars"
     ax2.set(xscale="log", xlabel="learning rate", ylabel="test accuracy", ylim=(0, 1.02),
-            title=f"{p['dataset']} RTS, {p['epochs']} epoch(s), {ds.sizes['seed']} seed(s)")
-    ax2.legend(fontsize=8)
+            title=f"{p['dataset']} RTS, {p['epochs']} epoch(s): test accuracy ({seeds})")
+    ax2.legend(handles=key(fams), loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=3, fontsize=8, frameon=False)
     for ax in (ax1, ax2):
         ax.set_xticks(lrs, [f"{v:g}" for v in lrs]); ax.minorticks_off()
     return fig
