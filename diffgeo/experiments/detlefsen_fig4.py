@@ -200,9 +200,10 @@ def derive(ds:xr.Dataset) -> xr.Dataset:
 # %% ../../nbs/detlefsen_fig4.ipynb #2b52e437
 @EXPERIMENT.figure("fig4")
 def draw(ds:xr.Dataset):
-    "Fig. 4 from its dataset: tessellation + velocity field, integration paths, warped image, det ∇T."
+    "Fig. 4 from its dataset: tessellation + velocity field, integration paths, warped image, det ∇T (log colour scale)."
     import matplotlib.pyplot as plt
-    from matplotlib.colors import TwoSlopeNorm
+    from matplotlib.colors import LogNorm
+    from matplotlib.ticker import NullLocator
     rgb = lambda v: v.transpose("y", "x", "channel").values.squeeze()
     cmap = "gray" if ds.sizes["channel"] == 1 else None
     fig, axes = plt.subplots(1, 4, figsize=(17, 4.6), layout="constrained")
@@ -223,11 +224,13 @@ def draw(ds:xr.Dataset):
     ax.set_title(f"paths $\\phi^\\theta(x; t)$, $t\\in[0,1]$ (max shift {ds.max_displacement.item():.1f} px)")
     axes[2].imshow(rgb(ds.warped), extent=ext, cmap=cmap)
     axes[2].set_title("warped image $I(T^\\theta(p))$")
-    ld = np.log2(ds.jacobian_det.values)
-    lim = max(abs(ld).max(), 1e-3)
-    im = axes[3].imshow(ld, extent=ext, cmap="RdBu_r", norm=TwoSlopeNorm(0, -lim, lim))
-    fig.colorbar(im, ax=axes[3], fraction=0.046, label="$\\log_2 \\det \\nabla T^\\theta$")
-    axes[3].set_title(f"det ∇T in [{ds.min_jacobian_det.item():.2f}, {ds.max_jacobian_det.item():.2f}]")
+    det = ds.jacobian_det.values
+    top = max(det.max(), 1 / det.min(), 1.001)  # a log colour scale symmetric about det = 1 (no change of area)
+    im = axes[3].imshow(det, extent=ext, cmap="RdBu_r", norm=LogNorm(1 / top, top))
+    bar = fig.colorbar(im, ax=axes[3], fraction=0.046, label="$\\det \\nabla T^\\theta$ (log colour scale)")
+    ticks = [t for t in (1 / 8, 1 / 4, 1 / 3, 1 / 2, 2 / 3, 1, 1.5, 2, 3, 4, 8) if 1 / top <= t <= top]
+    bar.set_ticks(ticks, labels=[f"{t:.2g}" for t in ticks]); bar.ax.yaxis.set_minor_locator(NullLocator())
+    axes[3].set_title(f"$\\det \\nabla T^\\theta$ from {ds.min_jacobian_det.item():.2f} to {ds.max_jacobian_det.item():.2f}")
     for ax in axes:
         ax.set(xlim=(0, 1), ylim=(1, 0), xticks=[], yticks=[])
     return fig
