@@ -155,6 +155,7 @@ def cell(
     fit = fit.subset(P, seed=seed)
     probe = ds_data.test.subset(n_test, seed=0)
     dev = resolve_device(device)
+    print(f"{info.name}, seed {seed}: {steps} steps at width {width}, lr {lr or 'default'} on {dev}", flush=True)
     seed_everything(seed)
     net = models.build(info.name, in_channels=ds_data.n_channels, n_classes=ds_data.n_classes, size=ds_data.size, width=width).to(dev)
     measure = lambda bn, **kw: stability.relative_stability(net, probe.images, delta=delta, c=c, interp=interp, cutoff=cutoff,
@@ -188,6 +189,7 @@ def cell(
     both.attrs = {k: before.attrs[k] for k in ("T", "delta", "delta_method", "delta_average_expected", "delta_center_expected",
                                                "c", "interp", "cutoff", "noise_radius")} | {"small_noise_scale": SMALL_NOISE}
     if ckpt is not None: ckpt.unlink(missing_ok=True)  # the shard written from this dataset replaces it
+    print(f"{info.name}, seed {seed}: trained in {seconds:.0f} s, test error {test_error:.3f}", flush=True)
     return both
 
 # %% ../../nbs/fig5.ipynb #d39501dd
