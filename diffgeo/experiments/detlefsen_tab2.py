@@ -191,39 +191,44 @@ def table(ds:xr.Dataset):
 
 @EXPERIMENT.figure("tab2")
 def draw(ds:xr.Dataset):
-    "Table 2 as a figure: accuracies per set against the paper's, and training times."
+    "Table 2 as a figure: accuracies per set (bars from 0) against the paper's, and training times."
     import matplotlib.pyplot as plt
-    names, kinds = list(ds.model.values), list(ds.distortion.values)
-    y = np.arange(len(names))[::-1]
-    fig, axes = plt.subplots(1, len(kinds) + 1, figsize=(4.2 * (len(kinds) + 1), 0.45 * len(names) + 2.0),
+    import seaborn as sns
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    names, kinds, n_seeds = list(ds.model.values), list(ds.distortion.values), ds.sizes["seed"]
+    y = np.arange(len(names))
+    long = ds.test_accuracy.to_dataframe().reset_index()  # one row per (model, distortion, seed)
+    ours = f"ours, mean over {n_seeds} seeds ± s.e." if n_seeds > 1 else "ours (one seed)"
+    fig, axes = plt.subplots(1, len(kinds) + 1, figsize=(4.2 * (len(kinds) + 1), 0.45 * len(names) + 2.2),
                              sharey=True, layout="constrained")
-    low = min(np.nanmin(ds.test_accuracy.values), np.nanmin(ds.paper_accuracy.values))
-    left = max(0.0, low - 0.05)
     for ax, d in zip(axes, kinds):
-        acc = ds.test_accuracy.sel(distortion=d).transpose("model", "seed").values
-        mean = ds.test_accuracy_mean.sel(distortion=d).values
-        ax.barh(y, mean - left, left=left, height=0.6, color="tab:blue", alpha=0.35, label="ours (mean over seeds)")
-        for j in range(acc.shape[1]): ax.plot(acc[:, j], y, ".", color="tab:blue", ms=5, label="ours (one seed)" if j == 0 else None)
-        ax.plot(ds.paper_accuracy.sel(distortion=d).values, y, "D", mfc="none", mec="k", label="paper (Table 2)")
-        for yi, m in zip(y, mean):
-            inside = m - left > 0.12 * (1 - left)
-            ax.annotate(f"{m:.3f}", (m, yi), xytext=(-4 if inside else 4, 0), textcoords="offset points",
-                        ha="right" if inside else "left", va="center", fontsize=7)
-        ax.set(xlim=(left, 1.0), title=f"{d}: test accuracy", xlabel="accuracy")
+        sub = long[long.distortion == d]
+        sns.barplot(sub, x="test_accuracy", y="model", order=names, orient="h", errorbar="se" if n_seeds > 1 else None,
+                    color="tab:blue", alpha=0.45, width=0.6, capsize=0.2, err_kws={"linewidth": 1}, ax=ax)
+        if n_seeds > 1:
+            sns.stripplot(sub, x="test_accuracy", y="model", order=names, orient="h", color="tab:blue", size=3, jitter=0.15, ax=ax)
+        ax.plot(ds.paper_accuracy.sel(distortion=d).values, y, "D", mfc="none", mec="k")
+        for yi, m in zip(y, ds.test_accuracy_mean.sel(distortion=d).values):
+            ax.annotate(f"{m:.3f}", (0, yi), xytext=(4, 0), textcoords="offset points", ha="left", va="center", fontsize=7)
+        ax.set(xlim=(0, 1.03), xticks=np.linspace(0, 1, 6), title=f"{d}: test accuracy", xlabel="accuracy", ylabel="")
         ax.grid(axis="x", alpha=0.3)
-    axes[0].set_yticks(y, names)
-    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncols=3, fontsize=8, frameon=False)
+    key = [Patch(color="tab:blue", alpha=0.45, label=ours)]
+    if n_seeds > 1: key.append(Line2D([], [], ls="none", marker="o", ms=3, color="tab:blue", label="ours, one seed each"))
+    key.append(Line2D([], [], ls="none", marker="D", mfc="none", mec="k", label="paper (Table 2, average of 5 runs)"))
+    fig.legend(handles=key, loc="outside lower center", ncols=len(key), fontsize=8, frameon=False)
     ax = axes[-1]
     for k, d in enumerate(kinds):
-        ax.plot(ds.train_seconds_mean.sel(distortion=d).values, y, "o^"[k % 2], ms=5, alpha=0.8, label=f"ours ({d})")
+        ax.plot(ds.train_seconds_mean.sel(distortion=d).values, y, "o^"[k % 2], ms=5, alpha=0.8,
+                label=f"ours ({d}" + (", mean over seeds)" if n_seeds > 1 else ")"))
     ax.plot(ds.paper_train_seconds.values, y, "D", mfc="none", mec="k", label="paper (100 epochs, GPU)")
     ax.set(xscale="log", xlabel="training time [s]", title="training time")
     ax.grid(axis="x", alpha=0.3)
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncols=2, frameon=False)
     p = results.parameters(ds)
+    seeds = f"{n_seeds} seeds" if n_seeds > 1 else "one seed"
     fig.suptitle(f"Distorted MNIST ({p['dataset']}, {int(ds.n_train_images)} training / {int(ds.n_test_images)} test digits, "
-                 f"{p['epochs']} epoch(s), lr {p['lr']:g}, {ds.sizes['seed']} seed(s)) against Table 2 of Detlefsen et al. (2018)",
-                 fontsize=9)
+                 f"{p['epochs']} epoch(s), lr {p['lr']:g}, {seeds}) against Table 2 of Detlefsen et al. (2018)", fontsize=9)
     return fig
 
 @EXPERIMENT.figure("fig5")
