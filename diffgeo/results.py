@@ -15,6 +15,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import torch
 import xarray as xr
 
@@ -22,8 +23,8 @@ import diffgeo
 from .core import check_choice
 
 # %% auto #0
-__all__ = ['PROFILE_NAMES', 'select_profile', 'project_root', 'resolve_path', 'git_commit', 'now', 'processor', 'provenance',
-           'stamp', 'parameters', 'cf_attrs', 'check_cf', 'save_dataset', 'load_dataset', 'save_figure']
+__all__ = ['PROFILE_NAMES', 'select_profile', 'project_root', 'resolve_path', 'git_commit', 'now', 'processor', 'minutes',
+           'provenance', 'stamp', 'parameters', 'cf_attrs', 'check_cf', 'save_dataset', 'load_dataset', 'save_figure']
 
 # %% ../nbs/01_results.ipynb #d300fb41
 PROFILE_NAMES = ("smoke", "cpu", "paper")
@@ -78,6 +79,13 @@ def processor(
         with open("/proc/cpuinfo") as f:
             return next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
     except (OSError, StopIteration): return platform.processor() or platform.machine()
+
+def minutes(
+    ds:xr.Dataset, # a dataset stamped by `stamp`
+) -> float:
+    "Compute time of the run that made `ds`, from its provenance's start and end times, in minutes."
+    start, end = (np.datetime64(ds.attrs[k][:19]) for k in ("start_time", "end_time"))  # ISO 8601, UTC, to the second
+    return (end - start).astype("timedelta64[s]").astype(int) / 60
 
 def provenance(
     params:dict, # every parameter of the run (JSON-serialisable)

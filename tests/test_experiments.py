@@ -128,3 +128,13 @@ def test_template_notebook(tmp_path):
                    capture_output=True, timeout=300)
     assert (tmp_path / "run" / "results" / "petrini_template.nc").exists()
     assert (tmp_path / "run" / "figures" / "petrini_template.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_fig5_probe_ratios_as_the_prose_says():
+    "fig5's prose: in every committed seed, G_f at a tenth of the noise radius (÷ s²) is several times smaller than at the paper's radius for the deep nets and about the same for the shallow ones, and batch mode lowers the batch-norm nets' G_f."
+    exp = EXPERIMENTS["petrini_fig5"]
+    for name in ("petrini_fig5", "petrini_fig5_seed1", "petrini_fig5_seed2"):
+        ratios = importlib.import_module("diffgeo.experiments.petrini_fig5").probe_ratios(exp.load(ROOT / "results" / f"{name}.nc"))
+        assert ratios["deep nets: G_f/s² small noise / G_f"] < 0.5, (name, ratios)
+        assert 0.8 < ratios["shallow nets: G_f/s² small noise / G_f"] < 1.25, (name, ratios)
+        assert ratios["BN nets: G_f batch / running mode"] < 1, (name, ratios)

@@ -19,7 +19,7 @@ from ..scaffold import Experiment, Var
 
 # %% auto #0
 __all__ = ['PAPER_ARCHS', 'CPU_WIDTH', 'CPU_LR', 'COMMON', 'PROFILES', 'SMALL_NOISE', 'STATES', 'VARIABLES', 'EXPERIMENT', 'cell',
-           'settings', 'derive', 'draw', 'draw_fig15', 'draw_fig16', 'draw_fig17', 'draw_fig19']
+           'settings', 'derive', 'probe_ratios', 'draw', 'draw_fig15', 'draw_fig16', 'draw_fig17', 'draw_fig19']
 
 # %% ../../nbs/fig5.ipynb #0a70fb56
 PAPER_ARCHS = ["FullConnL2", "FullConnL4", "FullConnL6", "LeNet", "AlexNet", "VGG11", "VGG11bn", "VGG16bn", "VGG19bn",
@@ -249,6 +249,18 @@ def derive(ds:xr.Dataset) -> xr.Dataset:
     half = 10 ** np.mean(gap[np.isfinite(gap)]) if np.isfinite(gap).any() else math.nan
     ds["fit_prefactor_half"] = ((), half)
     return ds
+
+def probe_ratios(ds:xr.Dataset) -> dict:
+    "Median ratios over networks of the trained nets' batch-mode to running-mode G_f and R_f (batch-norm nets), and of G_f at SMALL_NOISE (÷ s²) to G_f (deep nets, depth ≥ 8, and the shallow ones); {} for runs without these probes."
+    if "G_f_small" not in ds: return {}
+    lm = lambda v: _logmean(v).values  # over seeds
+    g, r = lm(ds.G_f.sel(state="trained")), lm(ds.R_f.sel(state="trained"))
+    bn, deep = ds.batchnorm.values.astype(bool), ds.depth.values >= 8
+    med = lambda v, ref, rows: float(np.exp(np.median(np.log(v[rows] / ref[rows])))) if rows.any() else math.nan
+    return {"BN nets: G_f batch / running mode": med(lm(ds.G_f_batch), g, bn),
+            "BN nets: R_f batch / running mode": med(lm(ds.R_f_batch), r, bn),
+            "deep nets: G_f/s² small noise / G_f": med(lm(ds.G_f_small), g, deep),
+            "shallow nets: G_f/s² small noise / G_f": med(lm(ds.G_f_small), g, ~deep)}
 
 # %% ../../nbs/fig5.ipynb #42bfecc6
 def _test_errors(ds:xr.Dataset) -> np.ndarray:
