@@ -11,13 +11,13 @@ from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
-from torch.func import jacrev, vjp, vmap
+from torch.func import jacrev, jvp, vjp, vmap
 
-from .core import check_choice, check_images, check_int
+from .core import check_choice, check_images, check_int, check_scalar
 
 # %% auto #0
 __all__ = ['FRAMES', 'INTERPOLATIONS', 'PADDING_MODES', 'check_frame', 'check_size', 'convert', 'pixel_grid', 'convert_jacobian',
-           'jacobian', 'det', 'condition_number', 'fraction_folded', 'warp']
+           'jacobian', 'det', 'condition_number', 'fraction_folded', 'warp', 'jacobian_matrix', 'pullback_metric']
 
 # %% ../nbs/05_maps.ipynb #ee277d6f
 FRAMES = ("pixel", "unit", "unit_corners", "normalised", "normalised_corners")
@@ -205,3 +205,71 @@ def warp(
     out = F.grid_sample(xb.expand(B, -1, -1, -1), grid.expand(B, -1, -1, -1), mode=interp,
                         padding_mode=padding_mode, align_corners=corners)
     return out[0] if single and points.ndim == 3 else out
+
+# %% ../nbs/05_maps.ipynb #f210ba23
+def _saved_bytes(fn:Callable, x:torch.Tensor) -> int:
+    "Bytes autograd saves for the backward pass of `fn(x)`: what one vector-Jacobian product at a time holds."
+    total = 0
+    def pack(t):
+        nonlocal total
+        total += t.numel() * t.element_size()
+        return t
+    with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn(x.detach().requires_grad_(True))
+    return total
+
+def _flat_output(y, B:int) -> torch.Tensor:
+    if not isinstance(y, torch.Tensor) or y.ndim < 1 or y.shape[0] != B or not y.is_floating_point():
+        raise ValueError(f"fn must map a batch [B, ...] to a floating-point batch [B, ...] with the same B = {B}, got "
+                         f"{(str(y.dtype) + ' ' + str(list(y.shape))) if isinstance(y, torch.Tensor) else type(y).__name__}; "
+                         "for a model returning a tuple or dict, use diffgeo.riemann.feature_map(model, output=...).")
+    return y.reshape(B, -1)
+
+def _check_batch(x, name:str="x") -> torch.Tensor:
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+        raise TypeError(f"{name} must be a floating-point torch.Tensor [B, ...], got "
+                        f"{x.dtype if isinstance(x, torch.Tensor) else type(x).__name__}; convert with torch.as_tensor({name}).float().")
+    if x.ndim < 1 or x.shape[0] == 0 or x[0].numel() == 0:
+        raise ValueError(f"{name} must be a non-empty batch [B, ...] of points, got shape {list(x.shape)}; "
+                         f"a single point p is p[None].")
+    if not torch.isfinite(x).all(): raise ValueError(f"{name} contains NaN or infinite values.")
+    return x
+
+def jacobian_matrix(
+    fn:Callable, # the map on a batch, `[B, ...]` -> `[B, ...]`, sample by sample (a network in eval mode)
+    x:torch.Tensor, # `[B, ...]` the points; each sample is a point of R^d, d = its number of entries
+    memory:float=2**28, # bytes the batched backward (or forward-mode) passes may hold at once
+) -> torch.Tensor: # `[B, m, d]`, J[b, i, j] = ∂fn(x)[b, i] / ∂x[b, j], inputs and outputs flattened
+    "The Jacobian of a map between spaces of any dimensions at each point of a batch, in chunks of rows under a memory budget."
+    x = _check_batch(x)
+    memory = check_scalar(memory, "memory", low=1, hint="It is a number of bytes, e.g. 2**30 for 1 GiB.")
+    B, d = x.shape[0], x[0].numel()
+    flat = lambda z: _flat_output(fn(z), B)
+    with torch.enable_grad():
+        y, pull = vjp(flat, x.detach())
+    m = y.shape[1]
+    per = _saved_bytes(flat, x) + 2 * (x.numel() * x.element_size() + y.numel() * y.element_size())
+    if m <= d:                                                    # rows, by batched vector-Jacobian products
+        k = int(min(m, max(1, memory // per)))
+        rows = []
+        for s in range(0, m, k):
+            V = torch.zeros(min(k, m - s), B, m, dtype=y.dtype, device=y.device)
+            V[torch.arange(len(V)), :, s + torch.arange(len(V))] = 1
+            rows.append(vmap(pull)(V)[0].reshape(len(V), B, d))
+        return torch.cat(rows).permute(1, 0, 2)
+    k = int(min(d, max(1, memory // per)))                        # columns, by batched Jacobian-vector products
+    cols = []
+    for s in range(0, d, k):
+        T = torch.zeros(min(k, d - s), B, d, dtype=x.dtype, device=x.device)
+        T[torch.arange(len(T)), :, s + torch.arange(len(T))] = 1
+        cols.append(vmap(lambda t: jvp(flat, (x.detach(),), (t.reshape(x.shape),))[1])(T))
+    return torch.cat(cols).permute(1, 2, 0)
+
+def pullback_metric(
+    fn:Callable, # the feature map on a batch, `[B, ...]` -> `[B, ...]`
+    x:torch.Tensor, # `[B, ...]` the points, in the dtype to compute in (float32 or float64, like fn)
+    memory:float=2**28, # bytes the Jacobian's passes may hold at once (see `jacobian_matrix`)
+) -> torch.Tensor: # `[B, d, d]` the metric g = JᵀJ at each point
+    "The metric that `fn` pulls back from its (Euclidean) output space onto its input space."
+    J = jacobian_matrix(fn, x, memory)
+    return J.mT @ J
