@@ -7,6 +7,7 @@ Docs: https://diffgeo.github.io/diffgeo/maps.html.md"""
 # %% ../nbs/05_maps.ipynb #b89a4de9
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 
 import torch
@@ -14,6 +15,11 @@ import torch.nn.functional as F
 from torch.func import jacrev, jvp, vjp, vmap
 
 from .core import check_choice, check_images, check_int, check_scalar
+
+with warnings.catch_warnings():  # torch builds its forward-mode decompositions with the deprecated torch.jit.script on
+    warnings.filterwarnings("ignore", ".*torch.jit.script.*deprecated", FutureWarning)  # first use: do it once, quietly
+    try: import torch._decomp.decompositions_for_jvp  # noqa: F401
+    except ImportError: pass
 
 # %% auto #0
 __all__ = ['FRAMES', 'INTERPOLATIONS', 'PADDING_MODES', 'check_frame', 'check_size', 'convert', 'pixel_grid', 'convert_jacobian',
@@ -232,7 +238,8 @@ def _check_batch(x, name:str="x") -> torch.Tensor:
     if x.ndim < 1 or x.shape[0] == 0 or x[0].numel() == 0:
         raise ValueError(f"{name} must be a non-empty batch [B, ...] of points, got shape {list(x.shape)}; "
                          f"a single point p is p[None].")
-    if not torch.isfinite(x).all(): raise ValueError(f"{name} contains NaN or infinite values.")
+    if not torch._C._functorch.is_functorch_wrapped_tensor(x) and not torch.isfinite(x).all():  # (no value checks inside vmap/jacfwd)
+        raise ValueError(f"{name} contains NaN or infinite values.")
     return x
 
 def jacobian_matrix(
