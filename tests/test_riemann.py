@@ -1,0 +1,224 @@
+"""Tests of diffgeo.riemann and maps.jacobian_matrix beyond the notebook's examples: an independent high-precision
+computation (sympy, 40 digits) of the Ricci scalar, the submersion volume against the dense SVD, chunked against
+unchunked Jacobians, networks and named layers, properties (hypothesis), and bad inputs.
+
+Tolerances: the float64 routes are compared with k units of ε times what the computation amplifies (said at each).
+"""
+
+import math
+import warnings
+
+import pytest
+import sympy as sp
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+from torch import nn
+
+from diffgeo.maps import jacobian_matrix, pullback_metric
+from diffgeo.riemann import (feature_map, log_volume_element, nngp_log_volume_element, nngp_metric, nngp_ricci_scalar,
+                             ricci_scalar, ricci_scalar_of_metric, shallow_log_volume_element, shallow_ricci_scalar)
+
+F64 = torch.float64
+EPS = torch.finfo(F64).eps
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA is not available")
+
+
+def gen(seed=0):
+    return torch.Generator().manual_seed(seed)
+
+
+def erf_net(n, d=2, scale=1.0, seed=1):
+    g = gen(seed)
+    W, b = scale * torch.randn(n, d, dtype=F64, generator=g), scale * torch.randn(n, dtype=F64, generator=g)
+    return W, b, (lambda z: torch.erf(z @ W.T + b) / math.sqrt(n))
+
+
+def sympy_ricci(W, b, points, digits=40):
+    "Ricci scalar of Φ = erf(Wx + b)/√n on R², symbolically: metric, inverse, Christoffel symbols, Riemann, Ricci."
+    x, y = sp.symbols("x y", real=True)
+    co = (x, y)
+    n = len(W)
+    Phi = [sp.erf(sp.Float(W[i][0], digits) * x + sp.Float(W[i][1], digits) * y + sp.Float(b[i], digits)) / sp.sqrt(n)
+           for i in range(n)]
+    J = sp.Matrix([[sp.diff(f, c) for c in co] for f in Phi])
+    g = J.T * J
+    gi = g.inv()
+    Gam = [[[sum(gi[k, l] * (sp.diff(g[l, i], co[j]) + sp.diff(g[l, j], co[i]) - sp.diff(g[i, j], co[l]))
+                 for l in range(2)) / 2 for j in range(2)] for i in range(2)] for k in range(2)]
+
+    def riemann(r, s, m, q):  # R^r_{smq}
+        return (sp.diff(Gam[r][q][s], co[m]) - sp.diff(Gam[r][m][s], co[q])
+                + sum(Gam[r][m][l] * Gam[l][q][s] - Gam[r][q][l] * Gam[l][m][s] for l in range(2)))
+
+    R = sum(gi[s, q] * riemann(r, s, r, q) for r in range(2) for s in range(2) for q in range(2))
+    return [float(sp.N(R.subs({x: sp.Float(p[0], digits), y: sp.Float(p[1], digits)}), digits)) for p in points]
+
+
+class TestRicciHighPrecision:
+    def test_closed_form_and_gauss_against_sympy(self):
+        W, b, phi = erf_net(3)
+        x = torch.tensor([[0.3, -0.4], [1.1, 0.2], [-0.7, 0.9]], dtype=F64)
+        ref = torch.tensor(sympy_ricci(W.tolist(), b.tolist(), x.tolist()), dtype=F64)
+        # the closed form has no cancellation between large terms here: a few hundred ε
+        torch.testing.assert_close(shallow_ricci_scalar(W, b, x), ref, rtol=1e3 * EPS, atol=0)
+        # the Gauss route cancels two sums; it keeps at least 6 digits at these points
+        torch.testing.assert_close(ricci_scalar(phi, x), ref, rtol=1e-6, atol=0)
+
+    def test_saturated_network_gauss_beats_christoffel(self):
+        "Weights ×8 (the notebook's figure): the metric route loses most digits, the Gauss route keeps them."
+        W0 = torch.tensor([[1.0, 0.0], [-0.5, 0.75**0.5], [-0.5, -0.75**0.5]], dtype=F64)
+        W, b = 8 * W0, torch.full((3,), 1.6, dtype=F64)
+        x = torch.tensor([[0.3, 0.2]], dtype=F64)
+        ref = torch.tensor(sympy_ricci(W.tolist(), b.tolist(), x.tolist()), dtype=F64)
+        torch.testing.assert_close(shallow_ricci_scalar(W, b, x), ref, rtol=1e-12, atol=0)
+        phi = lambda z: torch.erf(z @ W.T + b) / math.sqrt(3)
+        gauss = ((ricci_scalar(phi, x) - ref) / ref).abs().item()
+        christoffel = ((ricci_scalar(phi, x, method="christoffel") - ref) / ref).abs().item()
+        assert gauss < 1e-7 and christoffel > 1e3 * gauss, (gauss, christoffel)
+
+
+class TestLogVolume:
+    @pytest.mark.parametrize("d,m", [(12, 5), (5, 12), (7, 7)])
+    def test_against_dense_svd(self, d, m):
+        torch.manual_seed(0)
+        net = nn.Sequential(nn.Linear(d, 9), nn.Tanh(), nn.Linear(9, m), nn.Softplus()).double().eval()
+        x = torch.randn(3, d, dtype=F64, generator=gen(2))
+        J = torch.stack([torch.autograd.functional.jacobian(lambda z: net(z[None])[0], p) for p in x])
+        ref = torch.linalg.svdvals(J).log().sum(-1)
+        torch.testing.assert_close(log_volume_element(net, x), ref, rtol=0, atol=100 * EPS * ref.abs().max())
+
+    @pytest.mark.parametrize("memory", [1, 5_000, 2**30])
+    def test_chunked_equals_unchunked(self, memory):
+        torch.manual_seed(0)
+        net = nn.Sequential(nn.Conv2d(1, 3, 3, padding=1), nn.GELU(), nn.Flatten(), nn.Linear(3 * 36, 10)).eval()
+        x = torch.randn(2, 1, 6, 6, generator=gen(3))
+        J = jacobian_matrix(net, x, memory)
+        ref = torch.func.vmap(torch.func.jacrev(lambda z: net(z[None])[0]))(x).reshape(2, 10, 36)
+        torch.testing.assert_close(J, ref, rtol=0, atol=1e-6)  # float32 sums in another order: a few ε of the entries
+
+    def test_named_layer_and_dict_output(self):
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Sequential(nn.Linear(4, 6), nn.Tanh())
+                self.head = nn.Linear(6, 2)
+
+            def forward(self, x):
+                h = self.body(x)
+                return {"features": h, "logits": self.head(h)}
+
+        torch.manual_seed(0)
+        net = Net().double().eval()
+        x = torch.randn(3, 4, dtype=F64, generator=gen(4))
+        torch.testing.assert_close(log_volume_element(net, x, layer="body"), log_volume_element(net, x, output="features"))
+        torch.testing.assert_close(log_volume_element(net, x, output="logits"),
+                                   log_volume_element(lambda z: net.head(net.body(z)), x))
+
+    @given(st.integers(2, 5), st.integers(0, 10**6))
+    def test_linear_map_is_log_abs_det(self, d, seed):
+        A = torch.randn(d, d, dtype=F64, generator=gen(seed)) + 3 * torch.eye(d, dtype=F64)
+        x = torch.randn(2, d, dtype=F64, generator=gen(seed + 1))
+        ref = torch.linalg.slogdet(A)[1]
+        torch.testing.assert_close(log_volume_element(lambda z: z @ A.T, x), ref.expand(2), rtol=0, atol=1e3 * EPS)
+
+    @given(st.integers(3, 7), st.integers(0, 10**6))
+    def test_shallow_closed_form_3d(self, n, seed):
+        W, b, phi = erf_net(n, d=3, seed=seed)
+        x = torch.randn(2, 3, dtype=F64, generator=gen(seed + 1))
+        ours, ref = shallow_log_volume_element(W, b, x), log_volume_element(phi, x)
+        # the SVD gives each singular value to about ε s_1, so the log volume to about d κ(J) ε
+        cond = torch.linalg.cond(jacobian_matrix(phi, x))
+        finite = torch.isfinite(ref) & (cond < 1e12)
+        assert ((ours - ref).abs()[finite] <= 30 * cond[finite] * EPS + 1e-12).all(), (ours, ref, cond)
+
+    @CUDA
+    def test_cuda_matches_cpu(self):
+        torch.manual_seed(0)
+        net = nn.Sequential(nn.Linear(8, 5), nn.Tanh()).double()
+        x = torch.randn(4, 8, dtype=F64, generator=gen(5))
+        torch.testing.assert_close(log_volume_element(net.cuda(), x.cuda()).cpu(), log_volume_element(net.cpu(), x))
+
+
+class TestNNGP:
+    @given(st.integers(2, 6), st.floats(0.3, 2.0), st.floats(0.0, 1.5), st.integers(0, 10**6))
+    def test_rotation_invariance(self, d, sw, sb, seed):
+        x = torch.randn(3, d, dtype=F64, generator=gen(seed))
+        Q, _ = torch.linalg.qr(torch.randn(d, d, dtype=F64, generator=gen(seed + 1)))
+        for f in (nngp_log_volume_element, nngp_ricci_scalar):
+            torch.testing.assert_close(f(x @ Q.T, "erf", sw, sb), f(x, "erf", sw, sb), rtol=1e-9, atol=1e-12)
+
+    def test_finite_width_converges(self):
+        "The metric of a random erf network of width n is within a few 1/√n of the infinite-width one."
+        x = torch.tensor([[0.5, -0.3], [1.2, 0.4]], dtype=F64)
+        ref = nngp_metric(x, "erf", 1.0, 0.5)
+        errs = []
+        for n in (100, 10_000):
+            g = gen(n)
+            W, b = torch.randn(n, 2, dtype=F64, generator=g), 0.5 * torch.randn(n, dtype=F64, generator=g)
+            errs.append((pullback_metric(lambda z: torch.erf(z @ W.T + b) / math.sqrt(n), x) - ref).abs().max().item())
+        assert errs[1] < errs[0] and errs[1] < 5 * ref.abs().max().item() / math.sqrt(10_000), errs
+
+    def test_ricci_matches_metric_route_at_small_radius(self):
+        x = torch.tensor([[1e-2, 0.0], [0.0, 3e-3]], dtype=F64)
+        metric = lambda p: nngp_metric(p[None], "erf", 1.0, 0.3)[0]
+        torch.testing.assert_close(nngp_ricci_scalar(x, "erf", 1.0, 0.3), ricci_scalar_of_metric(metric, x),
+                                   rtol=1e-6, atol=1e-12)
+
+
+class TestBadInputs:
+    def test_training_mode_batchnorm(self):
+        net = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4))
+        with pytest.raises(ValueError, match=r"model.eval\(\)"):
+            log_volume_element(net, torch.randn(2, 3))
+
+    def test_relu_warns_for_volume_and_refuses_curvature(self):
+        net = nn.Sequential(nn.Linear(2, 4), nn.ReLU()).double()
+        with pytest.warns(UserWarning, match="piecewise constant"):
+            log_volume_element(net, torch.randn(2, 2, dtype=F64))
+        with pytest.raises(ValueError, match="smooth activation"):
+            ricci_scalar(net, torch.randn(2, 2, dtype=F64))
+
+    def test_float32_curvature_warns(self):
+        with pytest.warns(UserWarning, match="double"):
+            ricci_scalar(lambda z: torch.tanh(z @ torch.ones(2, 3)), torch.randn(2, 2))
+
+    @pytest.mark.parametrize("x,match", [
+        (torch.zeros(0, 3), "non-empty"),
+        (torch.zeros(2, 3, dtype=torch.long), "floating-point"),
+        (torch.tensor([[float("nan"), 0.0, 0.0]]), "NaN"),
+        ([[0.0, 1.0]], "floating-point"),
+    ])
+    def test_bad_points(self, x, match):
+        with pytest.raises((TypeError, ValueError), match=match):
+            log_volume_element(lambda z: z, x)
+
+    def test_curvature_needs_low_dimension(self):
+        with pytest.raises(ValueError, match="d <= 8"):
+            ricci_scalar(lambda z: z, torch.zeros(1, 20, dtype=F64))
+
+    def test_unknown_layer_and_method(self):
+        net = nn.Sequential(nn.Linear(2, 3), nn.Tanh()).double()
+        with pytest.raises(ValueError, match="no submodule"):
+            log_volume_element(net, torch.zeros(1, 2, dtype=F64), layer="nope")
+        with pytest.raises(ValueError, match="gauss"):
+            ricci_scalar(net, torch.zeros(1, 2, dtype=F64), method="exact")
+        with pytest.raises(ValueError, match="layer= and output="):
+            feature_map(lambda z: z, layer="a")
+
+    def test_bad_shallow_and_nngp_arguments(self):
+        W, b, _ = erf_net(3)
+        with pytest.raises(ValueError, match=r"W \[n, d\]"):
+            shallow_log_volume_element(W, b[:2], torch.zeros(1, 2, dtype=F64))
+        with pytest.raises(ValueError, match="unknown activation"):
+            shallow_ricci_scalar(W, b, torch.zeros(1, 2, dtype=F64), "swishy")
+        with pytest.raises(ValueError, match="sigma_w"):
+            nngp_metric(torch.zeros(1, 2, dtype=F64), "erf", sigma_w=0.0)
+        with pytest.raises(ValueError, match="d >= 2"):
+            nngp_ricci_scalar(torch.ones(1, 1, dtype=F64))
+        with pytest.raises(ValueError, match="k >= 1"):
+            nngp_metric(torch.ones(1, 2, dtype=F64), 0)
+
+    def test_wrong_output_batch(self):
+        with pytest.raises(ValueError, match="same B"):
+            jacobian_matrix(lambda z: z.sum(0), torch.zeros(3, 2))
