@@ -246,7 +246,7 @@ def jacobian_matrix(
     fn:Callable, # the map on a batch, `[B, ...]` -> `[B, ...]`, sample by sample (a network in eval mode)
     x:torch.Tensor, # `[B, ...]` the points; each sample is a point of R^d, d = its number of entries
     memory:float=2**28, # bytes the batched backward (or forward-mode) passes may hold at once
-) -> torch.Tensor: # `[B, m, d]`, J[b, i, j] = ∂fn(x)[b, i] / ∂x[b, j], inputs and outputs flattened
+) -> torch.Tensor: # `[B, m, d]`, J[b, i, j] = ∂fn(x)[b, i] / ∂x[b, j], inputs and outputs flattened (a measurement: not differentiable)
     "The Jacobian of a map between spaces of any dimensions at each point of a batch, in chunks of rows under a memory budget."
     x = _check_batch(x)
     memory = check_scalar(memory, "memory", low=1, hint="It is a number of bytes, e.g. 2**30 for 1 GiB.")
@@ -262,14 +262,14 @@ def jacobian_matrix(
         for s in range(0, m, k):
             V = torch.zeros(min(k, m - s), B, m, dtype=y.dtype, device=y.device)
             V[torch.arange(len(V)), :, s + torch.arange(len(V))] = 1
-            rows.append(vmap(pull)(V)[0].reshape(len(V), B, d))
+            rows.append(vmap(pull)(V)[0].detach().reshape(len(V), B, d))  # detached: a graph kept per chunk would hold its memory
         return torch.cat(rows).permute(1, 0, 2)
     k = int(min(d, max(1, memory // per)))                        # columns, by batched Jacobian-vector products
     cols = []
     for s in range(0, d, k):
         T = torch.zeros(min(k, d - s), B, d, dtype=x.dtype, device=x.device)
         T[torch.arange(len(T)), :, s + torch.arange(len(T))] = 1
-        cols.append(vmap(lambda t: jvp(flat, (x.detach(),), (t.reshape(x.shape),))[1])(T))
+        cols.append(vmap(lambda t: jvp(flat, (x.detach(),), (t.reshape(x.shape),))[1])(T).detach())
     return torch.cat(cols).permute(1, 2, 0)
 
 def pullback_metric(
