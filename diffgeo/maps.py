@@ -245,7 +245,7 @@ def _check_batch(x, name:str="x") -> torch.Tensor:
 def jacobian_matrix(
     fn:Callable, # the map on a batch, `[B, ...]` -> `[B, ...]`, sample by sample (a network in eval mode)
     x:torch.Tensor, # `[B, ...]` the points; each sample is a point of R^d, d = its number of entries
-    memory:float=2**28, # bytes the batched backward (or forward-mode) passes may hold at once
+    memory:float=2**30, # bytes the batched backward (or forward-mode) passes may hold at once
 ) -> torch.Tensor: # `[B, m, d]`, J[b, i, j] = ∂fn(x)[b, i] / ∂x[b, j], inputs and outputs flattened (a measurement: not differentiable)
     "The Jacobian of a map between spaces of any dimensions at each point of a batch, in chunks of rows under a memory budget."
     x = _check_batch(x)
@@ -275,7 +275,7 @@ def jacobian_matrix(
 def pullback_metric(
     fn:Callable, # the feature map on a batch, `[B, ...]` -> `[B, ...]`
     x:torch.Tensor, # `[B, ...]` the points, in the dtype to compute in (float32 or float64, like fn)
-    memory:float=2**28, # bytes the Jacobian's passes may hold at once (see `jacobian_matrix`)
+    memory:float=2**30, # bytes the Jacobian's passes may hold at once (see `jacobian_matrix`)
 ) -> torch.Tensor: # `[B, d, d]` the metric g = JᵀJ at each point
     "The metric that `fn` pulls back from its (Euclidean) output space onto its input space."
     J = jacobian_matrix(fn, x, memory)

@@ -66,7 +66,7 @@ def log_volume_element(
     x:torch.Tensor, # `[B, ...]` the points, in the map's precision (float32 or float64)
     layer:str|None=None, # a submodule of `model` whose output is the feature map; None: the output
     output:int|str|None=None, # which element of a tuple or dict output
-    memory:float=2**28, # bytes the Jacobian's batched passes may hold at once (`diffgeo.maps.jacobian_matrix`)
+    memory:float=2**30, # bytes the Jacobian's batched passes may hold at once (`diffgeo.maps.jacobian_matrix`)
 ) -> torch.Tensor: # `[B]` float64: Σ log s_i(J) over the min(m, d) singular values; -inf where J loses rank
     "Exact log volume element ½ log det g of the pulled-back metric; for a submersion (m < d), of its nonzero part."
     fn = feature_map(model, layer, output)

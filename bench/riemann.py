@@ -1,0 +1,136 @@
+"""Benchmark the exact log volume element of a CIFAR-size input through the feature maps of a ResNet-18 (512 features)
+and a ResNet-50 (2048 features): diffgeo's `riemann.log_volume_element` against the two ways of building the Jacobian
+that a user of PyTorch would reach for.
+
+Usage:
+
+    python bench/riemann.py                 # both networks, float32 timings, float64 agreement on ResNet-18
+    python bench/riemann.py --quick         # ResNet-18 only
+    python bench/riemann.py --memory 2**28  # our memory budget in bytes (default 2**30)
+
+The networks are diffgeo.models' CIFAR ResNets (3x3 stem, no max-pooling) with GELU in place of ReLU, as
+Zavatone-Veth et al. (§5.1) make them differentiable, at PyTorch's default initialisation, in eval mode, the feature
+map being the input of the final linear layer. One input x ~ N(0, 1) of shape 1x3x32x32. Three ways to get the
+Jacobian J (m x 3072), then the same float64 singular values and Σ log s_i:
+
+- ours: `diffgeo.riemann.log_volume_element` (one forward pass, rows by batched vector-Jacobian products in chunks
+  sized by a memory budget);
+- (a) all rows at once, `torch.func.jacrev` (the paper's autograd route, "more than 80GB" for a ResNet-50 on their
+  GPU). Where it would not fit in this machine's memory (ResNet-50), its time and memory are measured on chunks of
+  rows with the same vmap and extrapolated linearly to all m rows (said in the output);
+- (b) one vector-Jacobian product per row, `torch.autograd.functional.jacobian` (its default, vectorize=False).
+
+Each measurement runs in a fresh subprocess, so that its peak resident memory (ru_maxrss) is its own; the memory
+printed is that peak minus the same process's peak after building the network (the model's own memory left out).
+Timings are wall-clock, one run each after a warm-up forward pass, with torch's threads as set by --threads.
+"""
+import argparse
+import json
+import math
+import os
+import resource
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def child(args):
+    "Run one measurement in this process and print a JSON line."
+    import torch
+    from torch import nn
+    from diffgeo.models import build
+    from diffgeo.riemann import log_volume_element
+
+    torch.set_num_threads(args.threads)
+    dtype = torch.float64 if args.dtype == "float64" else torch.float32
+    torch.manual_seed(0)
+    model = build(args.net)
+    for name, m in list(model.named_modules()):
+        for cname, c in list(m.named_children()):
+            if isinstance(c, nn.ReLU): setattr(m, cname, nn.GELU())
+    model.fc = nn.Identity()
+    model = model.to(dtype).eval()
+    x = torch.randn(1, 3, 32, 32, generator=torch.Generator().manual_seed(1)).to(dtype)
+    with torch.no_grad(): model(x)
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t0 = time.perf_counter()
+    rows = None
+    if args.method == "ours":
+        value = log_volume_element(model, x, memory=args.memory).item()
+    elif args.method == "jacrev":
+        f = lambda z: model(z)[0]
+        if args.rows:                      # a chunk of rows with jacrev's vmap, for extrapolation
+            rows = args.rows
+            y, pull = torch.func.vjp(f, x)
+            V = torch.eye(y.shape[0], dtype=dtype)[:rows]
+            torch.func.vmap(pull)(V)
+            value = float("nan")
+        else:
+            J = torch.func.jacrev(f)(x).reshape(-1, x.numel())
+            value = torch.linalg.svdvals(J.double()).log().sum().item()
+    else:
+        J = torch.autograd.functional.jacobian(lambda z: model(z)[0], x).reshape(-1, x.numel())
+        value = torch.linalg.svdvals(J.double()).log().sum().item()
+    seconds = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps(dict(seconds=seconds, mb=(peak - base) / 1024, value=value, rows=rows)))
+
+
+def measure(net, method, dtype="float32", memory=2**30, rows=0, threads=2):
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", "--net", net, "--method", method, "--dtype", dtype,
+           "--memory", str(memory), "--rows", str(rows), "--threads", str(threads)]
+    out = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    if out.returncode != 0: return dict(error=(out.stderr.strip().splitlines() or ["killed"])[-1])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="ResNet-18 only")
+    p.add_argument("--memory", type=lambda s: int(eval(s, {})), default=2**30, help="our memory budget in bytes")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--net", default="ResNet18", help=argparse.SUPPRESS)
+    p.add_argument("--method", default="ours", help=argparse.SUPPRESS)
+    p.add_argument("--dtype", default="float32", help=argparse.SUPPRESS)
+    p.add_argument("--rows", type=int, default=0, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child: return child(args)
+    sys.path.insert(0, os.path.dirname(HERE))
+    import torch
+    print(f"torch {torch.__version__}, {args.threads} threads, our memory budget {args.memory / 2**20:.0f} MiB")
+    nets = {"ResNet18": 512} if args.quick else {"ResNet18": 512, "ResNet50": 2048}
+    for net, m in nets.items():
+        print(f"\n{net} feature map, 3072 -> {m}, float32")
+        ours = measure(net, "ours", memory=args.memory, threads=args.threads)
+        loop = measure(net, "loop", threads=args.threads)
+        if net == "ResNet18":
+            a = measure(net, "jacrev", threads=args.threads)
+            note = ""
+        else:                               # too big for this machine: two chunks of rows, extrapolated linearly
+            c1, c2 = measure(net, "jacrev", rows=64, threads=args.threads), measure(net, "jacrev", rows=128, threads=args.threads)
+            if "error" in c1 or "error" in c2:
+                a = dict(error=c1.get("error") or c2.get("error"))
+            else:
+                slope_s, slope_mb = (c2["seconds"] - c1["seconds"]) / 64, (c2["mb"] - c1["mb"]) / 64
+                a = dict(seconds=c2["seconds"] + slope_s * (m - 128), mb=c2["mb"] + slope_mb * (m - 128), value=float("nan"))
+            note = " (extrapolated from 64 and 128 rows)"
+        for name, r in (("ours", ours), ("(a) jacrev, all rows" + note, a), ("(b) one row per backward", loop)):
+            if "error" in r: print(f"  {name:45s} failed: {r['error']}")
+            else: print(f"  {name:45s} {r['seconds']:8.2f} s  {r['mb'] / 1024:7.2f} GiB  log vol {r['value']:.6f}")
+        if "error" not in ours:
+            for name, r in (("(a)", a), ("(b)", loop)):
+                if "error" not in r:
+                    print(f"  speed-up of ours over {name}: {r['seconds'] / ours['seconds']:.1f}x, "
+                          f"memory ratio {r['mb'] / max(ours['mb'], 1e-9):.1f}x")
+    print("\nResNet18 in float64: agreement of ours with (b)")
+    o64, b64 = measure("ResNet18", "ours", "float64", args.memory, threads=args.threads), measure("ResNet18", "loop", "float64", threads=args.threads)
+    if "error" in o64 or "error" in b64: print("  failed:", o64.get("error") or b64.get("error"))
+    else: print(f"  ours {o64['value']:.12f}, (b) {b64['value']:.12f}, relative difference "
+                f"{abs(o64['value'] - b64['value']) / abs(b64['value']):.1e}")
+
+
+if __name__ == "__main__":
+    main()
