@@ -26,7 +26,6 @@ Timings are wall-clock, one run each after a warm-up forward pass, with torch's 
 """
 import argparse
 import json
-import math
 import os
 import resource
 import subprocess

@@ -213,16 +213,16 @@ def warp(
     return out[0] if single and points.ndim == 3 else out
 
 # %% ../nbs/05_maps.ipynb #f210ba23
-def _saved_bytes(fn:Callable, x:torch.Tensor) -> int:
-    "Bytes autograd saves for the backward pass of `fn(x)`: what one vector-Jacobian product at a time holds."
+def _saved_bytes(fn:Callable, x:torch.Tensor) -> tuple[torch.Tensor, int]:
+    "`fn(x)` (detached) and the bytes autograd saves for its backward pass: what one vector-Jacobian product holds."
     total = 0
     def pack(t):
         nonlocal total
         total += t.numel() * t.element_size()
         return t
     with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        fn(x.detach().requires_grad_(True))
-    return total
+        y = fn(x.detach().requires_grad_(True))
+    return y.detach(), total
 
 def _flat_output(y, B:int) -> torch.Tensor:
     if not isinstance(y, torch.Tensor) or y.ndim < 1 or y.shape[0] != B or not y.is_floating_point():
@@ -252,11 +252,12 @@ def jacobian_matrix(
     memory = check_scalar(memory, "memory", low=1, hint="It is a number of bytes, e.g. 2**30 for 1 GiB.")
     B, d = x.shape[0], x[0].numel()
     flat = lambda z: _flat_output(fn(z), B)
-    with torch.enable_grad():
-        y, pull = vjp(flat, x.detach())
+    y, saved = _saved_bytes(flat, x)    # a measured forward pass (torch.func's transforms refuse saved-tensor hooks)
     m = y.shape[1]
-    per = _saved_bytes(flat, x) + 2 * (x.numel() * x.element_size() + y.numel() * y.element_size())
+    per = saved + 2 * (x.numel() * x.element_size() + y.numel() * y.element_size())
     if m <= d:                                                    # rows, by batched vector-Jacobian products
+        with torch.enable_grad():
+            _, pull = vjp(flat, x.detach())                       # one forward pass shared by every chunk of rows
         k = int(min(m, max(1, memory // per)))
         rows = []
         for s in range(0, m, k):

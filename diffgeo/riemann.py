@@ -69,13 +69,16 @@ def log_volume_element(
     memory:float=2**30, # bytes the Jacobian's batched passes may hold at once (`diffgeo.maps.jacobian_matrix`)
 ) -> torch.Tensor: # `[B]` float64: Σ log s_i(J) over the min(m, d) singular values; -inf where J loses rank
     "Exact log volume element ½ log det g of the pulled-back metric; for a submersion (m < d), of its nonzero part."
-    fn = feature_map(model, layer, output)
-    J = jacobian_matrix(fn, _check_batch(x), memory)
+    J = jacobian_matrix(feature_map(model, layer, output), x, memory)
     return torch.linalg.svdvals(J.double()).log().sum(-1)
 
 # %% ../nbs/60_riemann.ipynb #557a0875
 def _point_map(fn:Callable) -> Callable:
     return lambda p: fn(p[None]).reshape(-1)
+
+def _and_value(f:Callable, part:Callable=lambda v: v) -> Callable:
+    "p -> (part(f(p)), f(p)) from one evaluation of f: under `jacfwd(..., has_aux=True)`, ∂ part(f) and f itself."
+    return lambda p: (lambda v: (part(v), v))(f(p))
 
 def _check_points(x, d_max:int=8) -> torch.Tensor:
     x = _check_batch(x)
@@ -90,7 +93,8 @@ def ricci_scalar_of_metric(
 ) -> torch.Tensor: # `[B]` the Ricci scalar
     "The Ricci scalar of a metric given as a function, by Christoffel symbols and autodiff of its derivatives."
     x = _check_points(x)
-    g, dg, ddg = vmap(metric)(x), vmap(jacfwd(metric))(x), vmap(jacfwd(jacfwd(metric)))(x)
+    first = jacfwd(_and_value(metric), has_aux=True)                      # p -> (∂g, g)
+    ddg, (dg, g) = vmap(jacfwd(_and_value(first, lambda v: v[0]), has_aux=True))(x)
     if g.shape[1:] != (x.shape[1],) * 2:
         raise ValueError(f"metric must map a point [d] to a [d, d] matrix, got {list(g.shape[1:])} for d = {x.shape[1]}.")
     gi = torch.linalg.inv(g)
@@ -114,9 +118,10 @@ def ricci_scalar(
     if x.dtype != torch.float64:
         warnings.warn(f"ricci_scalar in {x.dtype}: the curvature is a small remainder of large terms once units saturate, "
                       "and loses every digit in single precision; use model.double() and x.double().", stacklevel=2)
-    if method == "christoffel": return ricci_scalar_of_metric(lambda p: jacfwd(fn)(p).mT @ jacfwd(fn)(p), x)
+    jac = jacfwd(fn)
+    if method == "christoffel": return ricci_scalar_of_metric(lambda p: (lambda J: J.mT @ J)(jac(p)), x)
     if method != "gauss": raise ValueError(f"unknown method {method!r}; valid values are 'gauss', 'christoffel'.")
-    J, H = vmap(jacfwd(fn))(x), vmap(jacfwd(jacfwd(fn)))(x)
+    H, J = vmap(jacfwd(_and_value(jac), has_aux=True))(x)                # second derivatives and J, in one pass
     if J.shape[1] < J.shape[2]:
         raise ValueError(f"the map sends R^{J.shape[2]} to R^{J.shape[1]}: a submersion's degenerate metric has no "
                          "Ricci scalar (Zavatone-Veth et al. §2); use a feature map with at least as many outputs as inputs.")
@@ -257,7 +262,7 @@ def nngp_ricci_scalar(
     d = x.shape[1]
     if d < 2: raise ValueError("a 1-D metric has no curvature; x must be [B, d] with d >= 2.")
     AB = lambda r: _nngp_AB(r * r, activation, sigma_w, sigma_b)
-    speed = lambda r: (AB(r)[0] + AB(r)[1] * r * r).sqrt()              # dt/dr
+    speed = lambda r: (lambda A, B: (A + B * r * r).sqrt())(*AB(r))      # dt/dr
     rho = lambda r: r * AB(r)[0].sqrt()
     rho_t = lambda r: grad(rho)(r) / speed(r)
     rho_tt = lambda r: grad(rho_t)(r) / speed(r)

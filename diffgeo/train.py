@@ -12,7 +12,6 @@ import math
 import os
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch

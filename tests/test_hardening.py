@@ -2,7 +2,6 @@
 
 Each case was found by passing bad inputs to the public API; before the fix it was silently wrong, cryptic or a hang."""
 import math
-import warnings
 
 import pytest
 import torch

@@ -6,7 +6,6 @@ Tolerances: the float64 routes are compared with k units of ε times what the co
 """
 
 import math
-import warnings
 
 import pytest
 import sympy as sp

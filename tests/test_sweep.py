@@ -4,7 +4,6 @@ import os
 import shutil
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest

@@ -15,7 +15,7 @@ from scipy.interpolate import RBFInterpolator
 from torch import nn
 
 from diffgeo import cpab, maps
-from diffgeo.transformers import (FAMILIES, LAYERS, LOC_NETS, MATRIX_FAMILIES, PADDING_MODES, CPAB, TPS, Family,
+from diffgeo.transformers import (FAMILIES, LAYERS, LOC_NETS, MATRIX_FAMILIES, PADDING_MODES, TPS, Family,
                                   SpatialTransformer, base_grid, check_theta, condition_number, get_family, jacobian,
                                   st_layer, transform_grid, transform_matrix, transform_points, warp)
 
