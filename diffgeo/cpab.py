@@ -368,19 +368,23 @@ def _crossing_time(g0, s, r, iters=20):
         tol = 16 * torch.finfo(s.dtype).eps * (1 + g0.abs())
         for i in range(iters):
             f = g0 + _poly(s, t)
-            if i % 2 == 1 and (f.abs() <= tol).all(): break
+            done = f.abs() <= tol
+            if done.all(): break
             lo, hi = torch.where(f >= 0, t, lo), torch.where(f < 0, t, hi)
             tn = t - f / (ds[..., 0] + _poly(ds[..., 1:], t))
-            t = torch.where((tn > lo) & (tn < hi), tn, (lo + hi) / 2)
+            # a converged root stays put (at f = 0 exactly, tn = lo would bisect away), so each root is the same
+            # whatever other roots share the batch
+            t = torch.where(done, t, torch.where((tn > lo) & (tn < hi), tn, (lo + hi) / 2))
     return t
 
 
 def _exits(g0, s, r):
     """Which edges the path g(t) = g0 + sum_k s_k t^k [M, E] crosses within [0, r], and a time by which it has.
 
-    Either g(r) < 0, or the path dips below 0 and comes back: g' < 0 at 0, g' > 0 at r and g < 0 where g' = 0."""
+    Either g(0) < 0 (only for the g(t)/t of `_deflate`: a point on the edge, moving out), or g(r) < 0, or the path dips
+    below 0 and comes back: g' < 0 at 0, g' > 0 at r and g < 0 where g' = 0."""
     rr = r[:, None].expand_as(g0)
-    crossing = g0 + _poly(s, rr) < 0
+    crossing = (g0 < 0) | (g0 + _poly(s, rr) < 0)
     ds = s * torch.arange(1, s.shape[-1] + 1, dtype=s.dtype, device=s.device)
     dip = ~crossing & (ds[..., 0] < 0) & (ds[..., 0] + _poly(ds[..., 1:], rr) > 0)
     end = rr.clone()
@@ -391,6 +395,26 @@ def _exits(g0, s, r):
         crossing = crossing.index_put((pi[below], ei[below]), torch.tensor(True, device=g0.device))
         end = end.index_put((pi[below], ei[below]), tm[below])
     return crossing, end
+
+
+def _entry_edge(nbr, c, c_old):
+    "The edge of each cell `c` shared with the cell `c_old` the point came from (-1 if none)."
+    shared = nbr[c] == c_old[:, None]
+    return torch.where(shared.any(-1), shared.long().argmax(-1), -1)
+
+
+def _deflate(g0, s, x, entry):
+    """For the edges a point lies on, g(t)/t = s_1 + s_2 t + ... in place of g(t) = g0 + s_1 t + ...
+
+    A point on an edge (the one it has just crossed, or any edge through its start, as a pixel at a cell's centre)
+    has g0 = 0 within rounding, so g has a root at t ~ 0: the point would leave at once though it moves inwards (and
+    cross back, and forth, until `max_crossings` ran out). g(t)/t has only the path's real crossings."""
+    on = g0.abs() <= 64 * torch.finfo(g0.dtype).eps * (1 + x.abs().amax(-1, keepdim=True))
+    k = (entry >= 0).nonzero().squeeze(-1)
+    on = on.index_put((k, entry[k]), torch.tensor(True, device=on.device))
+    if not on.any(): return g0, s
+    shifted = torch.cat([s[..., 1:], torch.zeros_like(s[..., :1])], -1)
+    return torch.where(on, s[..., 0], g0), torch.where(on[..., None], shifted, s)
 
 
 def _cross(x, c, r, row, A, tess, n_terms, max_crossings=8):
@@ -404,28 +428,34 @@ def _cross(x, c, r, row, A, tess, n_terms, max_crossings=8):
     nbr = tess._tensor("all_neighbours", geo["all_neighbours"], torch.long, x.device)
     out = torch.empty_like(x)
     idx = torch.arange(len(x), device=x.device)
+    entry = torch.full_like(idx, -1)                                     # the edge each point came in by (-1: none)
     for _ in range(max_crossings):
         coef = _series(A[row * C + c], x, n_terms)                        # [M, K, d]
         G = edges[c]                                                      # [M, E, d+1]
         g0 = _affine(G, x)                                                # [M, E]
         s = G[..., :-1] @ coef.transpose(-1, -2)                          # [M, E, K]
-        crossing, end = _exits(g0, s, r)
+        gd, sd = _deflate(g0, s, x, entry)
+        crossing, end = _exits(gd, sd, r)
         has = crossing.any(-1)
         done = (~has).nonzero().squeeze(-1)
         out = out.index_put((idx[done],), x[done] + _poly(coef[done].transpose(-1, -2), r[done, None]))
         if len(done) == len(x): return out
         keep = has.nonzero().squeeze(-1)
         x, c, r, row, idx, coef = x[keep], c[keep], r[keep], row[keep], idx[keep], coef[keep]
-        g0, s, crossing, end = g0[keep], s[keep], crossing[keep], end[keep]
+        entry = entry[keep]
+        g0, s, gd, sd, crossing, end = g0[keep], s[keep], gd[keep], sd[keep], crossing[keep], end[keep]
         pi, ei = crossing.nonzero(as_tuple=True)
-        t = torch.full_like(g0, math.inf).index_put((pi, ei), _crossing_time(g0[pi, ei], s[pi, ei], end[pi, ei]))
+        # a point on an edge and moving out of the cell (g(t)/t < 0 at t = 0) leaves at once
+        t0 = torch.where(gd[pi, ei] < 0, 0, _crossing_time(gd[pi, ei], sd[pi, ei], end[pi, ei]))
+        t = torch.full_like(g0, math.inf).index_put((pi, ei), t0)
         e = t.argmin(-1)
         k = torch.arange(len(e), device=x.device)
         td, g0e, se = t[k, e], g0[k, e], s[k, e]
         dse = se * torch.arange(1, se.shape[-1] + 1, dtype=se.dtype, device=se.device)
         t = td - (g0e + _poly(se, td)) / (dse[:, 0] + _poly(dse[:, 1:], td))  # a Newton step with grad: exact dt/dθ
         x = x + _poly(coef.transpose(-1, -2), t[:, None])
-        c, r = nbr[c, e], r - t
+        c, c_old, r = nbr[c, e], c, r - t
+        entry = _entry_edge(nbr, c, c_old)
     coef = _series(A[row * C + c], x, n_terms)
     return out.index_put((idx,), x + _poly(coef.transpose(-1, -2), r[:, None]))
 
