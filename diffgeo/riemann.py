@@ -18,14 +18,14 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import grad, jacfwd, vmap
 
-from .core import check_int, check_scalar
+from .core import check_choice, check_int, check_scalar
 from .maps import _check_batch, jacobian_matrix
 from .stability import _check_layers, _check_output, features
 
 # %% auto #0
-__all__ = ['NONSMOOTH', 'ACTIVATIONS', 'feature_map', 'log_volume_element', 'ricci_scalar_of_metric', 'ricci_scalar',
-           'shallow_log_volume_element', 'shallow_ricci_scalar', 'nngp_phi', 'nngp_metric', 'nngp_log_volume_element',
-           'nngp_ricci_scalar']
+__all__ = ['NONSMOOTH', 'ACTIVATIONS', 'feature_map', 'log_volume_element', 'log_volume', 'ricci_scalar_of_metric',
+           'ricci_scalar', 'shallow_log_volume_element', 'shallow_ricci_scalar', 'nngp_phi', 'nngp_metric',
+           'nngp_log_volume_element', 'nngp_ricci_scalar']
 
 # %% ../nbs/60_riemann.ipynb #dda58fc8
 NONSMOOTH = (nn.ReLU, nn.ReLU6, nn.LeakyReLU, nn.PReLU, nn.RReLU, nn.Hardtanh, nn.Hardswish, nn.Hardsigmoid,
@@ -67,10 +67,28 @@ def log_volume_element(
     layer:str|None=None, # a submodule of `model` whose output is the feature map; None: the output
     output:int|str|None=None, # which element of a tuple or dict output
     memory:float=2**30, # bytes the Jacobian's batched passes may hold at once (`diffgeo.maps.jacobian_matrix`)
+    method:str="svd", # "svd" (every singular value to its last digit) or "cholesky" (faster; see `log_volume`)
 ) -> torch.Tensor: # `[B]` float64: Σ log s_i(J) over the min(m, d) singular values; -inf where J loses rank
     "Exact log volume element ½ log det g of the pulled-back metric; for a submersion (m < d), of its nonzero part."
-    J = jacobian_matrix(feature_map(model, layer, output), x, memory)
-    return torch.linalg.svdvals(J.double()).log().sum(-1)
+    return log_volume(jacobian_matrix(feature_map(model, layer, output), x, memory), method)
+
+def log_volume(
+    J:torch.Tensor, # `[B, m, d]` Jacobians (any float dtype; computed in float64)
+    method:str="svd", # "svd", or "cholesky": the Gram on J's smaller side, SVD where κ(J) ≳ 1e3
+) -> torch.Tensor: # `[B]` float64 Σ log s_i(J) over the min(m, d) singular values
+    "The log volume element from Jacobians: the sum of the logs of their singular values."
+    check_choice(method, "method", ("svd", "cholesky"))
+    if not isinstance(J, torch.Tensor) or J.ndim != 3 or not J.is_floating_point():
+        raise ValueError(f"J must be a float tensor [B, m, d] of Jacobians, got {getattr(J, 'shape', type(J).__name__)}.")
+    J = J.double()
+    if method == "svd": return torch.linalg.svdvals(J).log().sum(-1)
+    G = J.mT @ J if J.shape[1] >= J.shape[2] else J @ J.mT
+    L, info = torch.linalg.cholesky_ex(G)
+    diag = L.diagonal(dim1=-2, dim2=-1)
+    out = diag.log().sum(-1)
+    redo = (info != 0) | (diag.amax(-1) > 1e3 * diag.amin(-1))
+    if redo.any(): out[redo] = torch.linalg.svdvals(J[redo]).log().sum(-1)
+    return out
 
 # %% ../nbs/60_riemann.ipynb #557a0875
 def _point_map(fn:Callable) -> Callable:

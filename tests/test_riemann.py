@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from torch import nn
 
 from diffgeo.maps import jacobian_matrix, pullback_metric
-from diffgeo.riemann import (feature_map, log_volume_element, nngp_log_volume_element, nngp_metric, nngp_ricci_scalar,
-                             ricci_scalar, ricci_scalar_of_metric, shallow_log_volume_element, shallow_ricci_scalar)
+from diffgeo.riemann import (feature_map, log_volume, log_volume_element, nngp_log_volume_element, nngp_metric,
+                             nngp_ricci_scalar, ricci_scalar, ricci_scalar_of_metric, shallow_log_volume_element, shallow_ricci_scalar)
 
 F64 = torch.float64
 EPS = torch.finfo(F64).eps
@@ -96,6 +96,19 @@ class TestLogVolume:
         ref = torch.func.vmap(torch.func.jacrev(lambda z: net(z[None])[0]))(x).reshape(2, 10, 36)
         torch.testing.assert_close(J, ref, rtol=0, atol=1e-6)  # float32 sums in another order: a few ε of the entries
         assert not J.requires_grad  # a chunk's autograd graph, kept alive by its rows, held ~10 MB per chunk on a ResNet
+
+    @pytest.mark.parametrize("m,d", [(300, 40), (40, 300)])
+    @pytest.mark.parametrize("spread", [1.0, 1e-2, 1e-8])
+    def test_cholesky_route(self, m, d, spread):
+        "Equal to the SVD where J is well conditioned, and the SVD's value (it falls back) where J spans 8 decades."
+        k = min(m, d)
+        U, _ = torch.linalg.qr(torch.randn(m, k, dtype=F64, generator=gen(4)))
+        V, _ = torch.linalg.qr(torch.randn(d, k, dtype=F64, generator=gen(5)))
+        s = torch.logspace(0, math.log10(spread), k, dtype=F64)
+        J = (U * s) @ V.T
+        exact = s.log().sum()
+        torch.testing.assert_close(log_volume(J[None], "cholesky")[0], exact, rtol=1e-9, atol=1e-11)
+        torch.testing.assert_close(log_volume(J[None])[0], exact, rtol=1e-9, atol=1e-11)
 
     def test_named_layer_and_dict_output(self):
         class Net(nn.Module):
@@ -218,6 +231,12 @@ class TestBadInputs:
             nngp_ricci_scalar(torch.ones(1, 1, dtype=F64))
         with pytest.raises(ValueError, match="k >= 1"):
             nngp_metric(torch.ones(1, 2, dtype=F64), 0)
+
+    def test_bad_jacobians(self):
+        with pytest.raises(ValueError, match=r"\[B, m, d\]"):
+            log_volume(torch.zeros(3, 3))
+        with pytest.raises(ValueError, match="cholesky"):
+            log_volume(torch.eye(3)[None], "qr")
 
     def test_wrong_output_batch(self):
         with pytest.raises(ValueError, match="same B"):
