@@ -25,7 +25,7 @@ from .stability import _check_layers, _check_output, features
 # %% auto #0
 __all__ = ['NONSMOOTH', 'ACTIVATIONS', 'feature_map', 'log_volume_element', 'log_volume', 'ricci_scalar_of_metric',
            'ricci_scalar', 'shallow_log_volume_element', 'shallow_ricci_scalar', 'nngp_phi', 'nngp_metric',
-           'nngp_log_volume_element', 'nngp_ricci_scalar']
+           'nngp_log_volume_element', 'nngp_ricci_scalar', 'simplex_grid']
 
 # %% ../nbs/60_riemann.ipynb #dda58fc8
 NONSMOOTH = (nn.ReLU, nn.ReLU6, nn.LeakyReLU, nn.PReLU, nn.RReLU, nn.Hardtanh, nn.Hardswish, nn.Hardsigmoid,
@@ -288,3 +288,19 @@ def nngp_ricci_scalar(
         rt = rho_t(r)
         return -2 * (d - 1) * rho_tt(r) / rho(r) + (d - 1) * (d - 2) * (1 - rt * rt) / rho(r) ** 2
     return vmap(R)(x.norm(dim=-1).clamp_min(1e-4))
+
+# %% ../nbs/60_riemann.ipynb #246135b4
+def simplex_grid(
+    anchors:torch.Tensor, # `[k, ...]` the k corners (k = 2: a segment, k = 3: a triangle), e.g. images
+    divisions:int, # steps along each edge; the grid has C(divisions + k - 1, k - 1) points
+) -> tuple[torch.Tensor, torch.Tensor]: # points `[P, ...]` = weights @ anchors, and weights `[P, k]` (each row sums to 1)
+    "The points of a regular grid on the simplex spanned by `anchors`: a segment, a triangle, ..."
+    if not isinstance(anchors, torch.Tensor) or anchors.ndim < 2 or len(anchors) < 2 or not anchors.is_floating_point():
+        raise ValueError(f"anchors must be a float tensor [k, ...] with k >= 2 corners, got "
+                         f"{getattr(anchors, 'shape', type(anchors).__name__)}.")
+    divisions = check_int(divisions, "divisions", low=1)
+    k = len(anchors)
+    counts = [c for c in itertools.product(range(divisions + 1), repeat=k - 1) if sum(c) <= divisions]
+    n = torch.tensor([[divisions - sum(c), *c] for c in counts], dtype=anchors.dtype, device=anchors.device)
+    weights = n / divisions
+    return (weights @ anchors.reshape(k, -1)).reshape(len(weights), *anchors.shape[1:]), weights
