@@ -23,9 +23,9 @@ from .maps import _check_batch, jacobian_matrix
 from .stability import _check_layers, _check_output, features
 
 # %% auto #0
-__all__ = ['NONSMOOTH', 'ACTIVATIONS', 'feature_map', 'log_volume_element', 'log_volume', 'ricci_scalar_of_metric',
-           'ricci_scalar', 'shallow_log_volume_element', 'shallow_ricci_scalar', 'nngp_phi', 'nngp_metric',
-           'nngp_log_volume_element', 'nngp_ricci_scalar', 'simplex_grid']
+__all__ = ['NONSMOOTH', 'ACTIVATIONS', 'feature_map', 'log_volume_element', 'log_volume', 'log_volume_estimate',
+           'ricci_scalar_of_metric', 'ricci_scalar', 'shallow_log_volume_element', 'shallow_ricci_scalar', 'nngp_phi',
+           'nngp_metric', 'nngp_log_volume_element', 'nngp_ricci_scalar', 'simplex_grid']
 
 # %% ../nbs/60_riemann.ipynb #dda58fc8
 NONSMOOTH = (nn.ReLU, nn.ReLU6, nn.LeakyReLU, nn.PReLU, nn.RReLU, nn.Hardtanh, nn.Hardswish, nn.Hardsigmoid,
@@ -89,6 +89,58 @@ def log_volume(
     redo = (info != 0) | (diag.amax(-1) > 1e3 * diag.amin(-1))
     if redo.any(): out[redo] = torch.linalg.svdvals(J[redo]).log().sum(-1)
     return out
+
+# %% ../nbs/60_riemann.ipynb #a41eb899
+def _gram_product(fn:Callable, x0:torch.Tensor) -> tuple[Callable, int]:
+    "v -> G v for a batch of vectors v [p, n], G the Gram matrix on the smaller side of the Jacobian of fn at one point."
+    flat = lambda z: fn(z).reshape(-1)
+    with torch.enable_grad(): y, pull = torch.func.vjp(flat, x0)
+    push = lambda t: torch.func.jvp(flat, (x0,), (t.reshape(x0.shape),))[1]
+    m, d = y.numel(), x0.numel()
+    dt = y.dtype
+    if m <= d: return (lambda V: vmap(push)(vmap(lambda v: pull(v.to(dt))[0])(V)).detach().double()), m   # J Jᵀ
+    return (lambda V: vmap(lambda u: pull(u)[0])(vmap(push)(V.to(dt))).reshape(len(V), -1).detach().double()), d  # Jᵀ J
+
+def _lanczos_logdet(G:Callable, n:int, probes:int, steps:int, generator) -> tuple[float, float]:
+    "Stochastic Lanczos quadrature of tr log G: the mean over Rademacher probes and its standard error."
+    Z = torch.randint(0, 2, (probes, n), generator=generator, dtype=torch.float64) * 2 - 1
+    q = Z / math.sqrt(n)
+    Q, alphas, betas = [q], [], []
+    for j in range(min(steps, n)):
+        w = G(q)
+        a = (w * q).sum(-1)
+        B = torch.stack(Q, 1)                                              # full reorthogonalisation
+        w = w - torch.einsum("pjn,pj->pn", B, torch.einsum("pjn,pn->pj", B, w))
+        alphas.append(a)
+        b = w.norm(dim=-1)
+        if j == min(steps, n) - 1 or (b < 1e-12 * a.abs()).any(): break
+        betas.append(b); q = w / b[:, None]; Q.append(q)
+    k = len(alphas)
+    T = torch.diag_embed(torch.stack(alphas, -1))
+    if k > 1:
+        off = torch.stack(betas[:k - 1], -1)
+        T = T + torch.diag_embed(off, 1) + torch.diag_embed(off, -1)
+    theta, U = torch.linalg.eigh(T)
+    est = n * (U[:, 0, :] ** 2 * theta.clamp_min(torch.finfo(torch.float64).tiny).log()).sum(-1)
+    return est.mean().item(), (est.std().item() / math.sqrt(probes)) if probes > 1 else math.nan
+
+def log_volume_estimate(
+    model:nn.Module|Callable, # a network (eval mode) or a function of a batch `[B, ...]` -> `[B, ...]`
+    x:torch.Tensor, # `[B, ...]` the points
+    layer:str|None=None, # a submodule of `model` whose output is the feature map; None: the output
+    output:int|str|None=None, # which element of a tuple or dict output
+    probes:int=8, # Rademacher probes per point (the error falls like 1/√probes)
+    steps:int=30, # Lanczos steps per probe (the quadrature's bias falls fast with them)
+    generator:torch.Generator|None=None, # for the probes (None: a fixed seed, 0)
+) -> tuple[torch.Tensor, torch.Tensor]: # `[B]` float64 estimates of Σ log s_i(J), and their standard errors
+    "Stochastic Lanczos estimate of the log volume element, with its standard error; no Jacobian is formed."
+    fn = feature_map(model, layer, output)
+    x = _check_batch(x)
+    probes, steps = check_int(probes, "probes", low=1), check_int(steps, "steps", low=1)
+    generator = generator if generator is not None else torch.Generator().manual_seed(0)
+    out = [_lanczos_logdet(*_gram_product(fn, x[i:i + 1]), probes, steps, generator) for i in range(len(x))]
+    est, err = torch.tensor(out, dtype=torch.float64).unbind(-1)
+    return 0.5 * est, 0.5 * err
 
 # %% ../nbs/60_riemann.ipynb #557a0875
 def _point_map(fn:Callable) -> Callable:

@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 from torch import nn
 
 from diffgeo.maps import jacobian_matrix, pullback_metric
-from diffgeo.riemann import (feature_map, log_volume, log_volume_element, nngp_log_volume_element, nngp_metric,
-                             nngp_ricci_scalar, ricci_scalar, ricci_scalar_of_metric, shallow_log_volume_element, shallow_ricci_scalar)
+from diffgeo.riemann import (feature_map, log_volume, log_volume_element, log_volume_estimate, nngp_log_volume_element,
+                             nngp_metric, nngp_ricci_scalar, ricci_scalar, ricci_scalar_of_metric, shallow_log_volume_element,
+                             shallow_ricci_scalar)
 
 F64 = torch.float64
 EPS = torch.finfo(F64).eps
@@ -109,6 +110,17 @@ class TestLogVolume:
         exact = s.log().sum()
         torch.testing.assert_close(log_volume(J[None], "cholesky")[0], exact, rtol=1e-9, atol=1e-11)
         torch.testing.assert_close(log_volume(J[None])[0], exact, rtol=1e-9, atol=1e-11)
+
+    @pytest.mark.parametrize("d,m", [(40, 12), (5, 20)])
+    def test_stochastic_estimate_within_its_error(self, d, m):
+        "The Lanczos estimate lies within 4 standard errors of the exact value, and a seeded generator repeats it."
+        torch.manual_seed(1)
+        net = nn.Sequential(nn.Linear(d, 16), nn.Tanh(), nn.Linear(16, m), nn.Softplus()).double().eval()
+        x = torch.randn(4, d, dtype=F64, generator=gen(6))
+        exact = log_volume_element(net, x)
+        est, err = log_volume_estimate(net, x, probes=32, steps=min(d, m), generator=gen(7))
+        assert ((est - exact).abs() < 4 * err).all() and (err > 0).all()
+        torch.testing.assert_close(log_volume_estimate(net, x, probes=32, steps=min(d, m), generator=gen(7))[0], est)
 
     def test_named_layer_and_dict_output(self):
         class Net(nn.Module):
@@ -237,6 +249,10 @@ class TestBadInputs:
             log_volume(torch.zeros(3, 3))
         with pytest.raises(ValueError, match="cholesky"):
             log_volume(torch.eye(3)[None], "qr")
+
+    def test_bad_estimate_arguments(self):
+        with pytest.raises(ValueError, match="probes"):
+            log_volume_estimate(lambda z: z, torch.zeros(1, 3), probes=0)
 
     def test_wrong_output_batch(self):
         with pytest.raises(ValueError, match="same B"):
