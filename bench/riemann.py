@@ -18,7 +18,9 @@ Jacobian J (m x 3072), then the same float64 singular values and Σ log s_i:
 - (a) all rows at once, `torch.func.jacrev` (the paper's autograd route, "more than 80GB" for a ResNet-50 on their
   GPU). Where it would not fit in this machine's memory (ResNet-50), its time and memory are measured on chunks of
   rows with the same vmap and extrapolated linearly to all m rows (said in the output);
-- (b) one vector-Jacobian product per row, `torch.autograd.functional.jacobian` (its default, vectorize=False).
+- (b) one vector-Jacobian product per row, `torch.autograd.functional.jacobian` (its default, vectorize=False);
+- and the stochastic estimate `diffgeo.riemann.log_volume_estimate` (Lanczos quadrature, PROBES x STEPS products with
+  the Gram matrix JJ^T, each one vjp and one jvp), with its standard error and its distance from the exact value.
 
 Each measurement runs in a fresh subprocess, so that its peak resident memory (ru_maxrss) is its own; the memory
 printed is that peak minus the same process's peak after building the network (the model's own memory left out).
@@ -33,6 +35,7 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+PROBES, STEPS = 8, 30  # the stochastic estimate's Rademacher probes and Lanczos steps
 
 
 def child(args):
@@ -40,7 +43,7 @@ def child(args):
     import torch
     from torch import nn
     from diffgeo.models import build
-    from diffgeo.riemann import log_volume_element
+    from diffgeo.riemann import log_volume_element, log_volume_estimate
 
     torch.set_num_threads(args.threads)
     dtype = torch.float64 if args.dtype == "float64" else torch.float32
@@ -55,9 +58,12 @@ def child(args):
     with torch.no_grad(): model(x)
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.perf_counter()
-    rows = None
+    rows, err = None, None
     if args.method == "ours":
         value = log_volume_element(model, x, memory=args.memory).item()
+    elif args.method == "estimate":           # stochastic Lanczos quadrature, no Jacobian
+        est, se = log_volume_estimate(model, x, probes=PROBES, steps=STEPS)
+        value, err = est.item(), se.item()
     elif args.method == "jacrev":
         f = lambda z: model(z)[0]
         if args.rows:                      # a chunk of rows with jacrev's vmap, for extrapolation
@@ -74,7 +80,7 @@ def child(args):
         value = torch.linalg.svdvals(J.double()).log().sum().item()
     seconds = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps(dict(seconds=seconds, mb=(peak - base) / 1024, value=value, rows=rows)))
+    print(json.dumps(dict(seconds=seconds, mb=(peak - base) / 1024, value=value, rows=rows, err=err)))
 
 
 def measure(net, method, dtype="float32", memory=2**30, rows=0, threads=2):
@@ -116,7 +122,9 @@ def main():
                 slope_s, slope_mb = (c2["seconds"] - c1["seconds"]) / 64, (c2["mb"] - c1["mb"]) / 64
                 a = dict(seconds=c2["seconds"] + slope_s * (m - 128), mb=c2["mb"] + slope_mb * (m - 128), value=float("nan"))
             note = " (extrapolated from 64 and 128 rows)"
-        for name, r in (("ours", ours), ("(a) jacrev, all rows" + note, a), ("(b) one row per backward", loop)):
+        est = measure(net, "estimate", threads=args.threads)
+        for name, r in (("ours", ours), ("(a) jacrev, all rows" + note, a), ("(b) one row per backward", loop),
+                        (f"stochastic estimate, {PROBES} probes x {STEPS} steps", est)):
             if "error" in r: print(f"  {name:45s} failed: {r['error']}")
             else: print(f"  {name:45s} {r['seconds']:8.2f} s  {r['mb'] / 1024:7.2f} GiB  log vol {r['value']:.6f}")
         if "error" not in ours:
@@ -124,6 +132,11 @@ def main():
                 if "error" not in r:
                     print(f"  speed-up of ours over {name}: {r['seconds'] / ours['seconds']:.1f}x, "
                           f"memory ratio {r['mb'] / max(ours['mb'], 1e-9):.1f}x")
+            if "error" not in est:
+                print(f"  stochastic estimate: {est['value']:.3f} ± {est['err']:.3f} (standard error), off the exact value by "
+                      f"{est['value'] - ours['value']:+.3f} ({abs(est['value'] - ours['value']) / est['err']:.1f} standard errors, "
+                      f"{abs(est['value'] - ours['value']) / abs(ours['value']):.1e} relative); "
+                      f"time {est['seconds'] / ours['seconds']:.2f}x ours")
     print("\nResNet18 in float64: agreement of ours with (b)")
     o64, b64 = measure("ResNet18", "ours", "float64", args.memory, threads=args.threads), measure("ResNet18", "loop", "float64", threads=args.threads)
     if "error" in o64 or "error" in b64: print("  failed:", o64.get("error") or b64.get("error"))

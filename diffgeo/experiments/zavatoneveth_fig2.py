@@ -209,7 +209,13 @@ def _ternary(w:np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     "Barycentric weights [P, 3] -> Cartesian points of the equilateral triangle with corners (0, 0), (1, 0), (1/2, √3/2)."
     return w[:, 1] + 0.5 * w[:, 2], np.sqrt(3) / 2 * w[:, 2]
 
-def draw_slices(ds:xr.Dataset, line_var:str="line_log_volume", plane_var:str="plane_log_volume", title:str=""):
+def draw_slices(
+    ds:xr.Dataset, # a dataset of this experiment or one with the same slice variables (`zavatoneveth_fig3`)
+    line_var:str="line_log_volume", # the (epoch, line, t) variable to plot along the segments
+    plane_var:str="plane_log_volume", # the (epoch, point) variable to plot over the triangle
+    title:str="", # the figure's title
+    item:str="digit", # what the anchors' labels are called on the axes
+):
     "Segments (top) and the triangle at the first and last snapshot (bottom), with the last snapshot's decision boundaries."
     import matplotlib.pyplot as plt
     import matplotlib.tri as mtri
@@ -226,7 +232,7 @@ def draw_slices(ds:xr.Dataset, line_var:str="line_log_volume", plane_var:str="pl
         change = np.flatnonzero(np.diff(last.line_pred.sel(line=i).values) != 0)
         for k in change: ax.axvline(float(ds.t[k:k + 2].mean()), color="0.6", ls=":", lw=1)
         a, b = ds.line_label.sel(line=i).values
-        ax.set(xlabel=f"t  (digit {a} → digit {b})", ylabel="log √det g − its mean" if i == 0 else None)
+        ax.set(xlabel=f"t  ({item} {a} → {item} {b})", ylabel="log √det g − its mean" if i == 0 else None)
         if ds.same_class[i]: ax.set_title("same class (control)", fontsize=9)
         if i == 0: ax.legend(fontsize=7)
     x, y = _ternary(ds.weight.values)
