@@ -198,7 +198,7 @@ def ricci_scalar(
     U, S, Vh = torch.linalg.svd(J, full_matrices=False)
     E = Vh.mT / S[:, None, :]                                             # J E = U: an orthonormal tangent frame
     Ht = torch.einsum("zmab,zai,zbj->zmij", H, E, E)
-    Bf = Ht - torch.einsum("zmk,znk,znij->zmij", U, U, Ht)                # normal parts: the second fundamental form
+    Bf = Ht - torch.einsum("zmk,zkij->zmij", U, torch.einsum("znk,znij->zkij", U, Ht))  # normal parts (U Uᵀ never formed)
     trace = torch.einsum("zmii->zm", Bf)
     return (trace * trace).sum(-1) - (Bf * Bf).sum((1, 2, 3))
 
@@ -284,7 +284,9 @@ def nngp_phi(
     def phi(q):
         z = torch.as_tensor(_Z, dtype=q.dtype, device=q.device)
         w = torch.as_tensor(_ZW, dtype=q.dtype, device=q.device)
-        return (w * vmap(ds)(q.sqrt() * z) ** 2).sum()
+        # √(q + tiny): at q = 0 (σ_b = 0, x = 0) the derivative of √q is infinite and the integrand's is 0; their
+        # product, which grad(phi) needs, has the finite limit ½ E[(σ'²)''] only once √q is kept off 0
+        return (w * vmap(ds)((q + torch.finfo(q.dtype).tiny).sqrt() * z) ** 2).sum()
     return phi
 
 def _nngp_AB(r2:torch.Tensor, activation, sigma_w:float, sigma_b:float):

@@ -184,6 +184,13 @@ class TestNNGP:
             errs.append((pullback_metric(lambda z: torch.erf(z @ W.T + b) / math.sqrt(n), x) - ref).abs().max().item())
         assert errs[1] < errs[0] and errs[1] < 5 * ref.abs().max().item() / math.sqrt(10_000), errs
 
+    def test_origin_without_bias(self):
+        "σ_b = 0 at x = 0: √q has an infinite derivative there; the quadrature route stays finite and equals erf's closed form."
+        o, p = torch.zeros(1, 2, dtype=F64), torch.tensor([[0.3, 0.1]], dtype=F64)
+        for x in (o, p):
+            torch.testing.assert_close(nngp_log_volume_element(x, torch.erf, 1.0, 0.0), nngp_log_volume_element(x, "erf", 1.0, 0.0))
+        assert torch.isfinite(nngp_metric(o, "tanh", 1.0, 0.0)).all()
+
     def test_ricci_matches_metric_route_at_small_radius(self):
         x = torch.tensor([[1e-2, 0.0], [0.0, 3e-3]], dtype=F64)
         metric = lambda p: nngp_metric(p[None], "erf", 1.0, 0.3)[0]
