@@ -132,7 +132,7 @@ def log_volume_estimate(
     probes:int=8, # Rademacher probes per point (the error falls like 1/√probes)
     steps:int=30, # Lanczos steps per probe (the quadrature's bias falls fast with them)
     generator:torch.Generator|None=None, # for the probes (None: a fixed seed, 0)
-) -> tuple[torch.Tensor, torch.Tensor]: # `[B]` float64 estimates of Σ log s_i(J), and their standard errors
+) -> tuple[torch.Tensor, torch.Tensor]: # `[B]` float64 estimates of Σ log s_i(J), and their standard errors over the probes (the quadrature's bias not included)
     "Stochastic Lanczos estimate of the log volume element, with its standard error; no Jacobian is formed."
     fn = feature_map(model, layer, output)
     x = _check_batch(x)
