@@ -108,17 +108,16 @@ def _lanczos_logdet(G:Callable, n:int, probes:int, steps:int, generator) -> tupl
     Q, alphas, betas = [q], [], []
     for j in range(min(steps, n)):
         w = G(q)
-        a = (w * q).sum(-1)
+        alphas.append((w * q).sum(-1))
+        if j == min(steps, n) - 1: break
         B = torch.stack(Q, 1)                                              # full reorthogonalisation
         w = w - torch.einsum("pjn,pj->pn", B, torch.einsum("pjn,pn->pj", B, w))
-        alphas.append(a)
         b = w.norm(dim=-1)
-        if j == min(steps, n) - 1 or (b < 1e-12 * a.abs()).any(): break
+        if (b < 1e-12 * alphas[-1].abs()).any(): break                     # the Krylov space is exhausted
         betas.append(b); q = w / b[:, None]; Q.append(q)
-    k = len(alphas)
     T = torch.diag_embed(torch.stack(alphas, -1))
-    if k > 1:
-        off = torch.stack(betas[:k - 1], -1)
+    if betas:
+        off = torch.stack(betas, -1)
         T = T + torch.diag_embed(off, 1) + torch.diag_embed(off, -1)
     theta, U = torch.linalg.eigh(T)
     est = n * (U[:, 0, :] ** 2 * theta.clamp_min(torch.finfo(torch.float64).tiny).log()).sum(-1)

@@ -9,19 +9,20 @@ from __future__ import annotations
 
 import copy
 from collections import OrderedDict
+from collections.abc import Callable
 
 import numpy as np
 import torch
 import xarray as xr
 from torch import nn
 
-from .. import data, riemann, train
-from ..core import check_int, progress, resolve_device, seed_everything
+from .. import data, maps, riemann, train
+from ..core import check_int, resolve_device, seed_everything
 from ..scaffold import Experiment, Var
 
 # %% auto #0
-__all__ = ['COMMON', 'PROFILES', 'VARIABLES', 'EXPERIMENT', 'shallow_classifier', 'choose_anchors', 'slice_geometry', 'cell',
-           'derive', 'draw_slices', 'draw']
+__all__ = ['COMMON', 'PROFILES', 'VARIABLES', 'EXPERIMENT', 'shallow_classifier', 'choose_anchors', 'slice_geometry',
+           'measure_during_training', 'cell', 'slice_dataset', 'derive', 'draw_slices', 'draw']
 
 # %% ../../nbs/zavatoneveth_fig2.ipynb #76bc736e
 COMMON = dict(width=2000, activation="sigmoid", lr=1e-3, batch_size=1000, weight_decay=0.0, n_lines=3, n_same=2, seed=0)
@@ -74,7 +75,7 @@ def shallow_classifier(
     d:int, # input dimension (784 for MNIST)
     width:int, # hidden units
     n_classes:int, # outputs
-    activation:str="sigmoid", # a key of `riemann.ACTIVATIONS` whose module exists in torch.nn (sigmoid, tanh, gelu, ...)
+    activation:str="sigmoid", # a smooth activation: sigmoid, tanh, gelu, softplus or silu
 ) -> nn.Sequential: # flatten -> hidden (Linear) -> act -> readout; the feature map is the output of "act"
     "The paper's shallow network, with named layers: `riemann.log_volume_element(net, x, layer='act')` is its geometry."
     acts = {"sigmoid": nn.Sigmoid, "tanh": nn.Tanh, "gelu": nn.GELU, "softplus": nn.Softplus, "silu": nn.SiLU}
@@ -106,18 +107,39 @@ def choose_anchors(
 def slice_geometry(
     model:nn.Module, # the classifier (any dtype, any mode: a float64 eval-mode copy is measured)
     x:torch.Tensor, # `[P, ...]` the points of the slices
-    layer:str, # the feature map's layer
+    features:Callable, # the copy -> its feature map(s), a function of a batch: `[B, ...]` -> `[B, k m]`
+    n_maps:int=1, # k: how many feature maps of m features each `features` concatenates
     chunk:int=32, # points per Jacobian batch
     memory:float=2**31, # bytes for the Jacobian's passes (see `maps.jacobian_matrix`)
-) -> tuple[np.ndarray, np.ndarray]: # log volume element `[P]`, class probabilities `[P, n_classes]`
-    "Log volume element (exact, float64) and predicted probabilities at every point of a slice."
+) -> tuple[np.ndarray, np.ndarray]: # log volume elements `[P, k]` (exact, float64), class probabilities `[P, n_classes]`
+    "Log volume element of each feature map, from one Jacobian, and the predicted probabilities at every point of a slice."
     net = copy.deepcopy(model).double().eval()
-    logv, prob = [], []
+    fn, logv, prob = features(net), [], []
     for s in range(0, len(x), chunk):
         xs = x[s:s + chunk].double()
-        logv.append(riemann.log_volume_element(net, xs, layer=layer, memory=memory, method="cholesky"))
+        J = maps.jacobian_matrix(fn, xs, memory)
+        logv.append(torch.stack([riemann.log_volume(Jk, "cholesky") for Jk in J.chunk(n_maps, dim=1)], 1))
         with torch.no_grad(): prob.append(net(xs).softmax(-1))
     return torch.cat(logv).cpu().numpy(), torch.cat(prob).cpu().numpy()
+
+def measure_during_training(
+    net:nn.Module, # the classifier, trained in place
+    split:data.Split, # training images
+    test:data.Split, # test images, for the error at each snapshot
+    snapshots:list, # sorted epochs at which to measure (0: before training)
+    geometry:Callable, # the net -> (log volume elements `[P, k]`, probabilities `[P, n_classes]`), e.g. `slice_geometry`
+    **train_args, # `train.train`'s settings (optimizer, lr, batch_size, seed, ...)
+) -> dict: # epoch -> {"logv", "prob", "loss" (training cross-entropy), "error" (test error)}
+    "Train `net` for `snapshots[-1]` epochs, measuring its geometry, its loss and its test error at each snapshot."
+    rows = {}
+    def measure(epoch:int, loss:float):
+        logv, prob = geometry(net)
+        rows[epoch] = dict(logv=logv, prob=prob, loss=loss, error=train.evaluate(net, test)["error"])
+    def on_epoch(epoch, row):
+        if epoch in snapshots: measure(epoch, row["train_loss"])
+    if 0 in snapshots: measure(0, train.evaluate(net, split)["loss"])
+    if snapshots[-1] > 0: train.train(net, split, epochs=snapshots[-1], on_epoch=on_epoch, **train_args)
+    return rows
 
 # %% ../../nbs/zavatoneveth_fig2.ipynb #8adb1a9d
 def _slices(images:torch.Tensor, lines:np.ndarray, corners:np.ndarray, line_divisions:int, plane_divisions:int):
@@ -154,36 +176,49 @@ def cell(
     net = shallow_classifier(tr.images[0].numel(), width, ds_data.n_classes, activation).to(dev)
     lines, corners = choose_anchors(ds_data.test.labels, n_lines, seed, n_same)
     points, weights = _slices(ds_data.test.images, lines, corners, line_divisions, plane_divisions)
-    n_line = line_divisions + 1
-    rows = {}
-    def measure(epoch:int, loss:float):
-        logv, prob = slice_geometry(net, points.to(dev), "act")
-        rows[epoch] = dict(logv=logv, prob=prob, loss=loss, error=train.evaluate(net, ds_data.test)["error"])
-    if 0 in snapshots: measure(0, train.evaluate(net, tr)["loss"])
-    def on_epoch(epoch, row):
-        if epoch in snapshots: measure(epoch, row["train_loss"])
-    if epochs > 0 and snapshots[-1] > 0:
-        train.train(net, tr, epochs=snapshots[-1], optimizer="adam", lr=lr, weight_decay=weight_decay, batch_size=batch_size,
-                    pad=0, flip=False, seed=seed, on_epoch=on_epoch)
-    E, L, P = len(snapshots), len(lines), len(weights)
-    logv = np.stack([rows[e]["logv"] for e in snapshots]); prob = np.stack([rows[e]["prob"] for e in snapshots])
-    K = prob.shape[-1]
-    test_images = ds_data.test.images.flatten(1).numpy()
-    return xr.Dataset(
-        {"line_log_volume": (("epoch", "line", "t"), logv[:, :L * n_line].reshape(E, L, n_line)),
-         "line_prob": (("epoch", "line", "t", "cls"), prob[:, :L * n_line].reshape(E, L, n_line, K)),
-         "plane_log_volume": (("epoch", "point"), logv[:, L * n_line:]),
-         "plane_prob": (("epoch", "point", "cls"), prob[:, L * n_line:]),
+    geometry = lambda net: slice_geometry(net, points.to(dev), lambda m: riemann.feature_map(m, "act"))
+    rows = measure_during_training(net, tr, ds_data.test, snapshots, geometry, optimizer="adam", lr=lr,
+                                   weight_decay=weight_decay, batch_size=batch_size, pad=0, flip=False, seed=seed)
+    return slice_dataset(rows, ds_data.test.labels, ds_data.test.images.flatten(1).numpy(), lines, corners, weights,
+                         n_lines, line_divisions)
+
+def slice_dataset(
+    rows:dict, # `measure_during_training`'s result
+    labels:torch.Tensor, # `[N]` classes of the test images
+    images:np.ndarray, # `[N, pixels]` the test images, as they are to be displayed
+    lines:np.ndarray, # `[L, 2]` segment ends (`choose_anchors`), the first `n_lines` between classes
+    corners:np.ndarray, # `[3]` the triangle's corners
+    weights:torch.Tensor, # `[P, 3]` the triangle's barycentric weights (`riemann.simplex_grid`)
+    n_lines:int, # segments between different classes; the rest are same-class controls
+    line_divisions:int, # steps along each segment
+    blocks:list|None=None, # names of the k feature maps when there are several (the last is the one plotted)
+) -> xr.Dataset:
+    "The slices' dataset: volumes and probabilities split into segments and triangle, anchors, errors, losses."
+    snapshots = sorted(rows)
+    logv = np.stack([rows[e]["logv"] for e in snapshots])                           # [E, points, k]
+    prob = np.stack([rows[e]["prob"] for e in snapshots])                           # [E, points, K]
+    E, L, n, K = len(snapshots), len(lines), line_divisions + 1, prob.shape[-1]
+    on_lines = lambda a: a[:, :L * n].reshape(E, L, n, *a.shape[2:])
+    ds = xr.Dataset(
+        {"line_log_volume": (("epoch", "line", "t"), on_lines(logv[..., -1])),
+         "line_prob": (("epoch", "line", "t", "cls"), on_lines(prob)),
+         "plane_log_volume": (("epoch", "point"), logv[:, L * n:, -1]),
+         "plane_prob": (("epoch", "point", "cls"), prob[:, L * n:]),
          "weight": (("point", "corner"), weights.numpy()),
-         "line_label": (("line", "end"), ds_data.test.labels[lines].numpy()),
-         "corner_label": (("corner",), ds_data.test.labels[corners].numpy()),
+         "line_label": (("line", "end"), labels[lines].numpy()),
+         "corner_label": (("corner",), labels[corners].numpy()),
          "same_class": (("line",), (np.arange(L) >= n_lines).astype(np.int64)),
-         "line_image": (("line", "end", "pixel"), test_images[lines]),
-         "corner_image": (("corner", "pixel"), test_images[corners]),
+         "line_image": (("line", "end", "pixel"), images[lines]),
+         "corner_image": (("corner", "pixel"), images[corners]),
          "test_error": (("epoch",), np.array([rows[e]["error"] for e in snapshots])),
          "train_loss": (("epoch",), np.array([rows[e]["loss"] for e in snapshots]))},
-        coords={"epoch": snapshots, "line": np.arange(L), "t": np.linspace(0, 1, n_line), "end": [0, 1],
-                "point": np.arange(P), "corner": np.arange(3), "cls": np.arange(K), "pixel": np.arange(test_images.shape[1])})
+        coords={"epoch": snapshots, "line": np.arange(L), "t": np.linspace(0, 1, n), "end": [0, 1],
+                "point": np.arange(len(weights)), "corner": np.arange(3), "cls": np.arange(K), "pixel": np.arange(images.shape[1])})
+    if blocks is not None:
+        ds["line_block_log_volume"] = (("epoch", "block", "line", "t"), on_lines(logv).transpose(0, 3, 1, 2))
+        ds["plane_block_log_volume"] = (("epoch", "block", "point"), logv[:, L * n:].transpose(0, 2, 1))
+        ds = ds.assign_coords(block=list(blocks))
+    return ds
 
 # %% ../../nbs/zavatoneveth_fig2.ipynb #a1c8e01b
 def _entropy(p:xr.DataArray) -> xr.DataArray: return -(p * np.log(p.clip(min=1e-300))).sum("cls")

@@ -7,24 +7,23 @@ Docs: https://diffgeo.github.io/diffgeo/zavatoneveth_fig3.html.md"""
 # %% ../../nbs/zavatoneveth_fig3.ipynb #94ee7806
 from __future__ import annotations
 
-import copy
-
 import numpy as np
 import torch
 import torch.nn.functional as F
 import xarray as xr
 from torch import nn
 
-from .. import data, maps, models, riemann, train
-from ..core import check_choice, check_int, resolve_device, seed_everything
+from .. import data, models
+from ..core import check_int, resolve_device, seed_everything
 from .zavatoneveth_fig2 import VARIABLES as SLICE_VARIABLES
-from .zavatoneveth_fig2 import _slices, choose_anchors, draw_slices
+from .zavatoneveth_fig2 import (_slices, choose_anchors, draw_slices, measure_during_training,
+                                                   slice_dataset, slice_geometry)
 from .zavatoneveth_fig2 import derive as slice_derive
 from ..scaffold import Experiment, Var
 
 # %% auto #0
-__all__ = ['COMMON', 'PROFILES', 'BLOCKS', 'VARIABLES', 'EXPERIMENT', 'gelu_resnet', 'block_outputs', 'block_geometry', 'cell',
-           'derive', 'draw', 'draw_blocks']
+__all__ = ['COMMON', 'PROFILES', 'BLOCKS', 'VARIABLES', 'EXPERIMENT', 'gelu_resnet', 'block_outputs', 'cell', 'derive', 'draw',
+           'draw_blocks']
 
 # %% ../../nbs/zavatoneveth_fig3.ipynb #44e16f5e
 COMMON = dict(momentum=0.9, weight_decay=5e-4, n_lines=3, n_same=2, seed=0)
@@ -80,22 +79,6 @@ def block_outputs(
         out.append(F.adaptive_avg_pool2d(h, (rows, cells // rows)).flatten(1))
     return torch.cat(out, 1)
 
-def block_geometry(
-    net:nn.Module, # the classifier (a float64 eval-mode copy is measured)
-    x:torch.Tensor, # `[P, C, H, W]` points of the slices
-    chunk:int=8, # points per Jacobian batch
-    memory:float=2**29, # bytes for the Jacobian's passes
-) -> tuple[np.ndarray, np.ndarray]: # log volume element `[P, 4]` (per block), class probabilities `[P, n_classes]`
-    "Exact log volume element of each block's pooled output, and the predicted probabilities, at every point."
-    net = copy.deepcopy(net).double().eval()
-    m, logv, prob = net.fc.in_features, [], []
-    for s in range(0, len(x), chunk):
-        xs = x[s:s + chunk].double()
-        J = maps.jacobian_matrix(lambda z: block_outputs(net, z), xs, memory)
-        logv.append(torch.stack([riemann.log_volume(J[:, i * m:(i + 1) * m], "cholesky") for i in range(len(BLOCKS))], 1))
-        with torch.no_grad(): prob.append(net(xs).softmax(-1))
-    return torch.cat(logv).cpu().numpy(), torch.cat(prob).cpu().numpy()
-
 # %% ../../nbs/zavatoneveth_fig3.ipynb #83958e0b
 @EXPERIMENT.cell
 def cell(
@@ -118,7 +101,6 @@ def cell(
     data_root:str|None=None, # data folder (None: $DIFFGEO_DATA)
 ) -> xr.Dataset:
     "Train the GELU ResNet; measure the log volume element of each block's output on slices of test images."
-    check_choice(dataset, "dataset", data.DATASETS)
     snapshots = sorted({check_int(e, "snapshot epoch", low=0, high=epochs) for e in snapshots})
     dev = resolve_device(device)
     ds_data = data.load(dataset, root=data_root)
@@ -127,40 +109,13 @@ def cell(
     net = gelu_resnet(arch, ds_data.n_channels, ds_data.n_classes, max(ds_data.size, models.MIN_SIZE), width).to(dev)
     lines, corners = choose_anchors(ds_data.test.labels, n_lines, seed, n_same)
     points, weights = _slices(ds_data.test.images, lines, corners, line_divisions, plane_divisions)
-    rows = {}
-    def measure(epoch:int, loss:float):
-        logv, prob = block_geometry(net, points.to(dev))
-        rows[epoch] = dict(logv=logv, prob=prob, loss=loss, error=train.evaluate(net, ds_data.test)["error"])
-    if 0 in snapshots: measure(0, train.evaluate(net, tr)["loss"])
-    def on_epoch(epoch, row):
-        if epoch in snapshots: measure(epoch, row["train_loss"])
-    if snapshots[-1] > 0:
-        train.train(net, tr, epochs=snapshots[-1], optimizer="sgd", lr=lr, momentum=momentum, weight_decay=weight_decay,
-                    batch_size=batch_size, seed=seed, on_epoch=on_epoch)
-    n_line, E, L, P = line_divisions + 1, len(snapshots), len(lines), len(weights)
-    logv = np.stack([rows[e]["logv"] for e in snapshots]).transpose(0, 2, 1)            # [E, block, points]
-    prob = np.stack([rows[e]["prob"] for e in snapshots])
-    K = prob.shape[-1]
+    geometry = lambda net: slice_geometry(net, points.to(dev), lambda m: lambda z: block_outputs(m, z), len(BLOCKS), chunk=8,
+                                          memory=2**29)
+    rows = measure_during_training(net, tr, ds_data.test, snapshots, geometry, optimizer="sgd", lr=lr, momentum=momentum,
+                                   weight_decay=weight_decay, batch_size=batch_size, seed=seed)
     mean, std = torch.tensor(ds_data.mean)[:, None, None], torch.tensor(ds_data.std)[:, None, None]
     raw = (ds_data.test.images * std + mean).flatten(1).numpy()                        # for display: the unstandardised images
-    return xr.Dataset(
-        {"line_block_log_volume": (("epoch", "block", "line", "t"), logv[:, :, :L * n_line].reshape(E, 4, L, n_line)),
-         "plane_block_log_volume": (("epoch", "block", "point"), logv[:, :, L * n_line:]),
-         "line_log_volume": (("epoch", "line", "t"), logv[:, -1, :L * n_line].reshape(E, L, n_line)),
-         "plane_log_volume": (("epoch", "point"), logv[:, -1, L * n_line:]),
-         "line_prob": (("epoch", "line", "t", "cls"), prob[:, :L * n_line].reshape(E, L, n_line, K)),
-         "plane_prob": (("epoch", "point", "cls"), prob[:, L * n_line:]),
-         "weight": (("point", "corner"), weights.numpy()),
-         "line_label": (("line", "end"), ds_data.test.labels[lines].numpy()),
-         "corner_label": (("corner",), ds_data.test.labels[corners].numpy()),
-         "same_class": (("line",), (np.arange(L) >= n_lines).astype(np.int64)),
-         "line_image": (("line", "end", "pixel"), raw[lines]),
-         "corner_image": (("corner", "pixel"), raw[corners]),
-         "test_error": (("epoch",), np.array([rows[e]["error"] for e in snapshots])),
-         "train_loss": (("epoch",), np.array([rows[e]["loss"] for e in snapshots]))},
-        coords={"epoch": snapshots, "block": list(BLOCKS), "line": np.arange(L), "t": np.linspace(0, 1, n_line),
-                "end": [0, 1], "point": np.arange(P), "corner": np.arange(3), "cls": np.arange(K),
-                "pixel": np.arange(raw.shape[1])})
+    return slice_dataset(rows, ds_data.test.labels, raw, lines, corners, weights, n_lines, line_divisions, BLOCKS)
 
 # %% ../../nbs/zavatoneveth_fig3.ipynb #dfa8c93c
 @EXPERIMENT.derive
