@@ -13,8 +13,10 @@ Zavatone-Veth et al. (§5.1) make them differentiable, at PyTorch's default init
 map being the input of the final linear layer. One input x ~ N(0, 1) of shape 1x3x32x32. Three ways to get the
 Jacobian J (m x 3072), then the same float64 singular values and Σ log s_i:
 
-- ours: `diffgeo.riemann.log_volume_element` (one forward pass, rows by batched vector-Jacobian products in chunks
-  sized by a memory budget);
+- ours: `diffgeo.riemann.log_volume_element` (on the copy `diffgeo.maps.jacobian_ready` makes: batch norms as affine
+  maps, activations keeping their derivative, channels-last convolutions; one forward pass, rows by batched
+  vector-Jacobian products in chunks sized by a memory budget), with the SVD (`method="svd"`, the default) and with
+  the Cholesky factor of the float64 Gram matrix (`method="cholesky"`, the SVD where it is ill-conditioned);
 - (a) all rows at once, `torch.func.jacrev` (the paper's autograd route, "more than 80GB" for a ResNet-50 on their
   GPU). Where it would not fit in this machine's memory (ResNet-50), its time and memory are measured on chunks of
   rows with the same vmap and extrapolated linearly to all m rows (said in the output);
@@ -59,8 +61,8 @@ def child(args):
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.perf_counter()
     rows, err = None, None
-    if args.method == "ours":
-        value = log_volume_element(model, x, memory=args.memory).item()
+    if args.method in ("ours", "cholesky"):
+        value = log_volume_element(model, x, memory=args.memory, method="svd" if args.method == "ours" else "cholesky").item()
     elif args.method == "estimate":           # stochastic Lanczos quadrature, no Jacobian
         est, se = log_volume_estimate(model, x, probes=PROBES, steps=STEPS)
         value, err = est.item(), se.item()
@@ -110,6 +112,7 @@ def main():
     for net, m in nets.items():
         print(f"\n{net} feature map, 3072 -> {m}, float32")
         ours = measure(net, "ours", memory=args.memory, threads=args.threads)
+        chol = measure(net, "cholesky", memory=args.memory, threads=args.threads)
         loop = measure(net, "loop", threads=args.threads)
         if net == "ResNet18":
             a = measure(net, "jacrev", threads=args.threads)
@@ -123,15 +126,17 @@ def main():
                 a = dict(seconds=c2["seconds"] + slope_s * (m - 128), mb=c2["mb"] + slope_mb * (m - 128), value=float("nan"))
             note = " (extrapolated from 64 and 128 rows)"
         est = measure(net, "estimate", threads=args.threads)
-        for name, r in (("ours", ours), ("(a) jacrev, all rows" + note, a), ("(b) one row per backward", loop),
+        for name, r in (("ours", ours), ("ours, method='cholesky'", chol), ("(a) jacrev, all rows" + note, a), ("(b) one row per backward", loop),
                         (f"stochastic estimate, {PROBES} probes x {STEPS} steps", est)):
             if "error" in r: print(f"  {name:45s} failed: {r['error']}")
             else: print(f"  {name:45s} {r['seconds']:8.2f} s  {r['mb'] / 1024:7.2f} GiB  log vol {r['value']:.6f}")
-        if "error" not in ours:
+        for label, o in (("ours", ours), ("ours (cholesky)", chol)):
+            if "error" in o: continue
             for name, r in (("(a)", a), ("(b)", loop)):
                 if "error" not in r:
-                    print(f"  speed-up of ours over {name}: {r['seconds'] / ours['seconds']:.1f}x, "
-                          f"memory ratio {r['mb'] / max(ours['mb'], 1e-9):.1f}x")
+                    print(f"  speed-up of {label} over {name}: {r['seconds'] / o['seconds']:.2f}x, "
+                          f"memory ratio {r['mb'] / max(o['mb'], 1e-9):.1f}x")
+        if "error" not in ours:
             if "error" not in est:
                 print(f"  stochastic estimate: {est['value']:.3f} ± {est['err']:.3f} (standard error), off the exact value by "
                       f"{est['value'] - ours['value']:+.3f} ({abs(est['value'] - ours['value']) / est['err']:.1f} standard errors, "

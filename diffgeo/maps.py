@@ -7,6 +7,7 @@ Docs: https://diffgeo.github.io/diffgeo/maps.html.md"""
 # %% ../nbs/05_maps.ipynb #b89a4de9
 from __future__ import annotations
 
+import copy
 import warnings
 from collections.abc import Callable, Sequence
 
@@ -22,8 +23,9 @@ with warnings.catch_warnings():  # torch builds its forward-mode decompositions 
     except ImportError: pass
 
 # %% auto #0
-__all__ = ['FRAMES', 'INTERPOLATIONS', 'PADDING_MODES', 'check_frame', 'check_size', 'convert', 'pixel_grid', 'convert_jacobian',
-           'jacobian', 'det', 'condition_number', 'fraction_folded', 'warp', 'jacobian_matrix', 'pullback_metric']
+__all__ = ['FRAMES', 'INTERPOLATIONS', 'PADDING_MODES', 'POINTWISE', 'check_frame', 'check_size', 'convert', 'pixel_grid',
+           'convert_jacobian', 'jacobian', 'det', 'condition_number', 'fraction_folded', 'warp', 'jacobian_matrix',
+           'pullback_metric', 'ChannelAffine', 'KeptDerivative', 'jacobian_ready']
 
 # %% ../nbs/05_maps.ipynb #ee277d6f
 FRAMES = ("pixel", "unit", "unit_corners", "normalised", "normalised_corners")
@@ -281,3 +283,89 @@ def pullback_metric(
     "The metric that `fn` pulls back from its (Euclidean) output space onto its input space."
     J = jacobian_matrix(fn, x, memory)
     return J.mT @ J
+
+# %% ../nbs/05_maps.ipynb #d7c6baab
+class ChannelAffine(torch.nn.Module):
+    "A batch norm in evaluation mode as the per-channel affine map it is, y = s·x + t (channels on dim 1)."
+    def __init__(self,
+        bn:torch.nn.modules.batchnorm._BatchNorm, # with running statistics (`track_running_stats=True`)
+    ):
+        super().__init__()
+        if bn.running_var is None:
+            raise ValueError("this batch norm keeps no running statistics, so in evaluation mode it still normalises by "
+                             "the batch; it is not a fixed affine map.")
+        with torch.no_grad():
+            s = torch.rsqrt(bn.running_var + bn.eps)
+            if bn.weight is not None: s = s * bn.weight
+            t = -bn.running_mean * s
+            if bn.bias is not None: t = t + bn.bias
+        self.register_buffer("scale", s.clone())
+        self.register_buffer("shift", t.clone())
+
+    def forward(self, x):
+        shape = (-1,) + (1,) * (x.ndim - 2)
+        return torch.addcmul(self.shift.view(shape), x, self.scale.view(shape))
+
+class _KeptDerivative(torch.autograd.Function):
+    "σ(x), with σ'(x) computed once in the forward pass and reused by every backward or forward-mode pass."
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x, act):
+        y, slope = jvp(act, (x,), (torch.ones_like(x),))   # elementwise: the derivative is the jvp with ones
+        return y, slope
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.mark_non_differentiable(output[1])
+        ctx.save_for_backward(output[1])
+        ctx.save_for_forward(output[1])
+
+    @staticmethod
+    def backward(ctx, gy, _):
+        return gy * ctx.saved_tensors[0], None
+
+    @staticmethod
+    def jvp(ctx, tx, _):
+        return tx * ctx.saved_tensors[0], None
+
+POINTWISE = (torch.nn.GELU, torch.nn.Sigmoid, torch.nn.Tanh, torch.nn.Softplus, torch.nn.SiLU, torch.nn.ELU,
+             torch.nn.CELU, torch.nn.SELU, torch.nn.Mish, torch.nn.LogSigmoid)
+
+class KeptDerivative(torch.nn.Module):
+    "An elementwise activation whose derivative is kept from the forward pass: first derivatives only (for Jacobians)."
+    def __init__(self,
+        act:torch.nn.Module, # an elementwise activation, one of `POINTWISE`
+    ):
+        super().__init__()
+        if not isinstance(act, POINTWISE): raise TypeError(f"act must be one of {[t.__name__ for t in POINTWISE]}, got {type(act).__name__}.")
+        self.act = act
+
+    def forward(self, x): return _KeptDerivative.apply(x, self.act)[0]
+
+def _channels_last_input(module, args):
+    x = args[0]
+    if isinstance(x, torch.Tensor) and x.ndim == 4 and x.device.type == "cpu":
+        try: x = x.contiguous(memory_format=torch.channels_last)
+        except RuntimeError: pass   # under vmap the layout cannot be changed (torch NYI): the input stays as it is
+        return (x,) + tuple(args[1:])
+
+def jacobian_ready(
+    model:torch.nn.Module, # a network in evaluation mode
+) -> torch.nn.Module: # a copy computing the same function (to rounding), with cheaper Jacobians
+    "A copy of `model` for Jacobians: eval-mode batch norms as affine maps, activations keeping their derivative, CPU convolutions channels-last."
+    if not isinstance(model, torch.nn.Module): raise TypeError(f"model must be an nn.Module, got {type(model).__name__}.")
+    if model.training and any(isinstance(m, (torch.nn.modules.batchnorm._BatchNorm, torch.nn.Dropout)) for m in model.modules()):
+        raise ValueError(f"{type(model).__name__} is in training mode, where batch-norm mixes the samples and dropout is "
+                         "random, so its features are not a function of each input; call model.eval() first.")
+    ready = copy.deepcopy(model)
+    for parent in list(ready.modules()):
+        for name, child in list(parent.named_children()):
+            if isinstance(child, torch.nn.modules.batchnorm._BatchNorm) and not child.training and child.running_var is not None:
+                setattr(parent, name, ChannelAffine(child))
+            elif isinstance(child, POINTWISE):
+                setattr(parent, name, KeptDerivative(child))
+    if any(isinstance(m, torch.nn.Conv2d) for m in ready.modules()) and all(p.device.type == "cpu" for p in ready.parameters()):
+        ready = ready.to(memory_format=torch.channels_last)
+        ready.register_forward_pre_hook(_channels_last_input)
+    return ready

@@ -19,7 +19,7 @@ from torch import nn
 from torch.func import grad, jacfwd, vmap
 
 from .core import check_choice, check_int, check_scalar
-from .maps import _check_batch, jacobian_matrix
+from .maps import _check_batch, jacobian_matrix, jacobian_ready
 from .stability import _check_layers, _check_output, features
 
 # %% auto #0
@@ -70,6 +70,7 @@ def log_volume_element(
     method:str="svd", # "svd" (every singular value to its last digit) or "cholesky" (faster; see `log_volume`)
 ) -> torch.Tensor: # `[B]` float64: Σ log s_i(J) over the min(m, d) singular values; -inf where J loses rank
     "Exact log volume element ½ log det g of the pulled-back metric; for a submersion (m < d), of its nonzero part."
+    if isinstance(model, nn.Module): model = jacobian_ready(model)  # the same function, its Jacobian about 2x faster on CPU
     return log_volume(jacobian_matrix(feature_map(model, layer, output), x, memory), method)
 
 def log_volume(
@@ -133,6 +134,7 @@ def log_volume_estimate(
     generator:torch.Generator|None=None, # for the probes (None: a fixed seed, 0)
 ) -> tuple[torch.Tensor, torch.Tensor]: # `[B]` float64 estimates of Σ log s_i(J), and their standard errors over the probes (the quadrature's bias not included)
     "Stochastic Lanczos estimate of the log volume element, with its standard error; no Jacobian is formed."
+    if isinstance(model, nn.Module): model = jacobian_ready(model)  # the same function, cheaper products with J and Jᵀ
     fn = feature_map(model, layer, output)
     x = _check_batch(x)
     probes, steps = check_int(probes, "probes", low=1), check_int(steps, "steps", low=1)
