@@ -11,7 +11,9 @@ import copy
 import math
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import torch
@@ -104,6 +106,7 @@ class TrainResult:
 def _history(rows:list[dict]) -> xr.Dataset:
     names = {"train_loss": "training cross-entropy (running mean over the epoch)",
              "train_error": "training error (running, augmented inputs)",
+             "train_penalty": "the added penalty (running mean over the epoch)",
              "val_loss": "validation cross-entropy", "val_error": "validation error", "lr": "learning rate at the epoch's end"}
     keys = [k for k in names if rows and k in rows[0]]
     ds = xr.Dataset({k: ("epoch", np.array([r[k] for r in rows], dtype=float), cf_attrs(names[k])) for k in keys},
@@ -135,6 +138,8 @@ def train(
     pad:int=4, # random translations of up to `pad` pixels (0: none)
     flip:bool=True, # random horizontal flips
     fill=0.0, # padding value of translations, per channel
+    augment_fn:Callable|None=None, # `augment_fn(x, generator) -> x` in place of the crops and flips (e.g. a random group element)
+    penalty:Callable|None=None, # `penalty(model, x, out, generator) -> scalar` added to the cross-entropy (e.g. an invariance regulariser)
     seed:int=0, # seed of shuffling, augmentation and dropout
     checkpoint:str|os.PathLike|None=None, # file to save after each epoch and resume from
     progress:bool=True, # show a progress bar over epochs
@@ -158,6 +163,7 @@ def train(
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: _rate(s, warm, total, hp["schedule"]))
     config = dict(hp, optimizer=optimizer, warmup=warmup, epochs=epochs, batch_size=batch_size, pad=pad, flip=flip,
                   fill=torch.as_tensor(fill, dtype=torch.float64).reshape(-1).tolist(), seed=seed,
+                  augment_fn=_name_of(augment_fn), penalty=_name_of(penalty),
                   n_train=len(train_split.images), n_val=None if val_split is None else len(val_split.images))
     state = {"epoch": 0, "rows": [], "best": None, "best_epoch": 0, "best_error": math.inf}
     path = resolve_path(checkpoint) if checkpoint is not None else None
@@ -170,7 +176,8 @@ def train(
         state = saved["state"]
     bar = _progress(range(state["epoch"], epochs), "epochs", total=epochs - state["epoch"]) if progress else range(state["epoch"], epochs)
     for epoch in bar:
-        row = _epoch(model, opt, sched, train_split, batch_size, dict(pad=pad, flip=flip, fill=fill), seed, epoch, dev)
+        aug = augment_fn if augment_fn is not None else partial(augment, pad=pad, flip=flip, fill=fill)
+        row = _epoch(model, opt, sched, train_split, batch_size, aug, penalty, seed, epoch, dev)
         if val_split is not None: row.update({f"val_{k}": v for k, v in evaluate(model, val_split).items()})
         state["rows"].append(row); state["epoch"] = epoch + 1
         score = row["val_error"] if val_split is not None else -epoch  # without validation: the latest epoch
@@ -184,22 +191,31 @@ def train(
     model.load_state_dict(state["best"])
     return TrainResult(model, _history(state["rows"]), state["best_epoch"])
 
-def _epoch(model, opt, sched, split, batch_size, aug, seed, epoch, dev) -> dict:
+def _name_of(fn) -> str|None:
+    "How a callable is recorded in a checkpoint's settings: its `name` attribute, else its `__name__` (None: none given)."
+    if fn is None: return None
+    if not callable(fn): raise TypeError(f"expected a callable or None, got {type(fn).__name__}.")
+    return str(getattr(fn, "name", None) or getattr(fn, "__name__", type(fn).__name__))
+
+def _epoch(model, opt, sched, split, batch_size, aug, penalty, seed, epoch, dev) -> dict:
     "One pass over `split` in a seeded random order; returns running loss and error."
     gen = torch.Generator().manual_seed(int(seed) * 1_000_003 + epoch)
     torch.manual_seed(int(seed) * 1_000_003 + epoch)  # dropout masks
     model.train()
     order = torch.randperm(len(split.images), generator=gen)
-    loss_sum = wrong = 0.0
+    loss_sum = wrong = penalty_sum = 0.0
     for i in range(0, len(order), batch_size):
         idx = order[i:i + batch_size]
-        x = augment(split.images[idx], gen, **aug).to(dev)
+        x = aug(split.images[idx], gen).to(dev)
         y = split.labels[idx].to(dev)
         out = model(x)
         loss = F.cross_entropy(out, y)
-        opt.zero_grad(set_to_none=True); loss.backward(); opt.step(); sched.step()
+        extra = penalty(model, x, out, gen) if penalty is not None else None
+        opt.zero_grad(set_to_none=True); (loss if extra is None else loss + extra).backward(); opt.step(); sched.step()
         loss_sum += loss.item() * len(idx); wrong += (out.argmax(1) != y).sum().item()
-    return {"train_loss": loss_sum / len(order), "train_error": wrong / len(order), "lr": opt.param_groups[0]["lr"]}
+        if extra is not None: penalty_sum += extra.item() * len(idx)
+    row = {"train_loss": loss_sum / len(order), "train_error": wrong / len(order), "lr": opt.param_groups[0]["lr"]}
+    return row | ({"train_penalty": penalty_sum / len(order)} if penalty is not None else {})
 
 # %% ../nbs/31_train.ipynb #bbe38e6e
 def train_tracked(

@@ -417,3 +417,49 @@ class TestWarp:
             warp(x, rand(30, 2))
         with pytest.raises(ValueError, match=r"\[B, C, H, W\]"):
             warp(rand(5, 6), pixel_grid((5, 6)))
+
+
+class TestJacobianReady:
+    "maps.jacobian_ready: the same function and Jacobian as the network it copies; names kept; bad inputs refused."
+
+    def net(self):
+        from diffgeo.models import build
+        torch.manual_seed(0)
+        m = build("ResNet18", in_channels=3, n_classes=10, width=0.25)
+        for parent in list(m.modules()):
+            for name, child in list(parent.named_children()):
+                if isinstance(child, torch.nn.ReLU): setattr(parent, name, torch.nn.GELU())
+        with torch.no_grad():
+            for bn in (b for b in m.modules() if isinstance(b, torch.nn.BatchNorm2d)):
+                bn.running_mean.uniform_(-0.5, 0.5); bn.running_var.uniform_(0.5, 2.0)
+        return m.double().eval()
+
+    def test_same_jacobian_at_a_named_layer(self):
+        from diffgeo.maps import jacobian_matrix, jacobian_ready
+        from diffgeo.riemann import feature_map
+        m = self.net()
+        x = torch.randn(2, 3, 8, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+        ready = jacobian_ready(m)
+        assert {n for n, _ in m.named_modules()} <= {n for n, _ in ready.named_modules()}   # every name still there
+        for layer in ("layer2", None):
+            a = jacobian_matrix(feature_map(ready, layer), x, 2**24)
+            b = jacobian_matrix(feature_map(m, layer), x, 2**24)
+            assert (a - b).abs().max() <= 1e-12 * b.abs().max()   # float64: rounding of a few dozen layers
+
+    def test_original_untouched_and_batchnorm_without_statistics_kept(self):
+        from diffgeo.maps import ChannelAffine, jacobian_ready
+        m = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.BatchNorm2d(2), torch.nn.BatchNorm2d(2, track_running_stats=False)).eval()
+        ready = jacobian_ready(m)
+        assert isinstance(ready[1], ChannelAffine) and isinstance(ready[2], torch.nn.BatchNorm2d)
+        assert isinstance(m[1], torch.nn.BatchNorm2d)   # the original is not modified
+
+    def test_bad_inputs(self):
+        from diffgeo.maps import ChannelAffine, KeptDerivative, jacobian_ready
+        with pytest.raises(ValueError, match="model.eval"):
+            jacobian_ready(torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Dropout()))
+        with pytest.raises(TypeError, match="nn.Module"):
+            jacobian_ready(lambda x: x)
+        with pytest.raises(TypeError, match="act must be one of"):
+            KeptDerivative(torch.nn.ReLU())
+        with pytest.raises(ValueError, match="running statistics"):
+            ChannelAffine(torch.nn.BatchNorm2d(2, track_running_stats=False))
