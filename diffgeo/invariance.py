@@ -234,8 +234,8 @@ def invariance_measures(
             out["LI"][:, k] = invariance_error(fx, fgx, "l2").numpy()
             out["DI"][:, k] = invariance_error(fx, fgx, "kl").numpy()
             out["correct"][:, k] = (fgx.argmax(1) == y).numpy()
-            out["SI"][:, k] = (saliency_similarity(m, saliency(model, gx, y, steps, batch_size=batch_size), group, k).numpy()
-                               if saliency_maps else np.nan)
+            if saliency_maps:   # (the identity's map is m itself)
+                out["SI"][:, k] = saliency_similarity(m, m if k == 0 else saliency(model, gx, y, steps, batch_size=batch_size), group, k).numpy()
     finally: model.train(was)
     ds = xr.Dataset({k: (("sample", "group_element"), v, _MEANING[k]) for k, v in out.items() if saliency_maps or k != "SI"},
                     coords={"sample": ("sample", np.arange(len(x)), cf_attrs("test image index")),
