@@ -312,7 +312,7 @@ def sigma_max(
         with torch.enable_grad(): _, pull = vjp(flat, x.detach())
         sigma = torch.zeros(B, dtype=torch.float64)
         for _ in range(iters):
-            u = jvp(flat, (x.detach(),), (v,))[1]                     # J v, per sample
+            u = jvp(flat, (x.detach(),), (v,))[1].detach()            # J v, per sample
             new = u.double().norm(dim=1).cpu()
             w = pull(u)[0].detach()                                   # Jᵀ J v
             v = w / w.flatten(1).norm(dim=1).clamp_min(torch.finfo(w.dtype).tiny).view(-1, *[1] * (x.ndim - 1))

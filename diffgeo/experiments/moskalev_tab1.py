@@ -83,11 +83,12 @@ def fit(
     seed:int, # seed of the initialisation and the batches
     epochs:int, lr:float, batch_size:int, # Adam, as §4.1
     device:str="cpu",
+    form:str="l2", # the regulariser's form (IR only): "l2" (LI, the paper's choice), "kl" or "l2_normalized"
 ) -> train.TrainResult:
     "Train one of the paper's three models: every one with augmentation by random group elements, Adam, the best validation epoch kept."
     seed_everything(seed)
     net = invariance.perceptron(tuple(tm.train.images.shape[1:]), len(tm.classes), group=group if kind == "WT" else None)
-    penalty = invariance.InvariancePenalty(group, nu, "l2") if kind == "IR" else None
+    penalty = invariance.InvariancePenalty(group, nu, form) if kind == "IR" else None
     return train.train(net.to(device), tm.train, tm.val, epochs=epochs, optimizer="adam", lr=lr, batch_size=batch_size,
                        augment_fn=group.random, penalty=penalty, seed=seed, progress=False)
 
