@@ -138,3 +138,9 @@ def test_fig5_probe_ratios_as_the_prose_says():
         assert ratios["deep nets: G_f/s² small noise / G_f"] < 0.5, (name, ratios)
         assert 0.8 < ratios["shallow nets: G_f/s² small noise / G_f"] < 1.25, (name, ratios)
         assert ratios["BN nets: G_f batch / running mode"] < 1, (name, ratios)
+
+
+def test_moskalev_tab1_claims_hold_on_the_committed_result():
+    "The prose's claims, on the committed cpu-profile dataset (the notebook checks them after each cpu run)."
+    exp = EXPERIMENTS["moskalev_tab1"]
+    importlib.import_module("diffgeo.experiments.moskalev_tab1").check_claims(exp.load(ROOT / exp.paths("cpu").dataset))

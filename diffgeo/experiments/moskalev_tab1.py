@@ -17,7 +17,7 @@ from ..scaffold import Experiment, Var
 
 # %% auto #0
 __all__ = ['GROUPS', 'MODELS', 'COMMON', 'PROFILES', 'PAPER', 'VARIABLES', 'EXPERIMENT', 'COLUMNS', 'fit', 'realigned_saliency',
-           'cell', 'derive', 'table', 'draw_table', 'draw_saliency', 'draw_orbit']
+           'cell', 'derive', 'table', 'draw_table', 'draw_saliency', 'draw_orbit', 'check_claims']
 
 # %% ../../nbs/moskalev_tab1.ipynb #3ba730f8
 GROUPS = {"rot4": lambda: invariance.Rotations(4), "shift3": lambda: invariance.CyclicShifts(3)}
@@ -246,3 +246,16 @@ def draw_orbit(ds:xr.Dataset, group:str="rot4", panel:int=0):
     fig.suptitle(f"{group}: predictions may agree while the saliency does not (DA) or does (WT)", fontsize=9)
     fig.tight_layout()
     return fig
+
+# %% ../../nbs/moskalev_tab1.ipynb #b54f909c
+def check_claims(ds:xr.Dataset):
+    "The claims of the prose above, on a cpu- or paper-profile dataset (every seed unless said); an AssertionError names the one that fails."
+    wt, da, ir = (ds.sel(model=m) for m in ("WT", "DA", "IR"))
+    assert (wt.LI_f < 1e-8).all() and (abs(wt.SI_f - 1) < 1e-6).all(), "WT is not invariant"
+    assert (da.LI_f > 100 * ir.LI_f).all() and (da.DI_f > ir.DI_f).all(), "DA's invariance errors are not far above IR's"
+    assert (da.SI_f < ir.SI_f).all() and (ir.SI_f < wt.SI_f).all(), "SI is not ordered DA < IR < WT"
+    assert (ir.test_accuracy < da.test_accuracy).all(), "IR is not less accurate than DA"
+    assert (wt.test_accuracy.mean("seed") > da.test_accuracy.mean("seed")).all(), "WT is not the most accurate on average"
+    drop = (da.test_accuracy - ir.test_accuracy).mean("seed")
+    assert drop.sel(group="rot4") > drop.sel(group="shift3"), "the accuracy cost is not larger for rotations"
+    assert (ds.nu_search_si.max("nu_grid") < results.parameters(ds)["si_target"]).all(), "an IR model reached the target SI: update the prose"
