@@ -144,3 +144,9 @@ def test_moskalev_tab1_claims_hold_on_the_committed_result():
     "The prose's claims, on the committed cpu-profile dataset (the notebook checks them after each cpu run)."
     exp = EXPERIMENTS["moskalev_tab1"]
     importlib.import_module("diffgeo.experiments.moskalev_tab1").check_claims(exp.load(ROOT / exp.paths("cpu").dataset))
+
+
+def test_moskalev_fig5_claims_hold_on_the_committed_result():
+    "The prose's claims, on the committed cpu-profile dataset (the notebook checks them after each cpu run)."
+    exp = EXPERIMENTS["moskalev_fig5"]
+    importlib.import_module("diffgeo.experiments.moskalev_fig5").check_claims(exp.load(ROOT / exp.paths("cpu").dataset))
