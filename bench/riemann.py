@@ -8,7 +8,8 @@ Usage:
     python bench/riemann.py --quick         # ResNet-18 only
     python bench/riemann.py --memory 2**28  # our memory budget in bytes (default 2**30)
 
-The networks are diffgeo.models' CIFAR ResNets (3x3 stem, no max-pooling) with GELU in place of ReLU, as
+The networks are diffgeo.models' CIFAR ResNets (3x3 stem, no max-pooling) with GELU in place of ReLU
+(`zavatoneveth_fig3.gelu_resnet`), as
 Zavatone-Veth et al. (§5.1) make them differentiable, at PyTorch's default initialisation, in eval mode, the feature
 map being the input of the final linear layer. One input x ~ N(0, 1) of shape 1x3x32x32. Three ways to get the
 Jacobian J (m x 3072), then the same float64 singular values and Σ log s_i:
@@ -16,7 +17,8 @@ Jacobian J (m x 3072), then the same float64 singular values and Σ log s_i:
 - ours: `diffgeo.riemann.log_volume_element` (on the copy `diffgeo.maps.jacobian_ready` makes: batch norms as affine
   maps, activations keeping their derivative, channels-last convolutions; one forward pass, rows by batched
   vector-Jacobian products in chunks sized by a memory budget), with the SVD (`method="svd"`, the default) and with
-  the Cholesky factor of the float64 Gram matrix (`method="cholesky"`, the SVD where it is ill-conditioned);
+  the Cholesky factor of the float64 Gram matrix (`method="cholesky"`, the SVD where it is ill-conditioned), and
+  without that copy (`maps.jacobian_matrix` on the network itself: what `jacobian_ready` saves);
 - (a) all rows at once, `torch.func.jacrev` (the paper's autograd route, "more than 80GB" for a ResNet-50 on their
   GPU). Where it would not fit in this machine's memory (ResNet-50), its time and memory are measured on chunks of
   rows with the same vmap and extrapolated linearly to all m rows (said in the output);
@@ -44,16 +46,14 @@ def child(args):
     "Run one measurement in this process and print a JSON line."
     import torch
     from torch import nn
-    from diffgeo.models import build
-    from diffgeo.riemann import log_volume_element, log_volume_estimate
+    from diffgeo.experiments.zavatoneveth_fig3 import gelu_resnet
+    from diffgeo.maps import jacobian_matrix
+    from diffgeo.riemann import feature_map, log_volume, log_volume_element, log_volume_estimate
 
     torch.set_num_threads(args.threads)
     dtype = torch.float64 if args.dtype == "float64" else torch.float32
     torch.manual_seed(0)
-    model = build(args.net)
-    for name, m in list(model.named_modules()):
-        for cname, c in list(m.named_children()):
-            if isinstance(c, nn.ReLU): setattr(m, cname, nn.GELU())
+    model = gelu_resnet(args.net, 3, 10, 32)
     model.fc = nn.Identity()
     model = model.to(dtype).eval()
     x = torch.randn(1, 3, 32, 32, generator=torch.Generator().manual_seed(1)).to(dtype)
@@ -63,6 +63,8 @@ def child(args):
     rows, err = None, None
     if args.method in ("ours", "cholesky"):
         value = log_volume_element(model, x, memory=args.memory, method="svd" if args.method == "ours" else "cholesky").item()
+    elif args.method == "plain":             # ours without maps.jacobian_ready: what that copy saves
+        value = log_volume(jacobian_matrix(feature_map(model), x, args.memory)).item()
     elif args.method == "estimate":           # stochastic Lanczos quadrature, no Jacobian
         est, se = log_volume_estimate(model, x, probes=PROBES, steps=STEPS)
         value, err = est.item(), se.item()
@@ -113,6 +115,7 @@ def main():
         print(f"\n{net} feature map, 3072 -> {m}, float32")
         ours = measure(net, "ours", memory=args.memory, threads=args.threads)
         chol = measure(net, "cholesky", memory=args.memory, threads=args.threads)
+        plain = measure(net, "plain", memory=args.memory, threads=args.threads)
         loop = measure(net, "loop", threads=args.threads)
         if net == "ResNet18":
             a = measure(net, "jacrev", threads=args.threads)
@@ -126,7 +129,7 @@ def main():
                 a = dict(seconds=c2["seconds"] + slope_s * (m - 128), mb=c2["mb"] + slope_mb * (m - 128), value=float("nan"))
             note = " (extrapolated from 64 and 128 rows)"
         est = measure(net, "estimate", threads=args.threads)
-        for name, r in (("ours", ours), ("ours, method='cholesky'", chol), ("(a) jacrev, all rows" + note, a), ("(b) one row per backward", loop),
+        for name, r in (("ours", ours), ("ours, method='cholesky'", chol), ("ours without jacobian_ready", plain), ("(a) jacrev, all rows" + note, a), ("(b) one row per backward", loop),
                         (f"stochastic estimate, {PROBES} probes x {STEPS} steps", est)):
             if "error" in r: print(f"  {name:45s} failed: {r['error']}")
             else: print(f"  {name:45s} {r['seconds']:8.2f} s  {r['mb'] / 1024:7.2f} GiB  log vol {r['value']:.6f}")
@@ -136,12 +139,13 @@ def main():
                 if "error" not in r:
                     print(f"  speed-up of {label} over {name}: {r['seconds'] / o['seconds']:.2f}x, "
                           f"memory ratio {r['mb'] / max(o['mb'], 1e-9):.1f}x")
-        if "error" not in ours:
-            if "error" not in est:
-                print(f"  stochastic estimate: {est['value']:.3f} ± {est['err']:.3f} (standard error), off the exact value by "
-                      f"{est['value'] - ours['value']:+.3f} ({abs(est['value'] - ours['value']) / est['err']:.1f} standard errors, "
-                      f"{abs(est['value'] - ours['value']) / abs(ours['value']):.1e} relative); "
-                      f"time {est['seconds'] / ours['seconds']:.2f}x ours")
+        if "error" not in ours and "error" not in plain:
+            print(f"  speed-up from maps.jacobian_ready: {plain['seconds'] / ours['seconds']:.2f}x")
+        if "error" not in ours and "error" not in est:
+            print(f"  stochastic estimate: {est['value']:.3f} ± {est['err']:.3f} (standard error), off the exact value by "
+                  f"{est['value'] - ours['value']:+.3f} ({abs(est['value'] - ours['value']) / est['err']:.1f} standard errors, "
+                  f"{abs(est['value'] - ours['value']) / abs(ours['value']):.1e} relative); "
+                  f"time {est['seconds'] / ours['seconds']:.2f}x ours")
     print("\nResNet18 in float64: agreement of ours with (b)")
     o64, b64 = measure("ResNet18", "ours", "float64", args.memory, threads=args.threads), measure("ResNet18", "loop", "float64", threads=args.threads)
     if "error" in o64 or "error" in b64: print("  failed:", o64.get("error") or b64.get("error"))

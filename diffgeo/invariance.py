@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import partial
 
@@ -177,11 +178,9 @@ def saliency(
     sigma = check_scalar(sigma, "sigma", low=0, low_open=True)
     dev = module_device(model, x.device)
     ig = IntegratedGradients(model)
-    was = model.training; model.eval()
-    try:
+    with stability.probing(model, "running"):   # evaluation mode, restored on exit
         maps = torch.cat([ig.attribute(x[i:i + batch_size].to(dev), target=target[i:i + batch_size].to(dev), n_steps=steps)
                           .detach().abs().sum(1) for i in range(0, len(x), batch_size)])
-    finally: model.train(was)
     top = maps.flatten(1).amax(1).view(-1, 1, 1)
     return _gaussian_blur(torch.where(maps >= keep * top, maps, torch.zeros_like(maps)), size, sigma)
 
@@ -220,8 +219,7 @@ def invariance_measures(
         raise ValueError(f"y must hold one integer label per image, shape [{len(x)}], got {y.dtype} {list(y.shape)}.")
     batch_size = check_int(batch_size, "batch_size", low=1)
     dev = module_device(model, x.device)
-    was = model.training; model.eval()
-    try:
+    with stability.probing(model, "running"):
         with torch.no_grad():
             logits = lambda z: torch.cat([model(z[i:i + batch_size].to(dev)).double().cpu() for i in range(0, len(z), batch_size)])
             fx = logits(x)
@@ -236,7 +234,6 @@ def invariance_measures(
             out["correct"][:, k] = (fgx.argmax(1) == y).numpy()
             if saliency_maps:   # (the identity's map is m itself)
                 out["SI"][:, k] = saliency_similarity(m, m if k == 0 else saliency(model, gx, y, steps, batch_size=batch_size), group, k).numpy()
-    finally: model.train(was)
     ds = xr.Dataset({k: (("sample", "group_element"), v, _MEANING[k]) for k, v in out.items() if saliency_maps or k != "SI"},
                     coords={"sample": ("sample", np.arange(len(x)), cf_attrs("test image index")),
                             "group_element": ("group_element", group.element_names(), cf_attrs("element g of the group"))})
@@ -304,9 +301,7 @@ def sigma_max(
     gen = generator if generator is not None else torch.Generator().manual_seed(0)
     B = len(x)
     flat = lambda z: _flat_output(model(z), B)
-    was = model.training if isinstance(model, nn.Module) else None
-    if was: model.eval()
-    try:
+    with stability.probing(model, "running") if isinstance(model, nn.Module) else nullcontext():
         v = torch.randn(x.shape, generator=gen, dtype=torch.float64).to(x)
         v = v / v.flatten(1).norm(dim=1).view(-1, *[1] * (x.ndim - 1))
         with torch.enable_grad(): _, pull = vjp(flat, x.detach())
@@ -319,8 +314,6 @@ def sigma_max(
             done = ((new - sigma).abs() <= rtol * new).all()
             sigma = new
             if done: break
-    finally:
-        if was: model.train()
     return sigma
 
 # %% ../nbs/41_invariance.ipynb #19c5786b

@@ -350,14 +350,18 @@ def _channels_last_input(module, args):
         except RuntimeError: pass   # under vmap the layout cannot be changed (torch NYI): the input stays as it is
         return (x,) + tuple(args[1:])
 
+def _check_eval(model:torch.nn.Module):
+    "Refuse a network whose features in training mode are not a function of each input alone."
+    if model.training and any(isinstance(m, (torch.nn.modules.batchnorm._BatchNorm, torch.nn.Dropout)) for m in model.modules()):
+        raise ValueError(f"{type(model).__name__} is in training mode, where batch-norm mixes the samples and dropout is "
+                         "random, so its features are not a function of each input; call model.eval() first.")
+
 def jacobian_ready(
     model:torch.nn.Module, # a network in evaluation mode
 ) -> torch.nn.Module: # a copy computing the same function (to rounding), with cheaper Jacobians
     "A copy of `model` for Jacobians: eval-mode batch norms as affine maps, activations keeping their derivative, CPU convolutions channels-last."
     if not isinstance(model, torch.nn.Module): raise TypeError(f"model must be an nn.Module, got {type(model).__name__}.")
-    if model.training and any(isinstance(m, (torch.nn.modules.batchnorm._BatchNorm, torch.nn.Dropout)) for m in model.modules()):
-        raise ValueError(f"{type(model).__name__} is in training mode, where batch-norm mixes the samples and dropout is "
-                         "random, so its features are not a function of each input; call model.eval() first.")
+    _check_eval(model)
     ready = copy.deepcopy(model)
     for parent in list(ready.modules()):
         for name, child in list(parent.named_children()):

@@ -19,7 +19,7 @@ from torch import nn
 from torch.func import grad, jacfwd, vmap
 
 from .core import check_choice, check_int, check_scalar
-from .maps import _check_batch, jacobian_matrix, jacobian_ready
+from .maps import _check_batch, _check_eval, jacobian_matrix, jacobian_ready
 from .stability import _check_layers, _check_output, features
 
 # %% auto #0
@@ -46,9 +46,7 @@ def feature_map(
         return model
     name = _check_layers(model, layer)[0]
     output = _check_output(output)
-    if model.training and any(isinstance(m, (nn.modules.batchnorm._BatchNorm, nn.Dropout)) for m in model.modules()):
-        raise ValueError(f"{type(model).__name__} is in training mode, where batch-norm mixes the samples and dropout is "
-                         "random, so its features are not a function of each input; call model.eval() first.")
+    _check_eval(model)
     rough = sorted({type(m).__name__ for m in model.modules() if isinstance(m, NONSMOOTH)})
     if rough and smooth:
         raise ValueError(f"{type(model).__name__} contains {', '.join(rough)}: its second derivatives vanish or do not "
@@ -70,7 +68,7 @@ def log_volume_element(
     method:str="svd", # "svd" (every singular value to its last digit) or "cholesky" (faster; see `log_volume`)
 ) -> torch.Tensor: # `[B]` float64: Σ log s_i(J) over the min(m, d) singular values; -inf where J loses rank
     "Exact log volume element ½ log det g of the pulled-back metric; for a submersion (m < d), of its nonzero part."
-    if isinstance(model, nn.Module): model = jacobian_ready(model)  # the same function, its Jacobian about 2x faster on CPU
+    if isinstance(model, nn.Module): model = jacobian_ready(model)  # the same function, a cheaper Jacobian (bench/riemann.py)
     return log_volume(jacobian_matrix(feature_map(model, layer, output), x, memory), method)
 
 def log_volume(

@@ -78,9 +78,8 @@ def _check_output(output):
                         f"got {type(output).__name__}; e.g. output='logits' or output=0.")
     return output
 
-def _pick(out, output=None, where:str="the model"):
+def _pick(out, output=None, where:str="the model", submodule:bool=False):
     "The tensor to measure in `out`: itself, the element `output` (None: the first) of a tuple or list, or the entry `output` of a dict."
-    model = where == "the model"
     if isinstance(out, torch.Tensor):
         if output is None: return out
         raise ValueError(f"{where} returns a tensor, not a tuple or dict, so output={output!r} selects nothing; leave output=None.")
@@ -89,7 +88,7 @@ def _pick(out, output=None, where:str="the model"):
         if not keys: raise TypeError(f"{where} returns an empty dict: there is no tensor to measure.")
         if output is None:
             raise TypeError(f"{where} returns a dict with keys {keys}; " + (
-                f"pass output={keys[0]!r} (one of them) or measure a named submodule with layers=[...]." if model else
+                f"pass output={keys[0]!r} (one of them) or measure a named submodule with layers=[...]." if not submodule else
                 "measure the submodule that computes the entry you want, or the model's output with output=..."))
         if output not in out: raise ValueError(f"output={output!r} is not a key of the dict {where} returns; its keys are {keys}.")
         got = out[output]
@@ -111,7 +110,7 @@ def _pick(out, output=None, where:str="the model"):
         raise TypeError(f"{where} returns a {type(out).__name__}; it must return a tensor, or a tuple, list or dict of them.")
     if not isinstance(got, torch.Tensor):
         raise TypeError(f"element {0 if output is None else output!r} of the {type(out).__name__} {where} returns is a "
-                        f"{type(got).__name__}, not a tensor; " + ("select a tensor with output=..." if model else
+                        f"{type(got).__name__}, not a tensor; " + ("select a tensor with output=..." if not submodule else
                         "measure a submodule that returns a tensor."))
     return got
 
@@ -131,7 +130,7 @@ def features(
             if name in got:
                 raise RuntimeError(f"module {name!r} runs more than once in a forward pass, so its output is ambiguous; "
                                    "probe the block that contains it instead.")
-            got[name] = _pick(out, None, f"submodule {name!r}").flatten(1).clone()  # a copy: later in-place operations (ReLU(inplace=True), +=) would change a view
+            got[name] = _pick(out, None, f"submodule {name!r}", submodule=True).flatten(1).clone()  # a copy: later in-place operations (ReLU(inplace=True), +=) would change a view
         hooks.append(model.get_submodule(name).register_forward_hook(hook))
     try: out = model(x)
     finally:

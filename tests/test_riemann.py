@@ -172,6 +172,8 @@ class TestNNGP:
         Q, _ = torch.linalg.qr(torch.randn(d, d, dtype=F64, generator=gen(seed + 1)))
         for f in (nngp_log_volume_element, nngp_ricci_scalar):
             torch.testing.assert_close(f(x @ Q.T, "erf", sw, sb), f(x, "erf", sw, sb), rtol=1e-9, atol=1e-12)
+        # the metric itself turns with the input, g(Qx) = Q g(x) Qᵀ (the scalars above see x through |x| only)
+        torch.testing.assert_close(nngp_metric(x @ Q.T, "erf", sw, sb), Q @ nngp_metric(x, "erf", sw, sb) @ Q.T, rtol=1e-9, atol=1e-12)
 
     def test_finite_width_converges(self):
         "The metric of a random erf network of width n is within a few 1/√n of the infinite-width one."

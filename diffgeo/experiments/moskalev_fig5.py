@@ -13,7 +13,7 @@ import xarray as xr
 
 from .. import data, invariance, results, train
 from ..core import check_int, progress, resolve_device, seed_everything
-from .moskalev_tab1 import GROUPS, fit
+from .moskalev_tab1 import GROUPS, fit, tune_nu
 from ..scaffold import Experiment, Var
 
 # %% auto #0
@@ -113,17 +113,13 @@ def cell(
         lin.append(linear_spectral_decay(tm.train.images[:linear_images], G, len(tm.classes), linear_steps))
         for mi, model in enumerate(MODELS):
             kind, form = (model, "l2") if model == "DA" else ("IR", model.split("-", 1)[1])
-            cache = {}
+            tuned = None
             if kind == "IR":
                 values = sorted(float(v) for v in nus[form]); grid[mi, :len(values)] = values
-                def validation_si(v):
-                    cache[v] = fit("IR", G, tm, v, seeds[0], epochs, lr, batch_size, dev, form)
-                    return invariance.invariance_measures(cache[v].model, tm.val.images, tm.val.labels, G, steps=steps).SI_f.item()
-                nu[gi, mi], tried = invariance.choose_nu(validation_si, values, si_target)
+                nu[gi, mi], tried, tuned = tune_nu(G, tm, values, si_target, seeds[0], epochs, lr, batch_size, steps, dev, form)
                 search[gi, mi, :len(values)] = [tried.get(v, np.nan) for v in values]
             for si, seed in enumerate(progress(seeds, desc=f"{name} {model}")):
-                res = cache.get(nu[gi, mi]) if seed == seeds[0] and kind == "IR" else None
-                res = res or fit(kind, G, tm, nu[gi, mi], seed, epochs, lr, batch_size, dev, form)
+                res = tuned if tuned is not None and seed == seeds[0] else fit(kind, G, tm, nu[gi, mi], seed, epochs, lr, batch_size, dev, form)
                 m = invariance.invariance_measures(res.model, tm.test.images, tm.test.labels, G, steps=steps)
                 si_f[gi, mi, si], li_f[gi, mi, si] = m.SI_f.item(), m.LI_f.item()
                 acc[gi, mi, si] = 1 - train.evaluate(res.model, tm.test)["error"]

@@ -16,8 +16,8 @@ from ..core import check_int, progress, resolve_device, seed_everything
 from ..scaffold import Experiment, Var
 
 # %% auto #0
-__all__ = ['GROUPS', 'MODELS', 'COMMON', 'PROFILES', 'PAPER', 'VARIABLES', 'EXPERIMENT', 'COLUMNS', 'fit', 'realigned_saliency',
-           'cell', 'derive', 'table', 'draw_table', 'draw_saliency', 'draw_orbit', 'check_claims']
+__all__ = ['GROUPS', 'MODELS', 'COMMON', 'PROFILES', 'PAPER', 'VARIABLES', 'EXPERIMENT', 'COLUMNS', 'fit', 'tune_nu',
+           'realigned_saliency', 'cell', 'derive', 'table', 'draw_table', 'draw_saliency', 'draw_orbit', 'check_claims']
 
 # %% ../../nbs/moskalev_tab1.ipynb #3ba730f8
 GROUPS = {"rot4": lambda: invariance.Rotations(4), "shift3": lambda: invariance.CyclicShifts(3)}
@@ -92,6 +92,25 @@ def fit(
     return train.train(net.to(device), tm.train, tm.val, epochs=epochs, optimizer="adam", lr=lr, batch_size=batch_size,
                        augment_fn=group.random, penalty=penalty, seed=seed, progress=False)
 
+def tune_nu(
+    group:invariance.FiniteGroup, # the group
+    tm:invariance.Transforming, # the data
+    nus:list, # the grid of ν
+    si_target:float, # the validation SI to reach
+    seed:int, # seed of the models trained for the search
+    epochs:int, lr:float, batch_size:int, # Adam, as `fit`
+    steps:int, # integration steps of the saliency maps
+    device:str="cpu",
+    form:str="l2", # the regulariser's form
+) -> tuple: # (ν, {ν: validation SI} of every ν tried, the model `fit` trained with that ν)
+    "The paper's tuning of ν (§4.1): IR models trained along the grid until one reaches validation SI ≥ si_target (`invariance.choose_nu`)."
+    trained = {}
+    def validation_si(v):
+        trained[v] = fit("IR", group, tm, v, seed, epochs, lr, batch_size, device, form)
+        return invariance.invariance_measures(trained[v].model, tm.val.images, tm.val.labels, group, steps=steps).SI_f.item()
+    nu, tried = invariance.choose_nu(validation_si, nus, si_target)
+    return nu, tried, trained[nu]
+
 def realigned_saliency(
     model, group:invariance.FiniteGroup, x:torch.Tensor, y:torch.Tensor, steps:int,
 ) -> torch.Tensor: # `[B, |G|, H, W]`: g⁻¹ m(gx) for every element g
@@ -129,11 +148,7 @@ def cell(
         G = GROUPS[name]()
         tm = invariance.transforming(raw, G, n_train, n_val, n_test, leave_out, seed=0)   # one data set for every seed
         labels.append(tm.test.labels.numpy())
-        cache = {}
-        def validation_si(v):
-            cache[v] = fit("IR", G, tm, v, seeds[0], epochs, lr, batch_size, dev)
-            return invariance.invariance_measures(cache[v].model, tm.val.images, tm.val.labels, G, steps=steps).SI_f.item()
-        nu[gi], tried = invariance.choose_nu(validation_si, nus, si_target)
+        nu[gi], tried, tuned = tune_nu(G, tm, nus, si_target, seeds[0], epochs, lr, batch_size, steps, dev)
         nu_si[gi] = [tried.get(v, np.nan) for v in sorted(nus)]
         xp, yp = tm.test.images[:panels], tm.test.labels[:panels]
         if sal is None:
@@ -142,7 +157,7 @@ def cell(
         images[gi] = xp[:, 0].numpy()
         for mi, kind in enumerate(MODELS):
             for si, seed in enumerate(progress(seeds, desc=f"{name} {kind}")):
-                res = cache[nu[gi]] if kind == "IR" and seed == seeds[0] else fit(kind, G, tm, nu[gi], seed, epochs, lr, batch_size, dev)
+                res = tuned if kind == "IR" and seed == seeds[0] else fit(kind, G, tm, nu[gi], seed, epochs, lr, batch_size, dev)
                 m = invariance.invariance_measures(res.model, tm.test.images, tm.test.labels, G, steps=steps)
                 for k in per: per[k][gi, mi, si, :, :G.order] = m[k].values
                 acc[gi, mi, si] = 1 - train.evaluate(res.model, tm.test)["error"]

@@ -230,9 +230,10 @@ def derive(ds:xr.Dataset) -> xr.Dataset:
     measures = [k + suffix for _, suffix in stats for k in ("R_f", "D_f", "G_f")]
     if "d_noise_small" in ds:  # the trained nets probed in batch mode, and with smaller noise
         med = lambda k: ds[k].median("sample")
-        ds["D_f_batch"], ds["G_f_batch"] = med("d_diffeo_batch") / med("d_pair_batch"), med("d_noise_batch") / med("d_pair_batch")
-        ds["R_f_batch"] = med("d_diffeo_batch") / med("d_noise_batch")
-        s2 = ds.attrs.get("small_noise_scale", SMALL_NOISE) ** 2
+        batch = stability.summarize(ds[[f"d_{k}_batch" for k in ("diffeo", "noise", "pair")]].rename(
+            {f"d_{k}_batch": f"d_{k}" for k in ("diffeo", "noise", "pair")}), "median")
+        for k in ("D_f", "G_f", "R_f"): ds[f"{k}_batch"] = batch[k]
+        s2 = ds.attrs["small_noise_scale"] ** 2
         ds["G_f_small"] = med("d_noise_small") / s2 / med("d_pair").sel(state="trained", drop=True)
         ds["R_f_small"] = med("d_diffeo").sel(state="trained", drop=True) / (med("d_noise_small") / s2)
     for k in measures + ["test_error"]:

@@ -17,7 +17,7 @@ import xarray as xr
 from torch import nn
 
 from .. import data, maps, riemann, train
-from ..core import check_int, resolve_device, seed_everything
+from ..core import check_choice, check_int, resolve_device, seed_everything
 from ..scaffold import Experiment, Var
 
 # %% auto #0
@@ -79,7 +79,7 @@ def shallow_classifier(
 ) -> nn.Sequential: # flatten -> hidden (Linear) -> act -> readout; the feature map is the output of "act"
     "The paper's shallow network, with named layers: `riemann.log_volume_element(net, x, layer='act')` is its geometry."
     acts = {"sigmoid": nn.Sigmoid, "tanh": nn.Tanh, "gelu": nn.GELU, "softplus": nn.Softplus, "silu": nn.SiLU}
-    if activation not in acts: raise ValueError(f"activation must be one of {sorted(acts)} (smooth), got {activation!r}.")
+    check_choice(activation, "activation (a smooth one)", acts)
     return nn.Sequential(OrderedDict(flatten=nn.Flatten(), hidden=nn.Linear(check_int(d, "d", low=1), check_int(width, "width", low=1)),
                                      act=acts[activation](), readout=nn.Linear(width, check_int(n_classes, "n_classes", low=2))))
 
@@ -142,6 +142,14 @@ def measure_during_training(
     return rows
 
 # %% ../../nbs/zavatoneveth_fig2.ipynb #8adb1a9d
+def _check_snapshots(snapshots, epochs:int) -> list:
+    "The snapshot epochs, sorted; training stops at the last one, so it must be `epochs`."
+    epochs = check_int(epochs, "epochs", low=0)
+    out = sorted({check_int(e, "snapshot epoch", low=0, high=epochs) for e in snapshots})
+    if not out or out[-1] != epochs:
+        raise ValueError(f"snapshots must end at epochs = {epochs} (training stops at the last snapshot), got {out}; add {epochs}.")
+    return out
+
 def _slices(images:torch.Tensor, lines:np.ndarray, corners:np.ndarray, line_divisions:int, plane_divisions:int):
     "The points of every segment, then of the triangle, and the triangle's weights."
     seg = [riemann.simplex_grid(images[list(ij)], line_divisions)[0] for ij in lines]
@@ -168,7 +176,7 @@ def cell(
     data_root:str|None=None, # data folder for "mnist" (None: $DIFFGEO_DATA)
 ) -> xr.Dataset:
     "Train the shallow network and measure the log volume element on segments and a triangle of test digits."
-    snapshots = sorted({check_int(e, "snapshot epoch", low=0, high=epochs) for e in snapshots})
+    snapshots = _check_snapshots(snapshots, epochs)
     dev = resolve_device(device)
     ds_data = data.load(dataset, root=data_root, normalize=False)
     tr = ds_data.train if n_train is None else ds_data.train.subset(n_train, seed)  # a random subset: files may be sorted by class
@@ -223,15 +231,17 @@ def slice_dataset(
 # %% ../../nbs/zavatoneveth_fig2.ipynb #a1c8e01b
 def _entropy(p:xr.DataArray) -> xr.DataArray: return -(p * np.log(p.clip(min=1e-300))).sum("cls")
 
+def _gain(v:xr.DataArray, entropy:xr.DataArray) -> xr.DataArray:
+    "Along each segment: v where the prediction is most uncertain, minus v's mean at the two ends."
+    return v.isel(t=entropy.argmax("t")) - v.isel(t=[0, -1]).mean("t")
+
 @EXPERIMENT.derive
 def derive(ds:xr.Dataset) -> xr.Dataset:
     "Predictions, entropies, the boundary gain of each segment and the volume–entropy correlation."
     ds["line_entropy"], ds["plane_entropy"] = _entropy(ds.line_prob), _entropy(ds.plane_prob)
     ds["line_pred"], ds["plane_pred"] = ds.line_prob.argmax("cls"), ds.plane_prob.argmax("cls")
-    peak = ds.line_log_volume.isel(t=ds.line_entropy.argmax("t"))
-    ends = ds.line_log_volume.isel(t=[0, -1]).mean("t")
-    ds["boundary_gain"] = peak - ends
-    ds["mid_gain"] = ds.line_log_volume.interp(t=0.5) - ends
+    ds["boundary_gain"] = _gain(ds.line_log_volume, ds.line_entropy)
+    ds["mid_gain"] = ds.line_log_volume.interp(t=0.5) - ds.line_log_volume.isel(t=[0, -1]).mean("t")
     ds["peak_t"] = ds.t[ds.line_log_volume.argmax("t")].drop_vars("t")
     ds["boundary_t"] = ds.t[ds.line_entropy.argmax("t")].drop_vars("t")
     v = np.concatenate([ds.line_log_volume.values.reshape(ds.sizes["epoch"], -1), ds.plane_log_volume.values], 1)
@@ -243,6 +253,11 @@ def derive(ds:xr.Dataset) -> xr.Dataset:
 def _ternary(w:np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     "Barycentric weights [P, 3] -> Cartesian points of the equilateral triangle with corners (0, 0), (1, 0), (1/2, √3/2)."
     return w[:, 1] + 0.5 * w[:, 2], np.sqrt(3) / 2 * w[:, 2]
+
+def _draw_boundaries(ax, tri, prob:np.ndarray, pred:np.ndarray):
+    "The decision boundaries over the triangle: the boundary of class k is where it stops being the most probable."
+    for k in np.unique(pred):
+        ax.tricontour(tri, prob[:, k] - np.delete(prob, k, axis=1).max(1), levels=[0.0], colors="w", linewidths=1)
 
 def draw_slices(
     ds:xr.Dataset, # a dataset of this experiment or one with the same slice variables (`zavatoneveth_fig3`)
@@ -277,10 +292,7 @@ def draw_slices(
         ax = fig.add_subplot(gs[1, j * half:(j + 1) * half])
         v = ds[plane_var].sel(epoch=e).values
         im = ax.tripcolor(tri, v, shading="gouraud", cmap="magma")
-        p = last.plane_prob.values
-        for k in np.unique(last.plane_pred.values):   # the boundary of class k: where it stops being the most probable
-            others = np.delete(p, k, axis=1).max(1)
-            ax.tricontour(tri, p[:, k] - others, levels=[0.0], colors="w", linewidths=1)
+        _draw_boundaries(ax, tri, last.plane_prob.values, last.plane_pred.values)
         for c, (cx, cy) in enumerate([(0, 0), (1, 0), (0.5, np.sqrt(3) / 2)]):
             ax.text(cx, cy + (0.04 if c == 2 else -0.08), f"{int(ds.corner_label[c])}", ha="center", fontsize=11)
         ax.set_aspect("equal"); ax.axis("off")

@@ -7,17 +7,16 @@ Docs: https://diffgeo.github.io/diffgeo/zavatoneveth_fig3.html.md"""
 # %% ../../nbs/zavatoneveth_fig3.ipynb #94ee7806
 from __future__ import annotations
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 import xarray as xr
 from torch import nn
 
 from .. import data, models
-from ..core import check_int, resolve_device, seed_everything
+from ..core import resolve_device, seed_everything
 from .zavatoneveth_fig2 import VARIABLES as SLICE_VARIABLES
-from .zavatoneveth_fig2 import (_slices, choose_anchors, draw_slices, measure_during_training,
-                                                   slice_dataset, slice_geometry)
+from .zavatoneveth_fig2 import (_check_snapshots, _draw_boundaries, _gain, _slices, _ternary, choose_anchors,
+                                                   draw_slices, measure_during_training, slice_dataset, slice_geometry)
 from .zavatoneveth_fig2 import derive as slice_derive
 from ..scaffold import Experiment, Var
 
@@ -101,7 +100,7 @@ def cell(
     data_root:str|None=None, # data folder (None: $DIFFGEO_DATA)
 ) -> xr.Dataset:
     "Train the GELU ResNet; measure the log volume element of each block's output on slices of test images."
-    snapshots = sorted({check_int(e, "snapshot epoch", low=0, high=epochs) for e in snapshots})
+    snapshots = _check_snapshots(snapshots, epochs)
     dev = resolve_device(device)
     ds_data = data.load(dataset, root=data_root)
     tr = ds_data.train if n_train is None else ds_data.train.subset(n_train, seed)  # a random subset: files may be sorted by class
@@ -123,7 +122,7 @@ def derive(ds:xr.Dataset) -> xr.Dataset:
     "The MNIST experiment's derived quantities for the last block, and each block's boundary gain and contrast."
     ds = slice_derive(ds)
     v = ds.line_block_log_volume
-    ds["block_gain"] = v.isel(t=ds.line_entropy.argmax("t")) - v.isel(t=[0, -1]).mean("t")
+    ds["block_gain"] = _gain(v, ds.line_entropy)
     ds["block_contrast"] = (v.max("t") - v.min("t")).where(ds.same_class == 0).mean("line")
     return ds
 
@@ -138,16 +137,13 @@ def draw_blocks(ds:xr.Dataset):
     "Fig. 4 from its dataset: each block's log volume element over the triangle and along the segments, trained network."
     import matplotlib.pyplot as plt
     import matplotlib.tri as mtri
-    from diffgeo.experiments.zavatoneveth_fig2 import _ternary
     last = ds.isel(epoch=-1)
     fig, axes = plt.subplots(2, len(BLOCKS), figsize=(3.2 * len(BLOCKS), 6))
     tri = mtri.Triangulation(*_ternary(ds.weight.values))
-    p = last.plane_prob.values
     for j, b in enumerate(BLOCKS):
         ax = axes[0, j]
         im = ax.tripcolor(tri, last.plane_block_log_volume.sel(block=b).values, shading="gouraud", cmap="magma")
-        for k in np.unique(last.plane_pred.values):
-            ax.tricontour(tri, p[:, k] - np.delete(p, k, axis=1).max(1), levels=[0.0], colors="w", linewidths=1)
+        _draw_boundaries(ax, tri, last.plane_prob.values, last.plane_pred.values)
         ax.set_aspect("equal"); ax.axis("off"); ax.set_title(f"{b}, epoch {int(last.epoch)}", fontsize=9, pad=12)
         fig.colorbar(im, ax=ax, shrink=0.7)
         ax = axes[1, j]

@@ -65,9 +65,7 @@ def network_geometry(
     sigma = ACTIVATIONS[activation][0]
     phi = lambda z: sigma(z @ W.T + b) / math.sqrt(W.shape[0])
     points = x.reshape(-1, x.shape[-1])
-    chunk = max(1, 2**24 // (8 * W.shape[0] ** 2))  # ricci_scalar holds an n×n matrix per point: 16 MB at a time
-    ricci = torch.cat([ricci_scalar(phi, p) for p in points.split(chunk)])
-    return log_volume_element(phi, points).reshape(x.shape[:-1]), ricci.reshape(x.shape[:-1])
+    return log_volume_element(phi, points).reshape(x.shape[:-1]), ricci_scalar(phi, points).reshape(x.shape[:-1])
 
 @EXPERIMENT.cell
 def cell(
