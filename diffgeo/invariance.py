@@ -344,7 +344,7 @@ def choose_nu(
     evaluate:Callable, # `evaluate(nu) -> SI` of a model trained with that ν (on the validation split)
     nus:Sequence[float], # the candidate ν, tried in increasing order
     target:float=0.95, # the SI the model must reach (the paper's 0.95)
-) -> tuple[float, dict]: # (the smallest ν reaching `target`, else the largest tried; {ν: SI} of every ν tried)
+) -> tuple[float, dict]: # (the smallest ν reaching `target`, else the ν of the highest SI; {ν: SI} of every ν tried)
     "The smallest ν on a grid whose model reaches SI ≥ target, as Moskalev et al. tuned their regulariser (§4.1, §4.4)."
     nus = sorted(check_scalar(n, "nu", low=0) for n in nus)
     if not nus: raise ValueError("nus must list at least one ν, e.g. [0.1, 1, 10].")
@@ -352,8 +352,9 @@ def choose_nu(
     for nu in nus:
         tried[nu] = float(evaluate(nu))
         if tried[nu] >= target: return nu, tried
-    warnings.warn(f"no ν in {nus} reached SI ≥ {target} (best {max(tried.values()):.3f}); using the largest. Extend the grid.", stacklevel=2)
-    return nus[-1], tried
+    best = max(tried, key=lambda nu: (tried[nu], -nu))          # the highest SI; of equals, the smallest ν
+    warnings.warn(f"no ν in {nus} reached SI ≥ {target}; using ν = {best:g}, the highest SI ({tried[best]:.3f}). Extend the grid.", stacklevel=2)
+    return best, tried
 
 # %% ../nbs/41_invariance.ipynb #6d5489e8
 @dataclass(repr=False)

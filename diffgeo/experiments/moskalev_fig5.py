@@ -43,7 +43,7 @@ VARIABLES = {
     "test_accuracy": Var(_RUN, "accuracy on the Transforming test split"),
     "SI_f": Var(_RUN, "mean SI over test images and g ≠ e"),
     "LI_f": Var(_RUN, "mean LI over test images and g ≠ e"),
-    "nu": Var(("group", "model"), "ν of the model: the smallest on its grid whose seed-0 model reached validation SI ≥ si_target (0: DA)"),
+    "nu": Var(("group", "model"), "ν of the model: the smallest on its grid whose seed-0 model reached validation SI ≥ si_target, else the one of the highest SI (0: DA)"),
     "nu_grid": Var(("model", "nu_index"), "the grid of ν searched for the model (NaN: none)"),
     "nu_search_si": Var(("group", "model", "nu_index"), "validation SI of the seed-0 model per ν tried (NaN: not tried)"),
     "linear_sigma": Var(("group", "step"), "σ_max(W) of a linear network trained by gradient descent on LI alone"),

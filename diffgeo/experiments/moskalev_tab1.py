@@ -57,7 +57,7 @@ VARIABLES = {
     "correct": Var(_PER, "1 if the prediction on gx is the label"),
     "test_accuracy": Var(_RUN, "accuracy on the Transforming test split"),
     "best_epoch": Var(_RUN, "epoch of the weights kept (best validation error)"),
-    "nu": Var(("group",), "ν of the IR models: the smallest on the grid whose seed-0 model reached SI ≥ si_target on the validation split"),
+    "nu": Var(("group",), "ν of the IR models: the smallest on the grid whose seed-0 model reached SI ≥ si_target on the validation split, else the one of the highest SI"),
     "nu_search_si": Var(("group", "nu_grid"), "validation SI of the seed-0 IR model per ν tried (NaN: not tried)"),
     "saliency": Var(("group", "model", "panel", "element", "y", "x"), "saliency map g⁻¹m(gx) realigned to x, seed 0"),
     "panel_image": Var(("group", "panel", "y", "x"), "the panel's test image x (standardised)"),
