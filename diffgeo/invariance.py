@@ -381,6 +381,7 @@ def transforming(
     leave_out:Sequence[int]=(9,), # classes dropped (the paper drops the 9, a rotated 6; for F-MNIST its last class)
     size:int=36, # side after zero-padding (36: the paper's, a multiple of 3 for three shifts)
     seed:int=0, # seed of the splits and of the drawn elements
+    standardize:tuple|None=None, # (mean, std) to standardise with; None: the training split's. Another set's, e.g. `(tm.mean, tm.std)`, feeds these images to models trained on `tm`
 ) -> Transforming:
     "Transforming-MNIST (or of any data set) as Moskalev et al. build it: drop classes, pad, move, split, standardise."
     if not isinstance(data, DataSet): raise TypeError(f"data must be a diffgeo.data.DataSet, got {type(data).__name__}.")
@@ -402,7 +403,11 @@ def transforming(
     x = group.act(x[order], torch.randint(group.order, (sum(n),), generator=gen))
     y = y[order]
     tr = slice(0, n[0])
-    std, mean = torch.std_mean(x[tr], correction=0)
+    if standardize is None: std, mean = torch.std_mean(x[tr], correction=0)
+    else:
+        if not isinstance(standardize, (tuple, list)) or len(standardize) != 2:
+            raise ValueError(f"standardize must be a (mean, std) pair such as (tm.mean, tm.std), got {standardize!r}.")
+        mean, std = torch.tensor(check_scalar(standardize[0], "mean")), torch.tensor(check_scalar(standardize[1], "std", low=0, low_open=True))
     x = (x - mean) / std
     cuts = np.cumsum([0] + n)
     tr, va, te = (Split(x[a:b].contiguous(), y[a:b].contiguous()) for a, b in zip(cuts[:-1], cuts[1:]))
