@@ -1,0 +1,66 @@
+"""Tests of the Moskalev et al. experiments' own functions beyond their notebooks: the neighbour statistics of Fig. 2
+against a brute-force count (hypothesis), the penultimate representation of a weight-tied net, the offline drift target
+of Fig. 4, and bad inputs. Float64 where values are compared exactly."""
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from diffgeo import data, invariance
+from diffgeo.experiments.moskalev_fig2 import orbit_neighbours, penultimate
+from diffgeo.experiments.moskalev_fig4 import PHOTOS, cell, drift_target, image_patches
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(3, 40), F=st.integers(1, 5), block=st.integers(1, 50), seed=st.integers(0, 2**16))
+def test_orbit_neighbours_matches_brute_force(n, F, block, seed):
+    gen = torch.Generator().manual_seed(seed)
+    z, zg = torch.randn(n, F, dtype=torch.float64, generator=gen), torch.randn(n, F, dtype=torch.float64, generator=gen)
+    labels = torch.randint(3, (n,), generator=gen)
+    k = min(3, n - 1)
+    d, r, a = orbit_neighbours(z, zg, labels, k=k, block=block)
+    for i in range(n):
+        di = (zg[i] - z[i]).norm()
+        others = [j for j in range(n) if j != i]
+        assert d[i] == di
+        assert r[i] == sum(bool((z[j] - z[i]).norm() < di) for j in others)
+        near = sorted(others, key=lambda j: ((zg[i] - z[j]).norm().item(), j))[:k]
+        votes = np.bincount(labels[near].numpy(), minlength=3)
+        if (votes == votes.max()).sum() == 1:   # (ties: torch.mode's pick among equals is not specified)
+            assert a[i] == float(votes.argmax() == labels[i])
+
+
+def test_invariant_representation_has_rank_zero():
+    z = torch.randn(20, 4, dtype=torch.float64)
+    d, r, a = orbit_neighbours(z, z.clone(), torch.arange(20) % 2, k=3)
+    assert (d == 0).all() and (r == 0).all()
+
+
+def test_weight_tied_penultimate_is_invariant():
+    G = invariance.Rotations(4)
+    net = invariance.perceptron((1, 12, 12), 3, width=8, hidden=3, group=G).double()
+    x = torch.randn(5, 1, 12, 12, dtype=torch.float64)
+    z = penultimate(net, x)
+    assert z.shape == (5, 8)
+    for k in range(1, 4): torch.testing.assert_close(penultimate(net, G.act(x, k)), z, rtol=0, atol=1e-12)
+
+
+def test_patches_and_drift_target():
+    p = image_patches(30, size=20, seed=5)
+    assert p.test.images.shape == (30, 1, 20, 20) and p.classes == PHOTOS
+    torch.testing.assert_close(image_patches(30, size=20, seed=5).test.images, p.test.images, rtol=0, atol=0)  # seeded
+    tm = invariance.transforming(data.load("mnist5k", normalize=False), invariance.CyclicShifts(3), 100, 20, 30)
+    x2 = drift_target("patches", tm, 30, [9])
+    assert x2.shape == tm.test.images.shape
+
+
+def test_bad_inputs():
+    with pytest.raises(ValueError, match="1 to"): orbit_neighbours(torch.zeros(3, 2), torch.zeros(3, 2), torch.zeros(3, dtype=torch.int64), k=5)
+    with pytest.raises(ValueError, match="n"): image_patches(0)
+    tm = invariance.transforming(data.load("mnist5k", normalize=False), invariance.Rotations(4), 50, 10, 10)
+    with pytest.raises(ValueError, match="target"): drift_target("kmnist", tm, 10, [9])
+    with pytest.raises(ValueError, match="start at 0"):
+        cell(groups=["rot4"], dataset="mnist5k", target="patches", n_train=50, n_val=10, n_test=10, leave_out=[9], epochs=1,
+                         seeds=[0], nus=[1.0], si_target=0.95, lr=1e-3, batch_size=16, steps=2, betas=[0.5, 1.0])
