@@ -274,3 +274,5 @@ def check_claims(ds:xr.Dataset):
     drop = (da.test_accuracy - ir.test_accuracy).mean("seed")
     assert drop.sel(group="rot4") > drop.sel(group="shift3"), "the accuracy cost is not larger for rotations"
     assert (ds.nu_search_si.max("nu_grid") < results.parameters(ds)["si_target"]).all(), "an IR model reached the target SI: update the prose"
+    assert (ds.nu == ds.nu_grid[ds.nu_search_si.argmax("nu_grid")]).all(), "the IR models do not use the nu of the highest validation SI"
+    assert ds.nu.sel(group="rot4") == ds.nu_grid.max() and ds.nu.sel(group="shift3") < ds.nu_grid.max(), "where SI peaks on the grid changed"
