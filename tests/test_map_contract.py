@@ -30,7 +30,7 @@ from typing import Callable
 import pytest
 import torch
 
-from diffgeo import cpab, diffeo, maps, transformers
+from diffgeo import cpab, diffeo, flows, maps, transformers
 
 DTYPES = [torch.float32, torch.float64]
 EPS = {dt: torch.finfo(dt).eps for dt in DTYPES}
@@ -97,6 +97,29 @@ register(MapFamily(
     k=128))   # exact integration to the series' and Newton's tolerances, over ≥ 4 steps and every edge crossing
 
 
+# ResNet mapping blocks (12_flows): a stationary field of 4 basis functions, 8 Euler steps over [0, 1]; θ packs (w, b, ν).
+# With θ ~ 0.2 N(0, 1) (and 3x that) each step's h‖∇V‖ stays well below 1, so no step folds; Euler's backward
+# integration is not its exact inverse, so the family declares none. k: 8 steps, each a few roundings.
+_FLOW = flows.Flow(flows.VelocityField(2, 4, 8, stationary=True), horizon=1.0)
+_FLOW_SHAPES = {"field.weight": (1, 4, 2), "field.bias": (1, 4), "field.nu": (1, 2, 4)}
+
+
+def _flow_forward(th, p):
+    out = []
+    for b, t in enumerate(th):
+        sizes = [torch.Size(s).numel() for s in _FLOW_SHAPES.values()]
+        params = {k: v.view(s) for (k, s), v in zip(_FLOW_SHAPES.items(), torch.split(t, sizes))}
+        out.append(torch.func.functional_call(_FLOW, params, (p if p.ndim == 2 else p[b],)))
+    return torch.stack(out)
+
+
+register(MapFamily(
+    name="flow", frame="normalised", size=(8, 10),
+    sample=lambda B, dtype, g: 0.2 * torch.randn(B, 20, generator=g, dtype=torch.float64).to(dtype),
+    identity=lambda B, dtype: torch.zeros(B, 20, dtype=dtype),
+    forward=_flow_forward, low=-1.0, high=1.0, diffeomorphic=True, k=64))
+
+
 def _matrix_inverse(fam):
     "θ of the inverse of an affine or projective map, from the inverse of its 3×3 matrix."
     def inverse(th, q):
@@ -157,7 +180,7 @@ def scale(fam: MapFamily) -> float:
 class TestContract:
     def test_registry(self):
         "The families the issue names are all here."
-        assert {"diffeo", "cpab", "st_affine", "st_affine_diffeo", "st_homography", "st_tps"} <= set(FAMILIES)
+        assert {"diffeo", "cpab", "flow", "st_affine", "st_affine_diffeo", "st_homography", "st_tps"} <= set(FAMILIES)
         for f in FAMILIES.values():
             assert f.frame in maps.FRAMES
 
