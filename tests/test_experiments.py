@@ -140,13 +140,8 @@ def test_fig5_probe_ratios_as_the_prose_says():
         assert ratios["BN nets: G_f batch / running mode"] < 1, (name, ratios)
 
 
-def test_moskalev_tab1_claims_hold_on_the_committed_result():
+@pytest.mark.parametrize("name", [n for n in NAMES if hasattr(importlib.import_module(f"diffgeo.experiments.{n}"), "check_claims")])
+def test_claims_hold_on_the_committed_result(name):
     "The prose's claims, on the committed cpu-profile dataset (the notebook checks them after each cpu run)."
-    exp = EXPERIMENTS["moskalev_tab1"]
-    importlib.import_module("diffgeo.experiments.moskalev_tab1").check_claims(exp.load(ROOT / exp.paths("cpu").dataset))
-
-
-def test_moskalev_fig5_claims_hold_on_the_committed_result():
-    "The prose's claims, on the committed cpu-profile dataset (the notebook checks them after each cpu run)."
-    exp = EXPERIMENTS["moskalev_fig5"]
-    importlib.import_module("diffgeo.experiments.moskalev_fig5").check_claims(exp.load(ROOT / exp.paths("cpu").dataset))
+    exp = EXPERIMENTS[name]
+    importlib.import_module(f"diffgeo.experiments.{name}").check_claims(exp.load(ROOT / exp.paths("cpu").dataset))
