@@ -187,9 +187,6 @@ def determinant_map(
     dtype:torch.dtype=torch.float32, device=None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]: # grid points `[size, size, 2]`, det ∇φ `[size, size]`, fraction where det ≤ 0
     "det ∇φ on a grid of the domain (Eq. 11) and the fraction of the domain where the map folds."
-    g = grid(low, high, size, dtype=dtype, device=device).requires_grad_(True)
-    with torch.enable_grad():
-        out = fn(g)
-        rows = [torch.autograd.grad(out[..., i].sum(), g, retain_graph=i == 0)[0] for i in range(2)]
-    J = torch.stack(rows, -2)
-    return g.detach(), maps.det(J), maps.fraction_folded(J.reshape(1, -1, 2, 2))[0]
+    g = grid(low, high, size, dtype=dtype, device=device)
+    J = maps.jacobian(fn, g, functional=False)
+    return g, maps.det(J), maps.fraction_folded(J.reshape(1, -1, 2, 2))[0]

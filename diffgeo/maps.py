@@ -133,18 +133,28 @@ def jacobian(
     fn:Callable, # the map: points `[..., d]` -> `[..., d]`, point by point
     points:torch.Tensor, # `[..., d]` where to evaluate its Jacobian
     batched:bool=True, # True: fn takes the whole `[..., d]` tensor; False: fn takes one point `[d]` (it is vmapped)
+    functional:bool=True, # False: plain autograd instead of `torch.func` (same cost; the result is not differentiable), for maps built of autograd Functions torch.func cannot transform, such as torchdiffeq's solvers
 ) -> torch.Tensor: # `[..., d, d]`: J[..., i, j] = ∂fn(p)_i / ∂p_j
-    "The Jacobian of a map of R^d at each point, by reverse-mode autodiff (`torch.func`)."
+    "The Jacobian of a map of R^d at each point, by reverse-mode autodiff (`torch.func`, or plain autograd)."
     points = _check_points(points, d=None)
     d = points.shape[-1]
     if not batched:
+        if not functional: raise ValueError("functional=False needs batched=True: fn must take the whole [..., d] tensor.")
         flat = points.reshape(-1, d)
         return vmap(jacrev(fn))(flat).reshape(*points.shape, d)
+    def check(out):
+        if not isinstance(out, torch.Tensor) or out.shape != points.shape:
+            raise ValueError(f"fn must map points {list(points.shape)} to the same shape, point by point, got "
+                             f"{list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__}; for B maps of "
+                             "shared points [N, d] pass points.expand(B, N, d), or use batched=False for a map of one point.")
+    if not functional:
+        p = points.detach().requires_grad_(True)
+        with torch.enable_grad():
+            out = fn(p); check(out)
+            rows = [torch.autograd.grad(out[..., i].sum(), p, retain_graph=i < d - 1)[0] for i in range(d)]
+        return torch.stack(rows, dim=-2)
     out, pull = vjp(fn, points)
-    if not isinstance(out, torch.Tensor) or out.shape != points.shape:
-        raise ValueError(f"fn must map points {list(points.shape)} to the same shape, point by point, got "
-                         f"{list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__}; for B maps of "
-                         "shared points [N, d] pass points.expand(B, N, d), or use batched=False for a map of one point.")
+    check(out)
     rows = []
     for i in range(d):                                          # one backward pass per output component
         e = torch.zeros_like(out)

@@ -46,13 +46,13 @@ VARIABLES = {
     "DI": Var(_RUN + ("beta", "sample"), "mean over g ≠ e of KL(softmax f(x) ‖ softmax f(gx)) at the drifted test image", "nat"),
     "orbit_correct": Var(_RUN + ("beta", "sample"), "fraction of the drifted test image's orbit classified as x₁'s label"),
     "LI_f": Var(_RUN + ("beta",), "mean LI ½‖f(x) − f(gx)‖² over drifted test images and g ≠ e"),
-    "test_accuracy": Var(_RUN, "accuracy on the undrifted Transforming test split"),
     "nu": Var(("group",), "ν of the IR models: the smallest on the grid whose seed-0 model reached validation SI ≥ si_target, else the one of the highest SI"),
     "example": Var(("group", "beta", "y", "x"), "the first test image at each degree of drift (standardised)"),
     # derived
     "DI_f": Var(_RUN + ("beta",), "mean DI over drifted test images and g ≠ e", "nat"),
     "accuracy": Var(_RUN + ("beta",), "accuracy over the orbits of the drifted test images"),
     "accuracy_ratio": Var(_RUN + ("beta",), "accuracy-drop ratio Acc(D(β)) / Acc(D(0))"),
+    "test_accuracy": Var(_RUN, "accuracy over the orbits of the undrifted Transforming test split (β = 0)"),
 }
 EXPERIMENT = Experiment("moskalev", "fig4", PROFILES, VARIABLES, notebook="moskalev_fig4.ipynb")
 
@@ -127,7 +127,7 @@ def cell(
     raw = data.load(dataset, root=data_root, normalize=False)
     shape = (len(groups), len(MODELS), len(seeds), len(betas))
     DI, correct = np.zeros(shape + (n_test,)), np.zeros(shape + (n_test,))
-    LI, acc, nu, example = np.zeros(shape), np.zeros(shape[:3]), np.zeros(len(groups)), None
+    LI, nu, example = np.zeros(shape), np.zeros(len(groups)), None
     for gi, name in enumerate(groups):
         G = GROUPS[name]()
         tm = invariance.transforming(raw, G, n_train, n_val, n_test, leave_out, seed=0)
@@ -140,7 +140,6 @@ def cell(
         for mi, kind in enumerate(MODELS):
             for si, seed in enumerate(progress(seeds, desc=f"{name} {kind}")):
                 res = tuned if kind == "IR" and si == 0 else fit(kind, G, tm, nu[gi], seed, epochs, lr, batch_size, dev)
-                acc[gi, mi, si] = invariance.invariance_measures(res.model, x1, y, G, saliency_maps=False).accuracy.item()
                 for bi, xb in enumerate(drifted):
                     m = invariance.invariance_measures(res.model, xb, y, G, saliency_maps=False)
                     DI[gi, mi, si, bi] = m.DI.isel(group_element=slice(1, None)).mean("group_element").values
@@ -148,7 +147,7 @@ def cell(
                     LI[gi, mi, si, bi] = m.LI_f.item()
     return xr.Dataset(
         {"DI": (_RUN + ("beta", "sample"), DI), "orbit_correct": (_RUN + ("beta", "sample"), correct),
-         "LI_f": (_RUN + ("beta",), LI), "test_accuracy": (_RUN, acc), "nu": (("group",), nu),
+         "LI_f": (_RUN + ("beta",), LI), "nu": (("group",), nu),
          "example": (("group", "beta", "y", "x"), example)},
         coords={"group": list(groups), "model": list(MODELS), "seed": seeds, "beta": betas, "sample": np.arange(n_test),
                 "y": np.arange(example.shape[-2]), "x": np.arange(example.shape[-1])})
@@ -159,7 +158,8 @@ def derive(ds:xr.Dataset) -> xr.Dataset:
     "DI_f, the orbit accuracy and the accuracy-drop ratio per group, model, seed and β."
     ds["DI_f"] = ds.DI.mean("sample")
     ds["accuracy"] = ds.orbit_correct.mean("sample")
-    ds["accuracy_ratio"] = ds.accuracy / ds.accuracy.sel(beta=0)
+    ds["test_accuracy"] = ds.accuracy.sel(beta=0, drop=True)          # β = 0 is the undrifted test set (the cell insists)
+    ds["accuracy_ratio"] = ds.accuracy / ds.test_accuracy
     return ds
 
 _COLORS = {"WT": "tab:green", "DA": "tab:red", "IR": "tab:blue"}

@@ -178,6 +178,7 @@ def check_claims(ds:xr.Dataset):
             assert (ir.test_accuracy < da.test_accuracy.sel(group=g)).all(), f"{g} {m} is not less accurate than DA"
     odd, da3 = ds.sel(group="shift3", model="IR-l2_normalized"), da.sel(group="shift3")
     assert odd.nu == ds.nu_grid.sel(model="IR-l2_normalized").min(), "the shift3 normalised form no longer uses its smallest nu"
+    assert (odd.nu_search_si.diff("nu_index") < 0).all(), "the shift3 normalised form's validation SI no longer falls as nu grows"
     assert (odd.LI_f > da3.LI_f / 3).all() and (odd.SI_f < da3.SI_f).all(), "the shift3 normalised form now regularises: update the prose"
     assert not (odd.sigma_median < da3.sigma_median).all(), "the shift3 normalised form is now less sensitive on every seed: update the prose"
     assert (ds.linear_sigma.diff("step") <= 1e-12).all(), "σ_max(W) grew under gradient descent on LI"
