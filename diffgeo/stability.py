@@ -25,7 +25,7 @@ from .results import cf_attrs
 # %% auto #0
 __all__ = ['BATCHNORM_MODES', 'NOISE_RADII', 'STATISTICS', 'probing', 'features', 'sphere_noise', 'Perturbation',
            'Diffeomorphism', 'CallablePerturbation', 'SubspaceNoise', 'GroupAction', 'as_perturbation',
-           'relative_stability', 'summarize', 'BorderReader', 'bootstrap']
+           'relative_stability', 'summarize', 'BorderReader', 'bootstrap', 'StabilityMonitor']
 
 # %% ../nbs/40_stability.ipynb #d0795f8d
 BATCHNORM_MODES = ("auto", "batch", "running")
@@ -541,3 +541,33 @@ def bootstrap(
     out = np.log10(xr.concat(draws, "resample")).std("resample")
     for k in out.data_vars: out[k].attrs = cf_attrs(f"bootstrap std of log10 {k} over test images ({statistic})")
     return out
+
+# %% ../nbs/40_stability.ipynb #92777a43
+class StabilityMonitor:
+    "Training callback: D_f, G_f, R_f of `model` on fixed images, with fixed draws, every `every` epochs."
+    def __init__(self,
+        model:nn.Module, # the network being trained
+        x:torch.Tensor, # probed images `[B, C, H, W]` (or vectors, with a suitable `perturbation`)
+        every:int=1, # measure after every `every`-th epoch (and always at epoch 0)
+        **kwargs, # passed to `relative_stability` (delta, c, interp, layers, seed, ...)
+    ):
+        self.every = check_int(every, "every", low=1)
+        if "generator" in kwargs: raise ValueError("StabilityMonitor draws from `seed` each time; pass seed=..., not generator.")
+        self.model, self.x, self.kwargs = model, x, {"seed": 0} | kwargs
+        self.measurements = {}
+        self(0)
+
+    def __call__(self,
+        epoch:int, # epochs completed (0: before training)
+        row=None, # the training history's row (unused; `train` passes it)
+    ):
+        "Measure after `epoch` if it is a multiple of `every`."
+        if epoch % self.every == 0: self.measurements[int(epoch)] = relative_stability(self.model, self.x, **self.kwargs)
+
+    @property
+    def dataset(self) -> xr.Dataset:
+        "Every measurement so far, stacked along `epoch` (D_f, G_f, R_f and the per-sample distances)."
+        epochs = list(self.measurements)
+        ds = xr.concat([self.measurements[e] for e in epochs], "epoch", data_vars="different", coords="minimal",
+                       combine_attrs="override")
+        return ds.assign_coords(epoch=("epoch", epochs, cf_attrs("epochs of training completed")))

@@ -12,14 +12,16 @@ import time
 
 import numpy as np
 import xarray as xr
+from torch import nn
 
 from .. import data, models, results, stability, train
 from ..core import check_choice, resolve_device, seed_everything
 from ..scaffold import Experiment, Var
 
 # %% auto #0
-__all__ = ['PAPER_ARCHS', 'CPU_WIDTH', 'CPU_LR', 'COMMON', 'PROFILES', 'SMALL_NOISE', 'STATES', 'VARIABLES', 'EXPERIMENT', 'cell',
-           'settings', 'derive', 'probe_ratios', 'draw', 'draw_fig15', 'draw_fig16', 'draw_fig17', 'draw_fig19']
+__all__ = ['PAPER_ARCHS', 'CPU_WIDTH', 'CPU_LR', 'COMMON', 'PROFILES', 'SMALL_NOISE', 'STATES', 'VARIABLES', 'EXPERIMENT',
+           'train_network', 'cell', 'settings', 'derive', 'probe_ratios', 'draw', 'draw_fig15', 'draw_fig16',
+           'draw_fig17', 'draw_fig19']
 
 # %% ../../nbs/fig5.ipynb #0a70fb56
 PAPER_ARCHS = ["FullConnL2", "FullConnL4", "FullConnL6", "LeNet", "AlexNet", "VGG11", "VGG11bn", "VGG16bn", "VGG19bn",
@@ -125,6 +127,30 @@ def _flip_ok(dataset:str) -> bool:
     "Horizontal flips preserve the label of natural images, not of digits."
     return dataset in ("cifar10",)
 
+def train_network(
+    net:nn.Module, # a network of `models.ARCHS`, on the device to train on
+    arch:str, # its architecture name (sets the optimiser, App. E.1)
+    dataset:str, # the data set's name (sets whether images are flipped)
+    ds_data, # the `data.Dataset` (its channel means give the padding colour)
+    fit, # the training `data.Split`
+    val, # the validation split on which the best epoch is chosen
+    steps:int, # optimiser steps; the epochs follow from them and the training-set size (App. E.1)
+    seed:int, # seed of the batch order and the augmentations
+    lr:float|None=None, # learning rate (None: the paper's)
+    warmup:float=0.0, # fraction of linear warm-up for the SGD-trained networks
+    batch_size:int=128, # images per step
+    pad:int=4, # random translations of up to `pad` pixels (0: none)
+    **kwargs, # passed to `train.train` (checkpoint, augment_fn, on_epoch, ...)
+) -> tuple[train.TrainResult, float]: # the result and the training time in seconds
+    "Train `net` by the paper's recipe (App. E.1) for a fixed number of optimiser steps, keeping the best epoch on `val`."
+    info = models.ARCHS[models.resolve_arch(arch)]
+    fill = [-m / s for m, s in zip(ds_data.mean, ds_data.std)]  # black after standardisation
+    t0 = time.perf_counter()
+    res = train.train(net, fit, val, epochs=train.epochs_for_steps(steps, len(fit), batch_size), optimizer=info.optimizer, lr=lr,
+                      warmup=warmup if info.optimizer == "sgd" else 0.0, batch_size=batch_size, pad=pad,
+                      flip=_flip_ok(dataset) and pad > 0, fill=fill, seed=seed, **kwargs)
+    return res, time.perf_counter() - t0
+
 @EXPERIMENT.cell
 def cell(
     arch:str, # architecture name from `models.ARCHS`
@@ -162,13 +188,9 @@ def cell(
                                                             delta_method=delta_method, seed=seed, batch_size=250, batchnorm=bn, **kw)
     before = measure("batch", units=True)  # App. E.1: batch-norm at initialisation normalises with batch statistics
     init_error = train.evaluate(net, ds_data.test)["error"]
-    fill = [-m / s for m, s in zip(ds_data.mean, ds_data.std)]  # black after standardisation
     ckpt = None if checkpoint_dir is None else results.resolve_path(checkpoint_dir) / f"{info.name}_seed{seed}.pt"
-    t0 = time.perf_counter()
-    res = train.train(net, fit, val, epochs=train.epochs_for_steps(steps, P, batch_size), optimizer=info.optimizer, lr=lr,
-                      warmup=warmup if info.optimizer == "sgd" else 0.0, batch_size=batch_size, pad=4, flip=_flip_ok(dataset),
-                      fill=fill, seed=seed, checkpoint=ckpt)
-    seconds = time.perf_counter() - t0
+    res, seconds = train_network(net, info.name, dataset, ds_data, fit, val, steps, seed, lr=lr, warmup=warmup,
+                                 batch_size=batch_size, checkpoint=ckpt)
     after = measure("running", units=True)
     in_batch_mode, small_noise = measure("batch"), measure("running", noise_scale=SMALL_NOISE)  # the same draws again
     test_error = train.evaluate(res.model, ds_data.test)["error"]
