@@ -1,0 +1,86 @@
+"""Tests of petrini_fig3, petrini_fig6 and petrini_fig12 beyond their notebooks: derived slopes on known power laws, cells independent of
+each other, and bad settings."""
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import torch
+
+from diffgeo.experiments import petrini_fig3, petrini_fig6, petrini_fig12
+
+
+def _fig6_dataset(exponents:dict) -> xr.Dataset:
+    "Medians that follow R_f = A P^k per architecture (G_f = 1 exactly, D_f = R_f)."
+    P = np.array([250, 500, 1000, 2000])
+    archs, seeds = list(exponents), [0, 1]
+    shape = (len(archs), len(P), len(seeds), 2, 1, 1, 3)  # arch, P, seed, state, c, interpolation, sample
+    d = np.ones(shape)
+    for i, a in enumerate(archs):
+        for s in seeds: d[i, :, s] = (s + 2.0) * P[:, None, None, None, None].astype(float) ** exponents[a]
+    dims = ("arch", "P", "seed", "state", "c", "interpolation", "sample")
+    ds = xr.Dataset({"d_diffeo": (dims, d), "d_noise": (dims, np.ones(shape)), "d_pair": (dims, np.ones(shape)),
+                     "test_error": (("arch", "P", "seed", "state"), np.full(shape[:4], 0.1) * np.arange(1, 5)[None, :, None, None] ** -0.5),
+                     "in_fit": (("P",), (P >= 500).astype(float))},
+                    coords={"arch": archs, "P": P, "seed": seeds, "state": ["init", "trained"], "c": [3], "interpolation": ["bilinear"]})
+    return petrini_fig6.derive(ds)
+
+
+def test_fig6_slopes_recover_power_laws():
+    ds = _fig6_dataset({"A": -1.0, "B": 0.5})
+    np.testing.assert_allclose(ds.slope_R_f.sel(arch="A"), -1.0)
+    np.testing.assert_allclose(ds.slope_D_f.sel(arch="B"), 0.5)
+    np.testing.assert_allclose(ds.slope_G_f, 0.0, atol=1e-12)
+    np.testing.assert_allclose(ds.R_f_logmean.sel(arch="A", P=1000, state="trained").squeeze(), np.sqrt(6) * 1000.0 ** -1)
+    np.testing.assert_allclose(ds.R_f_logstd.sel(arch="A", P=1000).squeeze(), np.log10(3 / 2) / np.sqrt(2))
+
+
+def test_fig6_init_probe_is_the_same_for_every_P():
+    kw = dict(n_val=128, steps=2, n_test=16, cs=[3], interps=["bilinear"], batch_size=32)
+    a, b = (petrini_fig6.cell("FullConnL2", P, 0, **kw) for P in (64, 128))
+    for k in ("d_diffeo", "d_noise", "d_pair"): xr.testing.assert_equal(a[k].sel(state="init"), b[k].sel(state="init"))
+    assert not np.array_equal(a.d_diffeo.sel(state="trained"), b.d_diffeo.sel(state="trained"))
+
+
+@pytest.mark.parametrize("bad, match", [(dict(P=[128, 64]), "increasing"), (dict(P=[64, 128], fit_from=128), "fit_from"),
+                                        (dict(interps=["bicubic"]), "interps"), (dict(cs=[3, 3]), "repeat"),
+                                        (dict(archs=["NoSuchNet"]), "NoSuchNet")])
+def test_fig6_bad_settings_fail_before_any_cell(bad, match):
+    with pytest.raises(ValueError, match=match): petrini_fig6.EXPERIMENT.resolve("smoke", **bad)
+
+
+def test_fig6_cell_refuses_a_training_set_larger_than_the_split():
+    with pytest.raises(ValueError, match="exceeds"): petrini_fig6.cell("FullConnL2", 10_000, 0, n_test=8, steps=1)
+
+
+def test_fig3_noise_slope_is_two_for_a_linear_response():
+    eta = np.geomspace(1e-3, 10, 6)
+    G = np.stack([3 * eta ** 2, 3 * eta ** 2 / (1 + eta ** 2)])  # two states: linear, saturating at large noise
+    ones = np.ones((1, 1, 2, 1, 1, 1))
+    ds = xr.Dataset({"m_diffeo": (("arch", "seed", "state", "c", "interpolation", "delta"), ones),
+                     "m_noise": (("arch", "seed", "state", "c", "interpolation", "delta"), ones),
+                     "m_pair": (("arch", "seed", "state", "c", "interpolation", "delta"), ones),
+                     "G_f_eta": (("arch", "seed", "state", "noise_scale"), G[None, None]),
+                     "eta_norm": (("arch", "seed", "noise_scale"), eta[None, None])},
+                    coords={"arch": ["A"], "seed": [0], "state": ["init", "trained"], "c": [3], "interpolation": ["bilinear"],
+                            "delta": [1.0], "noise_scale": np.arange(6)})
+    out = petrini_fig3.derive(ds)
+    np.testing.assert_allclose(out.noise_slope.sel(state="init"), 2.0)
+    np.testing.assert_allclose(out.noise_slope.sel(state="trained"), 2.0, atol=1e-3)
+
+
+@pytest.mark.parametrize("bad, match", [(dict(deltas=[0.5, 2.0]), "include 1"), (dict(noise_scales=[1.0, 0.1, 10.0]), "increasing"),
+                                        (dict(every=0), "every")])
+def test_fig3_bad_settings_fail_before_any_cell(bad, match):
+    with pytest.raises(ValueError, match=match): petrini_fig3.EXPERIMENT.resolve("smoke", **bad)
+
+
+def test_fig12_diffeo_augmentation_at_zero_temperature_is_the_identity():
+    x = torch.rand(3, 1, 28, 28, generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(petrini_fig12.diffeo_augment(x, torch.Generator().manual_seed(1), T=0.0), x)
+
+
+@pytest.mark.parametrize("bad, match", [(dict(augmentations=["none", "rotation"]), "augmentations"), (dict(T=-1.0), "T"),
+                                        (dict(c_augment=0.5), "c_augment")])
+def test_fig12_bad_settings_fail_before_any_cell(bad, match):
+    with pytest.raises(ValueError, match=match): petrini_fig12.EXPERIMENT.resolve("smoke", **bad)
