@@ -1,4 +1,4 @@
-"""Tests of petrini_fig3, petrini_fig6 and petrini_fig12 beyond their notebooks: derived slopes on known power laws, cells independent of
+"""Tests of petrini_fig3, petrini_fig6, petrini_fig12 and petrini_tab2 beyond their notebooks: derived slopes on known power laws, cells independent of
 each other, and bad settings."""
 
 import numpy as np
@@ -7,7 +7,7 @@ import xarray as xr
 
 import torch
 
-from diffgeo.experiments import petrini_fig3, petrini_fig6, petrini_fig12
+from diffgeo.experiments import petrini_fig3, petrini_fig6, petrini_fig12, petrini_tab2
 
 
 def _fig6_dataset(exponents:dict) -> xr.Dataset:
@@ -84,3 +84,28 @@ def test_fig12_diffeo_augmentation_at_zero_temperature_is_the_identity():
                                         (dict(c_augment=0.5), "c_augment")])
 def test_fig12_bad_settings_fail_before_any_cell(bad, match):
     with pytest.raises(ValueError, match=match): petrini_fig12.EXPERIMENT.resolve("smoke", **bad)
+
+
+def test_tab2_correlations_match_numpy():
+    rng = np.random.default_rng(0)
+    err, R = rng.uniform(0.01, 0.5, (5, 2)), rng.uniform(0.1, 2.0, (5, 2))  # arch, seed
+    dims = ("dataset", "arch", "seed", "delta", "c", "interpolation")
+    shape = (1, 5, 2, 1, 1, 1)
+    ds = xr.Dataset({"m_diffeo": (dims, R.reshape(shape)), "m_noise": (dims, np.ones(shape)), "m_pair": (dims, np.ones(shape) * 2),
+                     "test_error": (("dataset", "arch", "seed"), err[None])},
+                    coords={"dataset": ["mnist5k"], "arch": list("abcde"), "seed": [0, 1], "delta": [1.0], "c": [3],
+                            "interpolation": ["bilinear"]})
+    out = petrini_tab2.derive(ds)
+    gm = lambda v: 10 ** np.log10(v).mean(1)
+    expected = np.corrcoef(np.log10(gm(err)), np.log10(gm(R)))[0, 1]
+    np.testing.assert_allclose(out.corr_R_f.item(), expected)
+    np.testing.assert_allclose(out.corr_D_f.item(), expected)  # D_f = R_f / 2 here
+    np.testing.assert_allclose(out.corr_R_f_seed.sel(seed=1).item(), np.corrcoef(np.log10(err[:, 1]), np.log10(R[:, 1]))[0, 1])
+    t = petrini_tab2.table2(out)
+    assert t.loc["mnist5k", "R_f (paper)"] == 0.75 and np.isclose(t.loc["mnist5k", "R_f (ours)"], expected)
+
+
+@pytest.mark.parametrize("bad, match", [(dict(datasets=["mnist5k", "mnist5k"]), "repeat"), (dict(datasets=["imagenet"]), "datasets"),
+                                        (dict(archs=["LeNet", "FullConnL2"]), "three"), (dict(deltas=[2.0]), "include 1")])
+def test_tab2_bad_settings_fail_before_any_cell(bad, match):
+    with pytest.raises(ValueError, match=match): petrini_tab2.EXPERIMENT.resolve("smoke", **bad)
