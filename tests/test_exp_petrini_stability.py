@@ -1,12 +1,13 @@
-"""Tests of petrini_fig3, petrini_fig6, petrini_fig12 and petrini_tab2 beyond their notebooks: derived slopes on known power laws, cells independent of
-each other, and bad settings."""
+"""Tests of petrini_fig3, petrini_fig6, petrini_fig12 and petrini_tab2 beyond their notebooks: derived
+quantities on known answers, cells independent of each other, the committed fig3 and fig6 runs against each other, and bad
+settings."""
 
 import numpy as np
 import pytest
+import torch
 import xarray as xr
 
-import torch
-
+from diffgeo import results
 from diffgeo.experiments import petrini_fig3, petrini_fig6, petrini_fig12, petrini_tab2
 
 
@@ -109,3 +110,17 @@ def test_tab2_correlations_match_numpy():
                                         (dict(archs=["LeNet", "FullConnL2"]), "three"), (dict(deltas=[2.0]), "include 1")])
 def test_tab2_bad_settings_fail_before_any_cell(bad, match):
     with pytest.raises(ValueError, match=match): petrini_tab2.EXPERIMENT.resolve("smoke", **bad)
+
+
+def test_fig3_trained_the_networks_of_fig6_at_its_largest_P():
+    "Same seeds, same recipe: the committed fig3 and fig6 results hold the same networks, to the last digit."
+    from pathlib import Path
+    root = Path(__file__).parents[1]
+    a = petrini_fig3.EXPERIMENT.load(root / petrini_fig3.EXPERIMENT.paths("cpu").dataset)
+    b = petrini_fig6.EXPERIMENT.load(root / petrini_fig6.EXPERIMENT.paths("cpu").dataset)
+    common = sorted(set(a.arch.values) & set(b.arch.values))
+    assert len(common) == 3 and int(results.parameters(a)["P"]) == int(b.P.max())
+    probe = dict(c=3, interpolation="bilinear")
+    for k in ("R_f", "D_f", "G_f"):
+        np.testing.assert_allclose(a[k].sel(arch=common, delta=1.0, **probe), b[k].sel(arch=common, P=b.P.max(), **probe), rtol=1e-12)
+    np.testing.assert_array_equal(a.test_error.sel(arch=common), b.test_error.sel(arch=common, P=b.P.max()))
