@@ -124,3 +124,13 @@ def test_fig3_trained_the_networks_of_fig6_at_its_largest_P():
     for k in ("R_f", "D_f", "G_f"):
         np.testing.assert_allclose(a[k].sel(arch=common, delta=1.0, **probe), b[k].sel(arch=common, P=b.P.max(), **probe), rtol=1e-12)
     np.testing.assert_array_equal(a.test_error.sel(arch=common), b.test_error.sel(arch=common, P=b.P.max()))
+
+
+def test_fig12_translation_networks_are_those_of_fig6():
+    "Translations are the standard recipe: fig12's translation-trained ResNets are fig6's at its largest P, to the last digit."
+    from pathlib import Path
+    root = Path(__file__).parents[1]
+    a = petrini_fig12.EXPERIMENT.load(root / petrini_fig12.EXPERIMENT.paths("cpu").dataset)
+    b = petrini_fig6.EXPERIMENT.load(root / petrini_fig6.EXPERIMENT.paths("cpu").dataset)
+    probe = dict(arch="ResNet18", interpolation="bilinear")
+    np.testing.assert_allclose(a.R_f.sel(augmentation="translation", **probe), b.R_f.sel(P=b.P.max(), **probe), rtol=1e-12)
