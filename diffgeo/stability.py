@@ -569,5 +569,5 @@ class StabilityMonitor:
         "Every measurement so far, stacked along `epoch` (D_f, G_f, R_f and the per-sample distances)."
         epochs = list(self.measurements)
         ds = xr.concat([self.measurements[e] for e in epochs], "epoch", data_vars="different", coords="minimal",
-                       combine_attrs="override")
+                       compat="equals", combine_attrs="override")  # what is equal at every epoch (the draws) is stored once
         return ds.assign_coords(epoch=("epoch", epochs, cf_attrs("epochs of training completed")))

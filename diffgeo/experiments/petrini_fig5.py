@@ -9,19 +9,20 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import xarray as xr
 from torch import nn
 
 from .. import data, models, results, stability, train
-from ..core import check_choice, resolve_device, seed_everything
+from ..core import check_choice, check_int, resolve_device, seed_everything
 from ..scaffold import Experiment, Var
 
 # %% auto #0
 __all__ = ['PAPER_ARCHS', 'CPU_WIDTH', 'CPU_LR', 'COMMON', 'PROFILES', 'SMALL_NOISE', 'STATES', 'VARIABLES', 'EXPERIMENT',
-           'train_network', 'cell', 'settings', 'derive', 'probe_ratios', 'draw', 'draw_fig15', 'draw_fig16',
-           'draw_fig17', 'draw_fig19']
+           'train_network', 'Setup', 'setup', 'resolve_archs', 'cell', 'settings', 'derive', 'probe_ratios', 'draw',
+           'draw_fig15', 'draw_fig16', 'draw_fig17', 'draw_fig19']
 
 # %% ../../nbs/fig5.ipynb #0a70fb56
 PAPER_ARCHS = ["FullConnL2", "FullConnL4", "FullConnL6", "LeNet", "AlexNet", "VGG11", "VGG11bn", "VGG16bn", "VGG19bn",
@@ -151,6 +152,51 @@ def train_network(
                       flip=_flip_ok(dataset) and pad > 0, fill=fill, seed=seed, **kwargs)
     return res, time.perf_counter() - t0
 
+@dataclass
+class Setup:
+    "What a cell of the Petrini experiments starts from."
+    info:models.ArchInfo # the architecture's Table 1 facts
+    steps:int|None # its optimiser steps
+    width:float # its width multiplier
+    lr:float|None # its learning rate (None: the paper's)
+    data:data.DataSet # the data set
+    fit:data.Split # the P training images
+    val:data.Split # the validation images held out before the subset is drawn
+    probe:data.Split # the probed test images, the same in every cell
+    net:nn.Module # the network, initialised from the seed, on its device
+
+def setup(
+    arch:str, # architecture name from `models.ARCHS`
+    seed:int, # seed of the subset and the initialisation
+    dataset:str="mnist5k", # name from `data.DATASETS`
+    data_root:str|None=None, # folder of the data files (None: $DIFFGEO_DATA)
+    P:int|None=None, # training-set size (None: every image left after n_val)
+    n_val:int=500, # validation images held out from the training split
+    n_test:int=500, # probed test images
+    steps:int|dict|None=None, # optimiser steps, or {arch: steps}
+    width:float|dict=1.0, # width multiplier (`models.build`), or {arch: width}
+    lr:float|dict|None=None, # learning rate, or {arch: lr}
+    device:str="cpu", # "cpu", "cuda", "auto"
+) -> Setup:
+    "The start of every cell: this architecture's settings, the data, a seeded training subset of size P, the probe, the network."
+    info = models.ARCHS[models.resolve_arch(arch)]
+    steps, width, lr = (v[info.name] if isinstance(v, dict) else v for v in (steps, width, lr))
+    ds_data = data.load(dataset, root=data_root)
+    fit, val = data.train_val_split(ds_data.train, n_val, seed=0)
+    P = len(fit) if P is None else P
+    if P > len(fit): raise ValueError(f"P = {P} exceeds the {len(fit)} training images left after n_val = {n_val}; lower P or n_val.")
+    probe = ds_data.test.subset(n_test, seed=0)
+    seed_everything(seed)
+    net = models.build(info.name, in_channels=ds_data.n_channels, n_classes=ds_data.n_classes, size=ds_data.size, width=width)
+    return Setup(info, steps, width, lr, ds_data, fit.subset(P, seed=seed), val, probe, net.to(resolve_device(device)))
+
+def resolve_archs(p:dict, datasets:list) -> dict:
+    "Check the data sets and seeds, resolve the architecture names and give each its steps, width and learning rate."
+    for d in datasets: check_choice(d, "dataset", data.DATASETS)
+    archs = [models.resolve_arch(a) for a in p["archs"]]
+    return {**p, "archs": archs, "seeds": [check_int(s, "seed", low=0) for s in p["seeds"]], "steps": _per_arch(p["steps"], archs, None),
+            "width": _per_arch(p.get("width", 1.0), archs, 1.0), "lr": _per_arch(p.get("lr"), archs, None)}
+
 @EXPERIMENT.cell
 def cell(
     arch:str, # architecture name from `models.ARCHS`
@@ -174,16 +220,9 @@ def cell(
     checkpoint_dir:str|None=None, # folder for per-epoch training checkpoints, deleted when the cell ends (None: none)
 ) -> xr.Dataset:
     "Fig. 5 for one architecture and seed: stabilities at init and after training, and the test error."
-    info = models.ARCHS[models.resolve_arch(arch)]
-    steps, width, lr = (v[info.name] if isinstance(v, dict) else v for v in (steps, width, lr))
-    ds_data = data.load(dataset, root=data_root)
-    fit, val = data.train_val_split(ds_data.train, n_val, seed=0)
-    fit = fit.subset(P, seed=seed)
-    probe = ds_data.test.subset(n_test, seed=0)
-    dev = resolve_device(device)
-    print(f"{info.name}, seed {seed}: {steps} steps at width {width}, lr {lr or 'default'} on {dev}", flush=True)
-    seed_everything(seed)
-    net = models.build(info.name, in_channels=ds_data.n_channels, n_classes=ds_data.n_classes, size=ds_data.size, width=width).to(dev)
+    s = setup(arch, seed, dataset, data_root, P, n_val, n_test, steps, width, lr, device)
+    info, steps, width, lr, ds_data, fit, val, probe, net = s.info, s.steps, s.width, s.lr, s.data, s.fit, s.val, s.probe, s.net
+    print(f"{info.name}, seed {seed}: {steps} steps at width {width}, lr {lr or 'default'} on {resolve_device(device)}", flush=True)
     measure = lambda bn, **kw: stability.relative_stability(net, probe.images, delta=delta, c=c, interp=interp, cutoff=cutoff,
                                                             delta_method=delta_method, seed=seed, batch_size=250, batchnorm=bn, **kw)
     before = measure("batch", units=True)  # App. E.1: batch-norm at initialisation normalises with batch statistics
@@ -224,10 +263,7 @@ def _per_arch(value, archs:list[str], default) -> dict:
 @EXPERIMENT.settings
 def settings(p:dict, profile:str, overrides:dict) -> dict:
     "Check the data set, resolve the architecture names and give each architecture its steps, width and learning rate."
-    check_choice(p["dataset"], "dataset", data.DATASETS)
-    archs = [models.resolve_arch(a) for a in p["archs"]]
-    return {**p, "archs": archs, "seeds": list(p["seeds"]), "steps": _per_arch(p["steps"], archs, None),
-            "width": _per_arch(p.get("width", 1.0), archs, 1.0), "lr": _per_arch(p.get("lr"), archs, None)}
+    return resolve_archs(p, [p["dataset"]])
 
 # %% ../../nbs/fig5.ipynb #d424fbd3
 def _logmean(v:xr.DataArray) -> xr.DataArray: return 10 ** np.log10(v).mean("seed")
