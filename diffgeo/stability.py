@@ -568,6 +568,8 @@ class StabilityMonitor:
     def dataset(self) -> xr.Dataset:
         "Every measurement so far, stacked along `epoch` (D_f, G_f, R_f and the per-sample distances)."
         epochs = list(self.measurements)
-        ds = xr.concat([self.measurements[e] for e in epochs], "epoch", data_vars="different", coords="minimal",
-                       compat="equals", combine_attrs="override")  # what is equal at every epoch (the draws) is stored once
+        first = self.measurements[epochs[0]]
+        moving = [k for k in first.data_vars if k.startswith(("d_", "u_")) or k in ("D_f", "G_f", "R_f")]  # the network's response
+        ds = xr.concat([self.measurements[e] for e in epochs], "epoch", data_vars=moving, coords="minimal",
+                       compat="equals", combine_attrs="override")  # the draws, the same at every epoch, are stored once
         return ds.assign_coords(epoch=("epoch", epochs, cf_attrs("epochs of training completed")))
