@@ -106,7 +106,7 @@ def test_tab2_correlations_match_numpy():
     assert t.loc["mnist5k", "R_f (paper)"] == 0.75 and np.isclose(t.loc["mnist5k", "R_f (ours)"], expected)
 
 
-@pytest.mark.parametrize("bad, match", [(dict(datasets=["mnist5k", "mnist5k"]), "repeat"), (dict(datasets=["imagenet"]), "datasets"),
+@pytest.mark.parametrize("bad, match", [(dict(datasets=["mnist5k", "mnist5k"]), "repeat"), (dict(datasets=["imagenet"]), "unknown dataset"),
                                         (dict(archs=["LeNet", "FullConnL2"]), "three"), (dict(deltas=[2.0]), "include 1")])
 def test_tab2_bad_settings_fail_before_any_cell(bad, match):
     with pytest.raises(ValueError, match=match): petrini_tab2.EXPERIMENT.resolve("smoke", **bad)
