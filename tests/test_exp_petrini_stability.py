@@ -134,3 +134,17 @@ def test_fig12_translation_networks_are_those_of_fig6():
     b = petrini_fig6.EXPERIMENT.load(root / petrini_fig6.EXPERIMENT.paths("cpu").dataset)
     probe = dict(arch="ResNet18", interpolation="bilinear")
     np.testing.assert_allclose(a.R_f.sel(augmentation="translation", **probe), b.R_f.sel(P=b.P.max(), **probe), rtol=1e-12)
+
+
+def test_tab2_networks_are_those_of_fig6_and_fig3():
+    "Same seeds, same recipe: tab2's FullConnL4, LeNet, ResNet18 are fig6's at its largest P, its EfficientNetB0 is fig3's."
+    from pathlib import Path
+    root = Path(__file__).parents[1]
+    load = lambda m: m.EXPERIMENT.load(root / m.EXPERIMENT.paths("cpu").dataset)
+    t, six, three = load(petrini_tab2), load(petrini_fig6), load(petrini_fig3)
+    probe = dict(c=3, interpolation="bilinear")
+    t = t.sel(dataset="mnist5k", delta=1.0, **probe)
+    for arch in ("FullConnL4", "LeNet", "ResNet18"):
+        np.testing.assert_allclose(t.R_f.sel(arch=arch), six.R_f.sel(arch=arch, P=six.P.max(), state="trained", **probe), rtol=1e-12)
+    np.testing.assert_allclose(t.R_f.sel(arch="EfficientNetB0"),
+                               three.R_f.sel(arch="EfficientNetB0", state="trained", delta=1.0, **probe), rtol=1e-12)
