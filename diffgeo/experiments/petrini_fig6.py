@@ -343,4 +343,5 @@ def quoted(ds:xr.Dataset) -> list[str]:
         f"{100 * ds.diffeo_fraction.sel(c=ds.c.values[-1]).mean().item():.1f}%",
         f"{span(ds.R_f_logmean.sel(state='trained').isel(c=-1, interpolation=0) / lm, '.2f')} times",
         f"at $P={ds.P.values[0]}$ LeNet's $R_f$ is {lm.sel(arch='LeNet').isel(P=0).item() / lm.sel(arch='ResNet18').isel(P=0).item():.0f} times ResNet18's",
+        f"our $P$ spans {np.log10(ds.P.values[-1] / ds.P.values[0]):.1f} decades",
     ]
