@@ -6,12 +6,21 @@ Usage:
     python bench/diffeo.py --ref /path/to/diffeomorphism      # or set DIFFEO_REF=/path/to/diffeomorphism
     python bench/diffeo.py --ref /path/to/diffeomorphism --quick   # fewer repeats
 
+    python bench/diffeo.py                                    # ours against the floor only
+
 What is measured (CPU, float32, torch's default number of threads):
 
+- floor: a bare `F.grid_sample(x, grid, mode="bilinear", padding_mode="border", align_corners=True)`
+  of the same batch, with the grid of the same kind of deformation computed beforehand: the least
+  any warp of these images must do (one bilinear read per output pixel). Gaussian interpolation
+  reads 36 pixels per output, nine bilinear samples, so its floor is nine of these;
 - ours: `diffgeo.diffeo.deform(x, T, c, interp, cutoff="code")` on a batch `x` [B, C, H, W],
-  one random field per image, in one call;
+  one random field per image, in one call (drawing the fields included);
 - reference: `diff.deform(img, T, c, interp)` from pcsl-epfl/diffeomorphism, which draws one field
   per call, looped over the images and stacked.
+
+All three are timed in the same run, so that their ratios are comparable; absolute throughputs on
+a shared machine vary by tens of percent from run to run, their ratios much less.
 
 Both use c = 3 and the temperature giving an expected displacement of one pixel, and the reference's
 cut-off sqrt(i²+j²) < c + 1/2 (our `cutoff="code"`); the reference's 'linear' is our 'bilinear'.
@@ -30,6 +39,7 @@ import sys
 import warnings
 
 import torch
+import torch.nn.functional as F
 
 import diffgeo.diffeo as dd
 from _common import best_time, load_reference
@@ -69,44 +79,50 @@ def sanity_check(diff):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--ref", default=os.environ.get("DIFFEO_REF"), help="path of a clone of pcsl-epfl/diffeomorphism")
+    p.add_argument("--ref", default=os.environ.get("DIFFEO_REF"), help="path of a clone of pcsl-epfl/diffeomorphism (none: floor only)")
     p.add_argument("--quick", action="store_true", help="fewer repeats")
     args = p.parse_args()
-    diff = load_reference(args.ref, "diffeo.py")
+    diff = load_reference(args.ref, "diffeo.py") if args.ref else None
     warnings.filterwarnings("ignore", message="torch.meshgrid")  # emitted by the reference's scalar_field_modes
-    ours_reps, ref_reps = (2, 1) if args.quick else (10, 3)
+    ours_reps, ref_reps = (2, 1) if args.quick else (30, 3)
 
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, CPU: {cpu_model()}")
     print(f"c = {C_CUT}, T for delta = {DELTA} px (cutoff='code'), float32, best of {ours_reps} (ours) / "
           f"{ref_reps} (reference) repeats after a warm-up\n")
-    sanity_check(diff)
+    if diff is not None: sanity_check(diff)
 
     rows = []
     for B, C, n in CASES:
         T = dd.temperature_for_delta(DELTA, n, C_CUT, cutoff="code")
         x = torch.rand(B, C, n, n)
-        for interp, ref_interp in [("bilinear", "linear"), ("gaussian", "gaussian")]:
+        tau = dd.field(dd.sample_coefficients(B, T, C_CUT, cutoff="code"), (n, n))
+        px, py = dd._positions(dd.displacement(tau))
+        grid = torch.stack((px * (2 / (n - 1)) - 1, py * (2 / (n - 1)) - 1), -1)
+        floor = B / best_time(lambda: F.grid_sample(x, grid, mode="bilinear", padding_mode="border", align_corners=True),
+                              ours_reps)
+        for interp, ref_interp, taps in [("bilinear", "linear", 1), ("gaussian", "gaussian", 9)]:
             case = f"{B}x{C}x{n}x{n}"
-            t = best_time(lambda: dd.deform(x, T, C_CUT, interp, cutoff="code"), ours_reps)
-            ours = B / t
+            ours = B / best_time(lambda: dd.deform(x, T, C_CUT, interp, cutoff="code"), ours_reps)
             k = min(B, REF_SUBSET.get((n, interp), B))
             note = "" if k == B else f"reference timed on {k} images"
             # peak of the reference Gaussian: about (3 + C) float32 tensors of n⁴ elements
             need = (3 + C) * n**4 * 4
-            if interp == "gaussian" and need > 0.8 * available_bytes():
+            if diff is None: ref, note = None, "no reference given"
+            elif interp == "gaussian" and need > 0.8 * available_bytes():
                 ref, note = None, (f"reference skipped: needs ~{need / 2**30:.0f} GiB ([{n}]*4 tensors), "
                                    f"{available_bytes() / 2**30:.0f} GiB available")
             else:
                 xs = x[:k]
-                t = best_time(lambda: torch.stack([diff.deform(img, T, C_CUT, ref_interp) for img in xs]), ref_reps)
-                ref = k / t
-            rows.append((case, interp, ours, ref, note))
+                ref = k / best_time(lambda: torch.stack([diff.deform(img, T, C_CUT, ref_interp) for img in xs]), ref_reps)
+            rows.append((case, interp, floor, ours, ref, taps, note))
             print(f"  done {case} {interp}", file=sys.stderr, flush=True)
 
-    print(f"{'case':<14} {'interp':<9} {'ours img/s':>12} {'ref img/s':>12} {'ours/ref':>9}  note")
-    for case, interp, ours, ref, note in rows:
-        r, ratio = ("—", "—") if ref is None else (f"{ref:.1f}", f"{ours / ref:.0f}x")
-        print(f"{case:<14} {interp:<9} {ours:>12.1f} {r:>12} {ratio:>9}  {note}")
+    print(f"{'case':<14} {'interp':<9} {'floor img/s':>12} {'ours img/s':>12} {'ours/floor':>11} {'ref img/s':>10} {'ours/ref':>9}  note")
+    for case, interp, floor, ours, ref, taps, note in rows:
+        r, ratio = ("—", "—") if ref is None else (f"{ref:.1f}", f"{ours / ref:.1f}x")
+        cost = f"{floor / ours:.2f}x" + (f" ({floor / ours / taps:.2f}x of {taps})" if taps > 1 else "")
+        print(f"{case:<14} {interp:<9} {floor:>12.1f} {ours:>12.1f} {cost:>11} {r:>10} {ratio:>9}  {note}")
+    print("\nours/floor: our time over one bare grid_sample's (1 is the floor; Gaussian's own floor is 9 of them).")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ import warnings
 from functools import lru_cache
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from . import maps
@@ -156,42 +157,75 @@ def _positions(disp:torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     p = maps.pixel_grid((H, W), "pixel", disp.dtype, disp.device)
     return (p[..., 0] - disp[:, 0]).clamp(0, W - 1), (p[..., 1] - disp[:, 1]).clamp(0, H - 1)
 
-def _grid_sample(x:torch.Tensor, disp:torch.Tensor, interp:str) -> torch.Tensor:
-    "Bilinear or nearest warp by `maps.warp` at the pixel positions (sampled with align_corners=True, border padding)."
-    out = maps.warp(x, torch.stack(_positions(disp), dim=-1), "pixel", interp, "border")
-    fix = torch.where((disp == 0).all(1, keepdim=True), x - out, 0).detach()   # unmoved pixels exactly, not to rounding,
-    return out + fix                                                            # with grid_sample's gradients kept
+def _exact_where_still(
+    out:torch.Tensor, # the sampled images `[B, C, H, W]`
+    x:torch.Tensor, # the images
+    tau:torch.Tensor, # the fields `[B, 2, H, W]`
+    resting:torch.Tensor|None=None, # for fields from `field` (zero on the frame): which images have a zero field, `[B]`
+) -> torch.Tensor:
+    """Give pixels with zero displacement their exact value (`grid_sample` leaves ~1e-7 relative rounding there),
+    keeping `grid_sample`'s gradients (a detached correction). A field from `field` vanishes on the frame, and inside
+    only if all its coefficients are zero (`resting`): the frame is copied from `x` (its gradient with respect to the
+    field is zero either way, the basis vanishing there), and the resting images corrected. Any other field: one
+    masked pass."""
+    if resting is None:
+        return out + torch.where((tau == 0).all(1, keepdim=True), x - out, 0).detach()
+    out[..., 0, :], out[..., -1, :], out[..., :, 0], out[..., :, -1] = x[..., 0, :], x[..., -1, :], x[..., :, 0], x[..., :, -1]
+    if resting.any():
+        idx = resting.expand(len(out)).nonzero().squeeze(1)
+        out[idx] = out[idx] + (x[idx] - out[idx]).detach()
+    return out
+
+def _grid_sample(x:torch.Tensor, tau:torch.Tensor, interp:str, resting:torch.Tensor|None=None) -> torch.Tensor:
+    """Bilinear or nearest warp: one `grid_sample` (align_corners=True, border padding, which clamps to the image) at
+    s - τ(s), written straight into `grid_sample`'s frame: u - 2W/(W-1) τ_u and v - 2H/(H-1) τ_v, one fused pass each."""
+    B, _, H, W = tau.shape
+    u = torch.linspace(-1, 1, W, dtype=tau.dtype, device=tau.device)
+    v = torch.linspace(-1, 1, H, dtype=tau.dtype, device=tau.device)[:, None]
+    su, sv = -2 * W / (W - 1), -2 * H / (H - 1)
+    if torch.is_grad_enabled() and tau.requires_grad:                  # out= does not record gradients: the same values
+        grid = torch.stack((torch.add(u, tau[:, 0], alpha=su), torch.add(v, tau[:, 1], alpha=sv)), -1)
+    else:
+        grid = torch.empty(B, H, W, 2, dtype=tau.dtype, device=tau.device)
+        torch.add(u, tau[:, 0], alpha=su, out=grid[..., 0]); torch.add(v, tau[:, 1], alpha=sv, out=grid[..., 1])
+    out = F.grid_sample(x, grid, mode=interp, padding_mode="border", align_corners=True)
+    return _exact_where_still(out, x, tau, resting)
 
 def _axis_pairs(p:torch.Tensor, n:int, r:int, sigma:float) -> tuple[torch.Tensor, torch.Tensor]:
     """Fold the 2r Gaussian taps around positions `p` `[B, H, W]` (pixels) into r linear-interpolation points.
 
-    Returns the points and their weights, both `[B, r, H, W]`; weights are normalised over the pixels inside the image."""
-    base = p.floor().unsqueeze(1)
-    off = torch.arange(1 - r, r + 1, dtype=p.dtype, device=p.device).view(1, 2 * r, 1, 1)
-    idx = base + off                                                   # [B, 2r, H, W] tap pixels
-    inside = (idx - (n - 1) / 2).abs() <= (n - 1) / 2                   # taps outside the image weigh 0
-    w = torch.exp((p.unsqueeze(1) - idx).square() * (-0.5 / sigma**2)) * inside
-    left, right = w[:, 0::2], w[:, 1::2]
-    pair = left + right
-    point = idx[:, 0::2] + right / pair.clamp_min(torch.finfo(p.dtype).tiny)
-    return point, pair / pair.sum(1, keepdim=True)
+    Returns the points and their weights, both `[B, r, H, W]`; weights are normalised over the pixels inside the image.
+    With f = p - floor(p), the tap at offset o weighs g(f - o) = exp(-f²/2σ²) z^o exp(-o²/2σ²), z = exp(f/σ²): one
+    exponential for all 2r taps (the common factor cancels in the normalisation)."""
+    base = p.floor()
+    z = torch.exp((p - base) * (1 / sigma**2))
+    power = {0: torch.ones_like(z)}
+    for o in range(1, r + 1): power[o] = power[o - 1] * z
+    inverse = 1 / z
+    for o in range(1, r): power[-o] = power[1 - o] * inverse
+    w = [power[o] * (math.exp(-o * o / (2 * sigma**2)) * ((base >= -o) & (base <= n - 1 - o)))  # taps outside weigh 0
+         for o in range(1 - r, r + 1)]
+    pairs = [w[2 * k] + w[2 * k + 1] for k in range(r)]
+    tiny = torch.finfo(p.dtype).tiny
+    points = [base + (2 * k + 1 - r) + w[2 * k + 1] / pairs[k].clamp_min(tiny) for k in range(r)]
+    pair = torch.stack(pairs, 1)
+    return torch.stack(points, 1), pair / pair.sum(1, keepdim=True)
 
-def _gaussian(x:torch.Tensor, disp:torch.Tensor, sigma:float, r:int, chunk:int=2**24) -> torch.Tensor:
-    "Truncated Gaussian interpolation (Eq. 16) as r² weighted bilinear samples (one `grid_sample` call per chunk)."
-    B, C, H, W = x.shape
+def _gaussian(x:torch.Tensor, disp:torch.Tensor, sigma:float, r:int) -> torch.Tensor:
+    "Truncated Gaussian interpolation (Eq. 16) as r² weighted bilinear samples, accumulated one at a time."
     px, py = _positions(disp)
-    qx, wx = _axis_pairs(px, W, r, sigma)                               # [B, r, H, W]
-    qy, wy = _axis_pairs(py, H, r, sigma)
-    q = maps.convert(torch.stack((qx, qy), -1), (H, W), "pixel", "normalised_corners")
-    grid = torch.empty(B, r, r, H, W, 2, dtype=x.dtype, device=x.device)  # [B, r(y), r(x), H, W, (x, y)]
-    grid[..., 0] = q[..., 0][:, None]
-    grid[..., 1] = q[..., 1][:, :, None]
-    weight = (wy[:, :, None] * wx[:, None]).view(B, 1, r * r, H, W)
-    grid = grid.view(B, r * r * H, W, 2)                                # the r² samples stacked along H
-    step = max(1, chunk // (C * r * r * H * W))
-    out = [maps.warp(x[s:s + step], grid[s:s + step], "normalised_corners", "bilinear", "border")
-           .view(-1, C, r * r, H, W).mul(weight[s:s + step]).sum(2) for s in range(0, B, step)]
-    return torch.cat(out)
+    qx, wx = _axis_pairs(px, x.shape[-1], r, sigma)                     # [B, r, H, W]
+    qy, wy = _axis_pairs(py, x.shape[-2], r, sigma)
+    H, W = x.shape[-2:]
+    gx, gy = qx * (2 / (W - 1)) - 1, qy * (2 / (H - 1)) - 1             # grid_sample's frame (align_corners=True)
+    out = None
+    for i in range(r):
+        for j in range(r):
+            grid = torch.stack((gx[:, i], gy[:, j]), -1)
+            sample = F.grid_sample(x, grid, mode="bilinear", padding_mode="border", align_corners=True)
+            weight = (wx[:, i] * wy[:, j]).unsqueeze(1)
+            out = sample.mul_(weight) if out is None else out.addcmul_(sample, weight)
+    return out
 
 def warp(
     x:torch.Tensor, # images `[B, C, H, W]` or `[C, H, W]`, floating point
@@ -210,13 +244,17 @@ def warp(
     out = _warp(xb, tau, interp, sigma, tol)
     return out[0] if single else out
 
-def _warp(x:torch.Tensor, tau:torch.Tensor, interp:str, sigma:float, tol:float) -> torch.Tensor:
-    "`warp` on a validated batch."
+def _warp(x:torch.Tensor, tau:torch.Tensor, interp:str, sigma:float, tol:float, resting:torch.Tensor|None=None) -> torch.Tensor:
+    "`warp` on a validated batch; half-precision images are sampled at positions computed in float32 (`resting`: see `_exact_where_still`)."
     check_choice(interp, "interp", INTERPOLATIONS)
-    disp = displacement(tau.to(device=x.device, dtype=x.dtype)).expand(x.shape[0], 2, *x.shape[-2:])
-    if interp != "gaussian": return _grid_sample(x, disp, interp)
-    sigma = check_scalar(sigma, "sigma", low=0, low_open=True)
-    return _gaussian(x, disp, sigma, gaussian_radius(sigma, check_scalar(tol, "tol", low=0, low_open=True)))
+    work = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
+    xw = x.to(work)
+    tau = tau.to(device=x.device, dtype=work).expand(x.shape[0], 2, *x.shape[-2:])
+    if interp != "gaussian": out = _grid_sample(xw, tau, interp, resting)
+    else:
+        sigma = check_scalar(sigma, "sigma", low=0, low_open=True)
+        out = _gaussian(xw, displacement(tau), sigma, gaussian_radius(sigma, check_scalar(tol, "tol", low=0, low_open=True)))
+    return out.to(x.dtype)
 
 # %% ../nbs/10_diffeo.ipynb #2889ac4b
 def _temperature_of(T, delta, size, c:float, cutoff:str, delta_method:str):
@@ -255,7 +293,7 @@ def deform(
     _check_resolved(c, cutoff, xb.shape[-2:])
     T = _temperature_of(T, delta, xb.shape[-2:], c, cutoff, delta_method)
     coeffs = sample_coefficients(1 if same_field else xb.shape[0], T, c, cutoff, generator, xb.dtype, xb.device)
-    out = _warp(xb, field(coeffs, xb.shape[-2:]), interp, sigma, tol)
+    out = _warp(xb, field(coeffs, xb.shape[-2:]), interp, sigma, tol, resting=(coeffs == 0).flatten(1).all(1))
     out = out[0] if single else out
     return (out, coeffs) if return_coefficients else out
 

@@ -401,6 +401,51 @@ class TestGaussianTruncation:
         assert all(a > b for a, b in zip(errs, errs[1:]))
 
 
+class TestHalfPrecision:
+    "Half-precision images are sampled at positions computed in float32: the same pixels as in float32."
+
+    @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+    @pytest.mark.parametrize("interp", ["nearest", "bilinear", "gaussian"])
+    def test_same_as_float32_then_rounded(self, dtype, interp):
+        x = torch.rand(4, 2, 28, 28, generator=gen()).to(dtype)
+        tau = field(sample_coefficients(4, 1e-2, 5, generator=gen(), dtype=torch.float64), (28, 28))
+        out = warp(x, tau, interp)
+        assert out.dtype == dtype
+        torch.testing.assert_close(out, warp(x.float(), tau, interp).to(dtype), rtol=0, atol=0)
+
+    def test_nearest_reads_existing_pixels(self):
+        x = torch.arange(28 * 28, dtype=torch.float32).view(1, 1, 28, 28).div(28 * 28).half()
+        tau = field(sample_coefficients(1, 1e-2, 5, generator=gen(), dtype=torch.float64), (28, 28))
+        out = warp(x, tau, "nearest")
+        assert set(out.flatten().tolist()) <= set(x.flatten().tolist())
+
+
+class TestExactness:
+    "Unmoved pixels keep their exact value on the fast path of `deform` and the general one of `warp`."
+
+    @pytest.mark.parametrize("interp", ["bilinear", "nearest"])
+    def test_deform_keeps_the_frame_and_zero_temperature_images(self, interp):
+        x = torch.rand(3, 2, 17, 19, generator=gen())
+        out = deform(x, torch.tensor([0.0, 1e-2, 0.0]), 4, interp, generator=gen())
+        assert torch.equal(out[[0, 2]], x[[0, 2]])
+        for edge in (out[1, :, 0] - x[1, :, 0], out[1, :, -1] - x[1, :, -1], out[1, :, :, 0] - x[1, :, :, 0], out[1, :, :, -1] - x[1, :, :, -1]):
+            assert edge.abs().max() == 0
+        assert (out[1] != x[1]).any()
+
+    def test_warp_keeps_any_unmoved_pixel(self):
+        x = torch.rand(2, 1, 9, 9, generator=gen())
+        tau = torch.rand(2, 2, 9, 9, generator=gen()) * 0.05
+        tau[:, :, 3:5, 2:6] = 0                                  # a still patch inside, and a moving frame
+        out = warp(x, tau)
+        assert torch.equal(out[..., 3:5, 2:6], x[..., 3:5, 2:6])
+
+    def test_gradients_pass_the_exact_pixels(self):
+        x = torch.rand(2, 1, 12, 12, generator=gen(), requires_grad=True)
+        out = deform(x, torch.tensor([0.0, 1e-2]), 3, generator=gen())
+        out.sum().backward()
+        assert torch.isfinite(x.grad).all() and x.grad[0].sum() > 0
+
+
 class TestGaussianInterpolation:
     BOUND = gaussian_truncation_error(gaussian_radius())  # ≈ 5.6e-9 for σ = 0.4715 and r = 3 (well below tol = 1e-6)
 
@@ -451,13 +496,12 @@ class TestGaussianInterpolation:
         out, C = deform(x, 1e-2, 4, "gaussian", generator=gen(), return_coefficients=True, **kwargs)
         torch.testing.assert_close(out, warp(x, field(C, (9, 9)), "gaussian", **kwargs), rtol=0, atol=0)
 
-    def test_chunked_equals_unchunked(self):
-        "The batch is split into chunks for large inputs; splitting must not change the result."
+    def test_each_image_is_independent_of_the_batch(self):
+        "An image's result does not depend on which other images share its batch."
         x = images(5, 2, 8, 9)
         disp = displacement(field(sample_coefficients(5, 1e-2, 4, generator=gen(), dtype=torch.float64), (8, 9)))
         whole = diffeo._gaussian(x, disp, SIGMA, 3)
-        chunked = diffeo._gaussian(x, disp, SIGMA, 3, chunk=2 * 9 * 8 * 9 * 2)  # two images per chunk
-        torch.testing.assert_close(chunked, whole, rtol=0, atol=1e-15)
+        torch.testing.assert_close(diffeo._gaussian(x[1:3], disp[1:3], SIGMA, 3), whole[1:3], rtol=0, atol=1e-15)
 
     @pytest.mark.parametrize("sigma", [0, -1.0, float("nan")])
     def test_bad_sigma(self, sigma):
