@@ -452,7 +452,9 @@ def _cross(x, c, r, row, A, tess, n_terms, max_crossings=8):
         k = torch.arange(len(e), device=x.device)
         td, g0e, se = t[k, e], g0[k, e], s[k, e]
         dse = se * torch.arange(1, se.shape[-1] + 1, dtype=se.dtype, device=se.device)
-        t = td - (g0e + _poly(se, td)) / (dse[:, 0] + _poly(dse[:, 1:], td))  # a Newton step with grad: exact dt/dθ
+        den = dse[:, 0] + _poly(dse[:, 1:], td)                          # a Newton step with grad: exact dt/dθ, except
+        tn = td - (g0e + _poly(se, td)) / torch.where(den != 0, den, torch.ones_like(den))  # where the path only grazes
+        t = torch.where((den != 0) & torch.isfinite(tn) & (tn >= 0) & (tn <= r), tn, td)  # the edge (g' = 0 there)
         x = x + _poly(coef.transpose(-1, -2), t[:, None])
         c, c_old, r = nbr[c, e], c, r - t
         entry = _entry_edge(nbr, c, c_old)

@@ -309,3 +309,15 @@ class TestBadInput:
         with pytest.raises(ValueError, match="3 rows but x has 2 images"): cpab.warp(torch.rand(2, 1, 8, 8), torch.zeros(3, 34), tess)
         with pytest.raises(ValueError, match="2-D tessellation"): cpab.grid(torch.zeros(1, 4), cpab.Tessellation(5), (4, 4))
         with pytest.raises(ValueError, match="length_scale must be >"): cpab.sample(tess, 2, length_scale=0)
+
+
+def test_float32_flow_grazing_the_boundary_stays_finite():
+    "A point a few 1e-6 from a zero-velocity boundary edge, in float32 at 10x the prior's scale: the Newton polish of the"
+    "crossing time once divided by the zero normal velocity there and sent the point to NaN."
+    tess = cpab.Tessellation((3, 3), zero_boundary=True)
+    theta = (cpab.sample(tess, 64, generator=torch.Generator().manual_seed(0), dtype=torch.float64) * 10)[14:15].float()
+    theta.requires_grad_(True)
+    out = cpab.transform(cpab.pixel_points((28, 28)), theta, tess)
+    assert torch.isfinite(out).all()
+    out.sum().backward()
+    assert torch.isfinite(theta.grad).all()
