@@ -279,16 +279,23 @@ def main():
                 cpab.warp(x, th, tess).sum().backward()
 
             res["ours"] = (B / best_time(ours_fwd, ours_reps), B / best_time(ours_bwd, ours_reps))
+            saved, cpab.COMPILED = cpab.COMPILED, False                 # the same calls on the pure-PyTorch path
+            res["torch"] = (B / best_time(ours_fwd, ours_reps), B / best_time(ours_bwd, ours_reps))
+            cpab.COMPILED = saved
         rows.append((case, res))
         print(f"  done {case}", file=sys.stderr, flush=True)
 
-    print(f"\n{'case':<14} {'pass':<9} {'ours img/s':>11} {'libcpab img/s':>14} {'ours/libcpab':>13}")
+    compiled = cpab is not None and cpab.COMPILED and cpab._kernels() is not None
+    print(f"\nours: {'the compiled integrator (numba)' if compiled else 'the pure-PyTorch integrator'}; "
+          "ours (torch): the same calls with cpab.COMPILED = False")
+    print(f"\n{'case':<14} {'pass':<9} {'ours img/s':>11} {'ours (torch)':>13} {'libcpab img/s':>14} {'ours/libcpab':>13} {'torch/libcpab':>14}")
     for case, res in rows:
         for k, name in enumerate(("forward", "backward")):
             lib = res["libcpab"][k]
-            ours = res["ours"][k] if "ours" in res else None
-            o, r = ("—", "—") if ours is None else (f"{ours:.1f}", f"{ours / lib:.1f}x")
-            print(f"{case:<14} {name:<9} {o:>11} {lib:>14.1f} {r:>13}")
+            ours, torch_ = (res[key][k] if key in res else None for key in ("ours", "torch"))
+            cell = lambda v: ("—", "—") if v is None else (f"{v:.1f}", f"{v / lib:.1f}x")
+            (o, r), (t, tr) = cell(ours), cell(torch_)
+            print(f"{case:<14} {name:<9} {o:>11} {t:>13} {lib:>14.1f} {r:>13} {tr:>14}")
 
 
 if __name__ == "__main__":

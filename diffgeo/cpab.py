@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import warnings
 from functools import lru_cache
 
@@ -20,8 +21,8 @@ from . import maps
 from .core import check_images, check_int, check_scalar
 
 # %% auto #0
-__all__ = ['MIN_STEPS', 'MAX_STEPS', 'Tessellation', 'cell_matrices', 'theta_from_matrices', 'locate', 'velocity', 'covariance',
-           'sample', 'transform', 'inverse', 'pixel_points', 'grid', 'warp']
+__all__ = ['COMPILED', 'MIN_STEPS', 'MAX_STEPS', 'Tessellation', 'cell_matrices', 'theta_from_matrices', 'locate', 'velocity',
+           'covariance', 'sample', 'transform', 'inverse', 'pixel_points', 'grid', 'warp']
 
 # %% ../nbs/11_cpab.ipynb #b577a85b
 def _geometry_1d(n: int) -> dict:
@@ -461,6 +462,49 @@ def _cross(x, c, r, row, A, tess, n_terms, max_crossings=8):
     coef = _series(A[row * C + c], x, n_terms)
     return out.index_put((idx,), x + _poly(coef.transpose(-1, -2), r[:, None]))
 
+# %% ../nbs/11_cpab.ipynb #4f9e8388
+#: False (or DIFFGEO_CPAB=torch in the environment) integrates with the PyTorch path even where the compiled one runs.
+COMPILED = os.environ.get("DIFFGEO_CPAB", "compiled") != "torch"
+
+@lru_cache(None)
+def _kernels():
+    "The compiled kernels, or None, with a one-line note, when numba is not installed."
+    try:
+        from diffgeo import _cpab_numba
+        return _cpab_numba
+    except ImportError:
+        warnings.warn("numba is not installed, so CPAB integrates with the pure-PyTorch path (pip install numba, or "
+                      "diffgeo[fast], for the compiled one).", stacklevel=3)
+        return None
+
+def _use_compiled(x:torch.Tensor, tess:Tessellation) -> bool:
+    "2-D, on the CPU, numba installed, and not under torch.func's transforms (vmap, jacrev, ...: the PyTorch path serves them)."
+    return (COMPILED and tess.ndim == 2 and x.device.type == "cpu" and x.numel() > 0 and not torch._C._are_functorch_transforms_active()
+            and _kernels() is not None)
+
+class _CompiledFlow(torch.autograd.Function):
+    "T(x) by the compiled integrator, differentiable in the points `P` [B, N, 2] and the cell matrices `A` [B, C, 2, 3] (float64)."
+    @staticmethod
+    def forward(ctx, P, A, h, n_steps, tess):
+        K = _n_terms(torch.linalg.matrix_norm(A[..., :-1], ord=2).max().item() * h, torch.float64)
+        E = torch.linalg.matrix_exp(torch.cat([A, torch.zeros_like(A[..., :1, :])], -2) * h)[..., :-1, :]
+        geo = tess._geo
+        args = [np.ascontiguousarray(v.detach().numpy()) for v in (P, A, E)] + [
+            np.ascontiguousarray(geo["all_edges"], dtype=np.float64), np.ascontiguousarray(geo["all_neighbours"], dtype=np.int64),
+            tess.nc[0], tess.nc[1], h, n_steps, K]
+        out = np.empty(P.shape)
+        _kernels().forward_kernel(*args, out)
+        ctx.args = args
+        return torch.from_numpy(out)
+
+    @staticmethod
+    def backward(ctx, grad):
+        args = ctx.args
+        M = _kernels().step_maps(args[1], args[7], args[-1])
+        G, lam = np.zeros(args[1].shape), np.empty(args[0].shape)
+        _kernels().backward_kernel(*args, np.ascontiguousarray(grad.double().numpy()), M, G, lam)
+        return torch.from_numpy(lam), torch.from_numpy(G), None, None, None
+
 # %% ../nbs/11_cpab.ipynb #dbc774b2
 MIN_STEPS = 4
 MAX_STEPS = 256  # bounds the cost for huge θ; see the warning in `transform`
@@ -495,6 +539,7 @@ def transform(points, theta, tess, t:float=1.0, n_steps:int|None=None, inside:bo
             n_steps = MAX_STEPS
     n_steps = check_int(n_steps, "n_steps", low=1)
     h = t / n_steps
+    if _use_compiled(x, tess): return _CompiledFlow.apply(x.double(), A.double(), h, n_steps, tess).to(x.dtype)
     n_terms = _n_terms(norm * h, x.dtype)
     Ah = torch.cat([A, torch.zeros_like(A[..., :1, :])], -2) * h
     E = torch.linalg.matrix_exp(Ah)[..., :-1, :].reshape(B * C, d, d + 1)

@@ -321,3 +321,37 @@ def test_float32_flow_grazing_the_boundary_stays_finite():
     assert torch.isfinite(out).all()
     out.sum().backward()
     assert torch.isfinite(theta.grad).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("scale", [1.0, 10.0])
+def test_compiled_and_pytorch_paths_agree(dtype, scale, monkeypatch):
+    "The compiled integrator (numba) gives the PyTorch path's map and gradients, in float64 to round-off."
+    if cpab._kernels() is None: pytest.skip("numba is not installed")
+    tess = cpab.Tessellation((3, 3), zero_boundary=True)
+    theta = (cpab.sample(tess, 4, generator=torch.Generator().manual_seed(7), dtype=torch.float64) * scale).to(dtype)
+    pts = cpab.pixel_points((12, 12), dtype)
+    w = torch.randn(4, 144, 2, generator=torch.Generator().manual_seed(8), dtype=dtype)
+    def run(compiled):
+        monkeypatch.setattr(cpab, "COMPILED", compiled)
+        th, p = theta.clone().requires_grad_(), pts.clone().requires_grad_()
+        y = cpab.transform(p, th, tess)
+        (y * w).sum().backward()
+        return y.detach().double(), th.grad.double(), p.grad.double()
+    fast, ref = run(True), run(False)
+    # float64: round-off; float32: the PyTorch path's own float32 error, amplified by the flow at 10x the prior
+    tol = 1e-10 if dtype == torch.float64 else (1e-4 if scale == 1 else 1e-2)
+    for a, b in zip(fast, ref): torch.testing.assert_close(a, b, rtol=tol, atol=tol * b.abs().max().item())
+
+
+def test_without_numba_the_pytorch_path_runs_with_a_note(monkeypatch):
+    import sys
+    import diffgeo
+    cpab._kernels.cache_clear()
+    monkeypatch.setitem(sys.modules, "diffgeo._cpab_numba", None)
+    monkeypatch.delattr(diffgeo, "_cpab_numba", raising=False)
+    tess = cpab.Tessellation((2, 2))
+    with pytest.warns(UserWarning, match="numba is not installed"):
+        out = cpab.transform(cpab.pixel_points((4, 4)), torch.zeros(1, tess.dim), tess)
+    torch.testing.assert_close(out[0], cpab.pixel_points((4, 4)))
+    cpab._kernels.cache_clear()
