@@ -485,8 +485,7 @@ def _use_compiled(x:torch.Tensor, tess:Tessellation) -> bool:
 class _CompiledFlow(torch.autograd.Function):
     "T(x) by the compiled integrator, differentiable in the points `P` [B, N, 2] and the cell matrices `A` [B, C, 2, 3] (float64)."
     @staticmethod
-    def forward(ctx, P, A, h, n_steps, tess):
-        K = _n_terms(torch.linalg.matrix_norm(A[..., :-1], ord=2).max().item() * h, torch.float64)
+    def forward(ctx, P, A, h, n_steps, K, tess):
         E = torch.linalg.matrix_exp(torch.cat([A, torch.zeros_like(A[..., :1, :])], -2) * h)[..., :-1, :]
         geo = tess._geo
         args = [np.ascontiguousarray(v.detach().numpy()) for v in (P, A, E)] + [
@@ -503,7 +502,7 @@ class _CompiledFlow(torch.autograd.Function):
         M = _kernels().step_maps(args[1], args[7], args[-1])
         G, lam = np.zeros(args[1].shape), np.empty(args[0].shape)
         _kernels().backward_kernel(*args, np.ascontiguousarray(grad.double().numpy()), M, G, lam)
-        return torch.from_numpy(lam), torch.from_numpy(G), None, None, None
+        return torch.from_numpy(lam), torch.from_numpy(G), None, None, None, None
 
 # %% ../nbs/11_cpab.ipynb #dbc774b2
 MIN_STEPS = 4
@@ -539,7 +538,8 @@ def transform(points, theta, tess, t:float=1.0, n_steps:int|None=None, inside:bo
             n_steps = MAX_STEPS
     n_steps = check_int(n_steps, "n_steps", low=1)
     h = t / n_steps
-    if _use_compiled(x, tess): return _CompiledFlow.apply(x.double(), A.double(), h, n_steps, tess).to(x.dtype)
+    if _use_compiled(x, tess):
+        return _CompiledFlow.apply(x.double(), A.double(), h, n_steps, _n_terms(norm * h, torch.float64), tess).to(x.dtype)
     n_terms = _n_terms(norm * h, x.dtype)
     Ah = torch.cat([A, torch.zeros_like(A[..., :1, :])], -2) * h
     E = torch.linalg.matrix_exp(Ah)[..., :-1, :].reshape(B * C, d, d + 1)

@@ -179,15 +179,10 @@ def _exact_where_still(
 def _grid_sample(x:torch.Tensor, tau:torch.Tensor, interp:str, resting:torch.Tensor|None=None) -> torch.Tensor:
     """Bilinear or nearest warp: one `grid_sample` (align_corners=True, border padding, which clamps to the image) at
     s - τ(s), written straight into `grid_sample`'s frame: u - 2W/(W-1) τ_u and v - 2H/(H-1) τ_v, one fused pass each."""
-    B, _, H, W = tau.shape
+    H, W = tau.shape[-2:]
     u = torch.linspace(-1, 1, W, dtype=tau.dtype, device=tau.device)
     v = torch.linspace(-1, 1, H, dtype=tau.dtype, device=tau.device)[:, None]
-    su, sv = -2 * W / (W - 1), -2 * H / (H - 1)
-    if torch.is_grad_enabled() and tau.requires_grad:                  # out= does not record gradients: the same values
-        grid = torch.stack((torch.add(u, tau[:, 0], alpha=su), torch.add(v, tau[:, 1], alpha=sv)), -1)
-    else:
-        grid = torch.empty(B, H, W, 2, dtype=tau.dtype, device=tau.device)
-        torch.add(u, tau[:, 0], alpha=su, out=grid[..., 0]); torch.add(v, tau[:, 1], alpha=sv, out=grid[..., 1])
+    grid = torch.stack((torch.add(u, tau[:, 0], alpha=-2 * W / (W - 1)), torch.add(v, tau[:, 1], alpha=-2 * H / (H - 1))), -1)
     out = F.grid_sample(x, grid, mode=interp, padding_mode="border", align_corners=True)
     return _exact_where_still(out, x, tau, resting)
 

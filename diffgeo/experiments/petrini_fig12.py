@@ -14,7 +14,7 @@ import xarray as xr
 
 from .. import diffeo, results, stability, train
 from ..core import check_choice, check_scalar
-from .petrini_fig5 import resolve_archs, setup, train_network
+from .petrini_fig5 import logmean, logstd, resolve_archs, setup, train_network
 from .petrini_fig6 import plain_log_ticks, probe
 from ..results import span
 from ..scaffold import Experiment, Var
@@ -136,9 +136,8 @@ def derive(ds:xr.Dataset) -> xr.Dataset:
     s = stability.summarize(ds[["d_diffeo", "d_noise", "d_pair"]], "median")
     for k in ("D_f", "G_f", "R_f"):
         ds[k] = s[k]
-        ds[k + "_logmean"] = 10 ** np.log10(ds[k]).mean("seed")
-        ds[k + "_logstd"] = np.log10(ds[k]).std("seed", ddof=1) if ds.sizes["seed"] > 1 else np.nan * ds[k].isel(seed=0, drop=True)
-    ds["test_error_logmean"] = 10 ** np.log10(ds.test_error).mean("seed")
+        ds[k + "_logmean"], ds[k + "_logstd"] = logmean(ds[k]), logstd(ds[k])
+    ds["test_error_logmean"] = logmean(ds.test_error)
     return ds
 
 # %% ../../nbs/petrini_fig12.ipynb #870080fe
@@ -181,7 +180,7 @@ def quoted(ds:xr.Dataset) -> list[str]:
     R = ds.R_f.sel(state="trained").isel(interpolation=0)
     lm = ds.R_f_logmean.sel(state="trained").isel(interpolation=0, c=0)
     D, G = (ds[f"{k}_logmean"].sel(state="trained").isel(interpolation=0, c=0) for k in ("D_f", "G_f"))
-    r0 = 10 ** np.log10(ds.R_f.sel(state="init").isel(interpolation=0, c=0)).mean().item()
+    r0 = 10 ** np.log10(ds.R_f.sel(state="init").isel(interpolation=0, c=0)).mean().item()  # over every network
     sm = lambda a: f"{lm.sel(augmentation=a).item():.3f}"
     return [
         f"$R_f$ is {span(R.sel(augmentation='translation').isel(c=0), '.2f')} (seed mean {sm('translation')})",

@@ -12,7 +12,7 @@ import xarray as xr
 
 from .. import models, results, stability, train
 from ..core import check_int
-from .petrini_fig5 import resolve_archs, setup, train_network
+from .petrini_fig5 import logmean, logstd, resolve_archs, setup, train_network
 from .petrini_fig6 import _dataset_name, plain_log_ticks, probe
 from ..results import span
 from ..scaffold import Experiment, Var
@@ -167,8 +167,7 @@ def derive(ds:xr.Dataset) -> xr.Dataset:
     ds["D_f"], ds["G_f"] = ds.m_diffeo / ds.m_pair, ds.m_noise / ds.m_pair
     ds["R_f"] = ds.m_diffeo / ds.m_noise
     for k in ("D_f", "G_f", "R_f"):
-        ds[k + "_logmean"] = 10 ** np.log10(ds[k]).mean("seed")
-        ds[k + "_logstd"] = np.log10(ds[k]).std("seed", ddof=1) if ds.sizes["seed"] > 1 else np.nan * ds[k].isel(seed=0, drop=True)
+        ds[k + "_logmean"], ds[k + "_logstd"] = logmean(ds[k]), logstd(ds[k])
     small = slice(0, 3)
     lx = np.log(ds.eta_norm.isel(noise_scale=small))
     ly = np.log(ds.G_f_eta.isel(noise_scale=small))
@@ -182,7 +181,7 @@ _SIMPLE = ("FullConn", "LeNet")
 def _archs(ds:xr.Dataset, simple:bool) -> list:
     return [a for a, f in zip(ds.arch.values, ds.family.values) if (str(f) in _SIMPLE) == simple]
 
-def _lm(v:xr.DataArray) -> np.ndarray: return (10 ** np.log10(v).mean("seed")).values
+def _lm(v:xr.DataArray) -> np.ndarray: return logmean(v).values
 
 def _bars(ax, ds:xr.Dataset, arch:str):
     "R_f at δ = 1 per cut-off: initialisation shaded, trained full, bilinear."
@@ -294,12 +293,11 @@ def _local_slopes(ds:xr.Dataset, state:str="trained") -> xr.DataArray:
     g, eta = np.log(ds.G_f_eta.sel(state=state)).mean("seed"), np.log(ds.eta_norm).mean("seed")
     return g.diff("noise_scale") / eta.diff("noise_scale")
 
-def _layers(ds:xr.Dataset, state:str) -> xr.DataArray: return 10 ** np.log10(ds.layer_R_f.sel(state=state)).mean("seed")
+def _layers(ds:xr.Dataset, state:str) -> xr.DataArray: return logmean(ds.layer_R_f.sel(state=state))
 
 def check_claims(ds:xr.Dataset):
     "The claims of the prose above, on the cpu-profile dataset; an AssertionError names the one that fails."
-    R0, R = _one(ds, state="init"), _one(ds)
-    lm = lambda v: 10 ** np.log10(v).mean("seed")
+    R0, R, lm = _one(ds, state="init"), _one(ds), logmean
     others = ["FullConnL4", "ResNet18", "EfficientNetB0"]
     assert ((R0.sel(arch=others) > 0.9) & (R0.sel(arch=others) < 1.25)).all(), "R_f at initialisation leaves [0.9, 1.25]"
     assert (R.sel(arch="ResNet18") < 0.5).all(), "a trained ResNet18 has R_f >= 0.5"
@@ -327,13 +325,12 @@ def check_claims(ds:xr.Dataset):
 
 def quoted(ds:xr.Dataset) -> list[str]:
     "Every number of the prose above, formatted from the dataset; a test finds each in the prose."
-    R0, R = _one(ds, state="init"), _one(ds)
-    lm = lambda v: 10 ** np.log10(v).mean("seed")
+    R0, R, lm = _one(ds, state="init"), _one(ds), logmean
     others = ["FullConnL4", "ResNet18", "EfficientNetB0"]
     trained = ds.R_f_logmean.sel(state="trained").isel(c=0, interpolation=0)
     gb = (ds.R_f_logmean.sel(state="trained", interpolation="gaussian") / ds.R_f_logmean.sel(state="trained", interpolation="bilinear")).isel(c=0)
     s, L0, L = _local_slopes(ds), _layers(ds, "init"), _layers(ds, "trained")
-    eta = 10 ** np.log10(ds.eta_norm).mean("seed").isel(arch=0)
+    eta = logmean(ds.eta_norm).isel(arch=0)
     c15 = (ds.R_f_logmean.sel(state="trained", delta=1.0).isel(interpolation=0, c=-1) / trained.sel(delta=1.0))
     curve = lm(ds.curve_R_f.sel(arch="ResNet18"))
     ends = lambda a: f"from {L.sel(arch=a, layer_index=0).item():.2f} at the first layer to {L.sel(arch=a).dropna('layer_index').isel(layer_index=-1).item():.2f} at the output"

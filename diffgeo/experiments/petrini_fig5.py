@@ -21,8 +21,8 @@ from ..scaffold import Experiment, Var
 
 # %% auto #0
 __all__ = ['PAPER_ARCHS', 'CPU_WIDTH', 'CPU_LR', 'COMMON', 'PROFILES', 'SMALL_NOISE', 'STATES', 'VARIABLES', 'EXPERIMENT',
-           'train_network', 'Setup', 'setup', 'resolve_archs', 'cell', 'settings', 'derive', 'probe_ratios', 'draw',
-           'draw_fig15', 'draw_fig16', 'draw_fig17', 'draw_fig19']
+           'train_network', 'Setup', 'setup', 'resolve_archs', 'cell', 'settings', 'logmean', 'logstd', 'derive',
+           'probe_ratios', 'log_ticks', 'draw', 'draw_fig15', 'draw_fig16', 'draw_fig17', 'draw_fig19']
 
 # %% ../../nbs/fig5.ipynb #0a70fb56
 PAPER_ARCHS = ["FullConnL2", "FullConnL4", "FullConnL6", "LeNet", "AlexNet", "VGG11", "VGG11bn", "VGG16bn", "VGG19bn",
@@ -266,8 +266,13 @@ def settings(p:dict, profile:str, overrides:dict) -> dict:
     return resolve_archs(p, [p["dataset"]])
 
 # %% ../../nbs/fig5.ipynb #d424fbd3
-def _logmean(v:xr.DataArray) -> xr.DataArray: return 10 ** np.log10(v).mean("seed")
-def _logstd(v:xr.DataArray) -> xr.DataArray: return np.log10(v).std("seed", ddof=1)  # NaN with one seed
+def logmean(v:xr.DataArray, dim:str="seed") -> xr.DataArray:
+    "The paper's log-average over `dim`: the geometric mean."
+    return 10 ** np.log10(v).mean(dim)
+
+def logstd(v:xr.DataArray, dim:str="seed") -> xr.DataArray:
+    "The spread of log10 over `dim` (sample standard deviation); NaN with a single value."
+    return np.log10(v).std(dim, ddof=1) if v.sizes[dim] > 1 else np.nan * v.isel({dim: 0}, drop=True)
 
 def _fit(err:np.ndarray, x:np.ndarray) -> tuple[float, float, float]:
     "Least-squares fit log10 err = log10 A + b log10 x, and the correlation of the logs: (A, b, ρ)."
@@ -295,8 +300,8 @@ def derive(ds:xr.Dataset) -> xr.Dataset:
         ds["G_f_small"] = med("d_noise_small") / s2 / med("d_pair").sel(state="trained", drop=True)
         ds["R_f_small"] = med("d_diffeo").sel(state="trained", drop=True) / (med("d_noise_small") / s2)
     for k in measures + ["test_error"]:
-        ds[k + "_logmean"] = _logmean(ds[k])
-        ds[k + "_logstd"] = _logstd(ds[k])
+        ds[k + "_logmean"] = logmean(ds[k])
+        ds[k + "_logstd"] = logstd(ds[k])
     err = ds.test_error_logmean.sel(state="trained").values
     for k in measures:
         A, b, rho = _fit(err, ds[k + "_logmean"].sel(state="trained").values)
@@ -312,7 +317,7 @@ def derive(ds:xr.Dataset) -> xr.Dataset:
 def probe_ratios(ds:xr.Dataset) -> dict:
     "Median ratios over networks of the trained nets' batch-mode to running-mode G_f and R_f (batch-norm nets), and of G_f at SMALL_NOISE (÷ s²) to G_f (deep nets, depth ≥ 8, and the shallow ones); {} for runs without these probes."
     if "G_f_small" not in ds: return {}
-    lm = lambda v: _logmean(v).values  # over seeds
+    lm = lambda v: logmean(v).values  # over seeds
     g, r = lm(ds.G_f.sel(state="trained")), lm(ds.R_f.sel(state="trained"))
     bn, deep = ds.batchnorm.values.astype(bool), ds.depth.values >= 8
     med = lambda v, ref, rows: float(np.exp(np.median(np.log(v[rows] / ref[rows])))) if rows.any() else math.nan
@@ -344,12 +349,12 @@ def _depth_norm(ds:xr.Dataset):
     lo, hi = float(ds.depth.min()), float(ds.depth.max())
     return LogNorm(lo / 1.2, hi * 1.2)
 
-def _log_ticks(axis, values:np.ndarray, fmt):
-    "Labelled ticks at 1, 2, 5 per decade, more when the data span about a decade or less."
+def log_ticks(axis, values:np.ndarray, fmt):
+    "Labelled ticks at 1, 2, 5 per decade, more when the data span about a decade or less, only decades beyond three."
     import matplotlib.pyplot as plt
     v = values[np.isfinite(values) & (values > 0)]
     decades = np.log10(v.max() / v.min()) if v.size else 2
-    subs = (1, 1.5, 2, 3, 4, 5, 6, 7, 8, 9) if decades < 0.5 else (1, 2, 3, 5) if decades < 1.2 else (1, 2, 5)
+    subs = (1, 1.5, 2, 3, 4, 5, 6, 7, 8, 9) if decades < 0.5 else (1, 2, 3, 5) if decades < 1.2 else (1, 2, 5) if decades <= 3 else (1,)
     axis.set_major_locator(plt.LogLocator(subs=subs))
     axis.set_major_formatter(plt.FuncFormatter(fmt)); axis.set_minor_formatter(plt.NullFormatter())
 
@@ -399,8 +404,8 @@ def _scatter(ax, ds:xr.Dataset, k:str, invert:bool=False, errorbars:bool=False, 
     ax.set(xscale="log", yscale="log", xlabel=name + ", trained", ylabel="test error $ε_t$",
            title=f"corr(log ε_t, log {sym}) = {corr:.2f}" if np.isfinite(corr) else "correlation n/a (fewer than 3 nets)")
     ax.title.set_fontsize(9)
-    _log_ticks(ax.xaxis, x, lambda v, _: f"{v:g}")
-    _log_ticks(ax.yaxis, y, lambda v, _: f"{100 * v:.3g}%")
+    log_ticks(ax.xaxis, x, lambda v, _: f"{v:g}")
+    log_ticks(ax.yaxis, y, lambda v, _: f"{100 * v:.3g}%")
     ax.margins(x=0.15, y=0.1)
     _place_labels(ax, texts)
     return ax

@@ -16,7 +16,7 @@ import xarray as xr
 from .. import models, results, stability, train
 from ..core import check_choice, check_int
 from ..diffeo import INTERPOLATIONS
-from .petrini_fig5 import resolve_archs, setup, train_network
+from .petrini_fig5 import log_ticks, logmean, logstd, resolve_archs, setup, train_network
 from ..results import span
 from ..scaffold import Experiment, Var
 
@@ -176,11 +176,9 @@ def derive(ds:xr.Dataset) -> xr.Dataset:
     fit = ds.P.values[ds.in_fit.values > 0]
     for k in ("D_f", "G_f", "R_f"):
         ds[k] = s[k]
-        ds[k + "_logmean"] = 10 ** np.log10(ds[k]).mean("seed")
-        ds[k + "_logstd"] = np.log10(ds[k]).std("seed", ddof=1) if ds.sizes["seed"] > 1 else np.nan * ds[k].isel(seed=0, drop=True)
+        ds[k + "_logmean"], ds[k + "_logstd"] = logmean(ds[k]), logstd(ds[k])
         ds["slope_" + k] = _slope(ds[k].sel(state="trained", drop=True), fit).transpose("arch", "seed", "c", "interpolation")
-    ds["test_error_logmean"] = 10 ** np.log10(ds.test_error).mean("seed")
-    ds["test_error_logstd"] = np.log10(ds.test_error).std("seed", ddof=1) if ds.sizes["seed"] > 1 else np.nan * ds.test_error.isel(seed=0, drop=True)
+    ds["test_error_logmean"], ds["test_error_logstd"] = logmean(ds.test_error), logstd(ds.test_error)
     err = np.log10(ds.test_error_logmean.sel(state="trained").values.ravel())
     for k in ("D_f", "G_f", "R_f"):
         x = np.log10(ds[k + "_logmean"].sel(state="trained").isel(c=0, interpolation=0).values.ravel())
@@ -199,20 +197,12 @@ def _panels(ds:xr.Dataset, height:float=3.2):
     return fig, axes[0]
 
 def plain_log_ticks(ax, x:bool=True, y:bool=True):
-    "Label log axes with plain numbers (1, 2, 5 per decade, more for narrow ranges, fewer for wide ones), minor labels off."
-    import matplotlib.pyplot as plt
+    "`petrini_fig5.log_ticks` on the log axes of `ax`, from the data it shows, labelled with plain numbers."
     data_lines = [l for l in ax.lines if l.get_transform() == ax.transData]  # not axhline/axvline
     xs = [np.ravel(l.get_xdata()) for l in data_lines]
     ys = [np.ravel(l.get_ydata()) for l in ax.lines] + [np.array([p.get_height() for p in ax.patches])]
     for on, axis, vals in ((x, ax.xaxis, xs), (y, ax.yaxis, ys)):
-        if not on or not vals: continue
-        v = np.concatenate(vals).astype(float)
-        v = v[np.isfinite(v) & (v > 0)]
-        decades = np.log10(v.max() / v.min()) if v.size else 3.0
-        subs = (1.0,) if decades > 3 else (1, 2, 5) if decades > 1.2 else (1, 2, 3, 5) if decades > 0.5 else (1, 1.5, 2, 3, 4, 5, 6, 7, 8, 9)
-        axis.set_major_locator(plt.LogLocator(subs=subs))
-        axis.set_major_formatter(plt.FuncFormatter(lambda t, _: f"{t:g}"))
-        axis.set_minor_formatter(plt.NullFormatter())
+        if on and vals: log_ticks(axis, np.concatenate(vals).astype(float), lambda t, _: f"{t:g}")
 
 def _loglog(ax, xlabel:str="training-set size P"):
     ax.set(xscale="log", yscale="log", xlabel=xlabel)

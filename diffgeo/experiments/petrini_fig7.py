@@ -12,7 +12,7 @@ import torch
 import xarray as xr
 
 from .. import stripe
-from ..core import check_int, check_scalar, progress, resolve_device
+from ..core import check_int, progress, resolve_device
 from ..results import span
 from ..scaffold import Experiment, Var
 

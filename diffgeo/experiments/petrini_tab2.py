@@ -14,7 +14,7 @@ import xarray as xr
 
 from .. import results, train
 from .petrini_fig3 import _medians
-from .petrini_fig5 import CPU_LR, resolve_archs, setup, train_network
+from .petrini_fig5 import CPU_LR, logmean, resolve_archs, setup, train_network
 from .petrini_fig6 import plain_log_ticks, probe
 from ..results import span
 from ..scaffold import Experiment, Var
@@ -131,9 +131,9 @@ def _corr(err:xr.DataArray, x:xr.DataArray) -> xr.DataArray:
 def derive(ds:xr.Dataset) -> xr.Dataset:
     "Ratios, seed log-averages and the error-stability correlations of a Table 2 dataset."
     ds["D_f"], ds["G_f"], ds["R_f"] = ds.m_diffeo / ds.m_pair, ds.m_noise / ds.m_pair, ds.m_diffeo / ds.m_noise
-    ds["test_error_logmean"] = 10 ** np.log10(ds.test_error).mean("seed")
+    ds["test_error_logmean"] = logmean(ds.test_error)
     for k in _STATS:
-        ds[k + "_logmean"] = 10 ** np.log10(ds[k]).mean("seed")
+        ds[k + "_logmean"] = logmean(ds[k])
         ds["corr_" + k] = _corr(ds.test_error_logmean, ds[k + "_logmean"]).transpose("dataset", *_PROBE)
         ds["corr_" + k + "_seed"] = _corr(ds.test_error, ds[k]).transpose("dataset", "seed", *_PROBE)
     return ds
