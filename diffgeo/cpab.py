@@ -509,6 +509,18 @@ MIN_STEPS = 4
 MAX_STEPS = 256  # bounds the cost for huge θ; see the warning in `transform`
 
 
+def _largest_norm(L:torch.Tensor) -> float:
+    "The largest spectral norm ‖L‖₂ of a batch of square matrices `[..., d, d]`: in closed form for d ≤ 2 (batched SVDs of 2×2 matrices cost as much as a compiled forward pass), by `torch.linalg.matrix_norm` for larger d."
+    if L.numel() == 0: return 0.0
+    L = L.double()
+    if L.shape[-1] == 1: return L.abs().max().item()
+    if L.shape[-1] == 2:   # σ₁² = (‖L‖_F² + sqrt(‖L‖_F⁴ − 4 det²)) / 2
+        f = L.square().sum((-2, -1))
+        det = L[..., 0, 0] * L[..., 1, 1] - L[..., 0, 1] * L[..., 1, 0]
+        return ((f + (f * f - 4 * det * det).clamp(min=0).sqrt()) / 2).max().sqrt().item()
+    return torch.linalg.matrix_norm(L, ord=2).max().item()
+
+
 def _full_precision(fn):
     "Run `fn` outside autocast and in float32 at least: matrix exponentials and norms have no half-precision kernels."
     @functools.wraps(fn)
@@ -528,7 +540,7 @@ def transform(points, theta, tess, t:float=1.0, n_steps:int|None=None, inside:bo
     B, N, d = x.shape
     A = _all_matrices(cell_matrices(theta, tess), tess)                  # [B, C, d, d+1], C with outside cells
     C = A.shape[1]
-    norm = torch.linalg.matrix_norm(A[..., :-1], ord=2).max().item() if B else 0.0
+    norm = _largest_norm(A[..., :-1])
     if n_steps is None:
         n_steps = max(MIN_STEPS, math.ceil(2 * t * norm))
         if n_steps > MAX_STEPS:

@@ -355,3 +355,15 @@ def test_without_numba_the_pytorch_path_runs_with_a_note(monkeypatch):
         out = cpab.transform(cpab.pixel_points((4, 4)), torch.zeros(1, tess.dim), tess)
     torch.testing.assert_close(out[0], cpab.pixel_points((4, 4)))
     cpab._kernels.cache_clear()
+
+
+@pytest.mark.parametrize("d", [1, 2, 3])
+def test_largest_norm_is_the_spectral_norm(d):
+    "The closed form behind the step count equals an SVD's, also for rotations (equal singular values) and rank 1."
+    g = torch.Generator().manual_seed(d)
+    L = torch.cat([torch.randn(200, d, d, generator=g, dtype=torch.float64),
+                   torch.eye(d, dtype=torch.float64)[None] * 3, torch.ones(1, d, d, dtype=torch.float64)])
+    if d == 2: L = torch.cat([L, torch.tensor([[[0.0, -2.5], [2.5, 0.0]]], dtype=torch.float64)])
+    for rows in (L[:1], L[200:201], L[-1:], L):
+        assert cpab._largest_norm(rows) == pytest.approx(torch.linalg.matrix_norm(rows, ord=2).max().item(), rel=1e-12)
+    assert cpab._largest_norm(L[:0]) == 0.0
