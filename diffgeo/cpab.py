@@ -492,8 +492,11 @@ class _CompiledFlow(torch.autograd.Function):
             np.ascontiguousarray(geo["all_edges"], dtype=np.float64), np.ascontiguousarray(geo["all_neighbours"], dtype=np.int64),
             tess.nc[0], tess.nc[1], h, n_steps, K, eps]
         out = np.empty(P.shape)
-        _kernels().forward_kernel(*args, out)
-        ctx.args = args
+        Q = _kernels().RECORDS if any(ctx.needs_input_grad[:2]) else 0   # keep the crossing steps for the backward pass
+        B, N = P.shape[:2]
+        rec = [np.empty((B, N, Q), np.int32), np.empty((B, N, Q)), np.empty((B, N, Q)), np.empty((B, N, Q)), np.empty((B, N), np.int64)]
+        _kernels().forward_kernel(*args, out, *rec)
+        ctx.args, ctx.rec = args, rec
         return torch.from_numpy(out)
 
     @staticmethod
@@ -501,7 +504,7 @@ class _CompiledFlow(torch.autograd.Function):
         args = ctx.args
         M = _kernels().step_maps(args[1], args[7], args[9])
         G, lam = np.zeros(args[1].shape), np.empty(args[0].shape)
-        _kernels().backward_kernel(*args, np.ascontiguousarray(grad.double().numpy()), M, G, lam)
+        _kernels().backward_kernel(*args, *ctx.rec, np.ascontiguousarray(grad.double().numpy()), M, G, lam)
         return torch.from_numpy(lam), torch.from_numpy(G), None, None, None, None, None
 
 # %% ../nbs/11_cpab.ipynb #dbc774b2

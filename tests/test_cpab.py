@@ -367,3 +367,21 @@ def test_largest_norm_is_the_spectral_norm(d):
     for rows in (L[:1], L[200:201], L[-1:], L):
         assert cpab._largest_norm(rows) == pytest.approx(torch.linalg.matrix_norm(rows, ord=2).max().item(), rel=1e-12)
     assert cpab._largest_norm(L[:0]) == 0.0
+
+
+@pytest.mark.parametrize("scale", [1.0, 10.0])
+def test_backward_from_the_forward_records_equals_a_full_replay(scale, monkeypatch):
+    "The crossing steps kept by the forward pass (all, some overflowing, none) give bit for bit the gradients of a full replay."
+    if cpab._kernels() is None: pytest.skip("numba is not installed")
+    tess = cpab.Tessellation((3, 3), zero_boundary=True)
+    theta = cpab.sample(tess, 3, generator=torch.Generator().manual_seed(3), dtype=torch.float64) * scale
+    pts = cpab.pixel_points((10, 10), torch.float64)
+    w = torch.randn(3, 100, 2, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    def grads(records):
+        monkeypatch.setattr(cpab._kernels(), "RECORDS", records)
+        th, p = theta.clone().requires_grad_(), pts.clone().requires_grad_()
+        (cpab.transform(p, th, tess) * w).sum().backward()
+        return th.grad, p.grad
+    full = grads(0)
+    for records in (1, 3, 8, 64):
+        for a, b in zip(grads(records), full): assert torch.equal(a, b)
