@@ -8,6 +8,7 @@ Docs: https://diffgeo.github.io/diffgeo/diffeo.html.md"""
 from __future__ import annotations
 
 import math
+import os
 import warnings
 from functools import lru_cache
 
@@ -19,7 +20,7 @@ from . import maps
 from .core import check_choice, check_images, check_scalar
 
 # %% auto #0
-__all__ = ['CUTOFFS', 'MAX_C', 'INTERPOLATIONS', 'SIGMA', 'DELTA_METHODS', 'modes', 'sample_coefficients', 'field',
+__all__ = ['CUTOFFS', 'MAX_C', 'INTERPOLATIONS', 'SIGMA', 'COMPILED', 'DELTA_METHODS', 'modes', 'sample_coefficients', 'field',
            'displacement', 'gaussian_truncation_error', 'gaussian_radius', 'warp', 'deform', 'image_side',
            'delta_predicted', 'delta_asymptotic', 'delta_nominal', 'delta_measured', 'delta_center',
            'temperature_for_delta', 'jacobian', 'xi', 'max_xi', 'min_jacobian_det', 'is_diffeomorphism',
@@ -198,7 +199,7 @@ def _axis_pairs(p:torch.Tensor, n:int, r:int, sigma:float) -> tuple[torch.Tensor
     for o in range(1, r + 1): power[o] = power[o - 1] * z
     inverse = 1 / z
     for o in range(1, r): power[-o] = power[1 - o] * inverse
-    w = [power[o] * (math.exp(-o * o / (2 * sigma**2)) * ((base >= -o) & (base <= n - 1 - o)))  # taps outside weigh 0
+    w = [power[o] * math.exp(-o * o / (2 * sigma**2)) * ((base >= -o) & (base <= n - 1 - o))  # taps outside weigh 0
          for o in range(1 - r, r + 1)]
     pairs = [w[2 * k] + w[2 * k + 1] for k in range(r)]
     tiny = torch.finfo(p.dtype).tiny
@@ -220,6 +221,38 @@ def _gaussian(x:torch.Tensor, disp:torch.Tensor, sigma:float, r:int) -> torch.Te
             sample = F.grid_sample(x, grid, mode="bilinear", padding_mode="border", align_corners=True)
             weight = (wx[:, i] * wy[:, j]).unsqueeze(1)
             out = sample.mul_(weight) if out is None else out.addcmul_(sample, weight)
+    return out
+
+#: False (or DIFFGEO_DIFFEO=torch in the environment) interpolates with the PyTorch path even where the compiled one runs.
+COMPILED = os.environ.get("DIFFGEO_DIFFEO", "compiled") != "torch"
+
+@lru_cache(None)
+def _kernels():
+    "The compiled kernel's module, or None, with a one-line note, when numba is not installed."
+    try:
+        from diffgeo import _diffeo_numba
+        return _diffeo_numba
+    except ImportError:
+        warnings.warn("numba is not installed, so Gaussian interpolation takes the PyTorch path (pip install numba, or "
+                      "diffgeo[fast], for the compiled one).", stacklevel=5)
+        return None
+
+def _use_compiled(x:torch.Tensor, tau:torch.Tensor) -> bool:
+    """On the CPU, no gradient asked for, not under torch.func's transforms, and numba installed (`x` in its working
+    dtype, float32 or float64): otherwise the PyTorch path, which serves autograd, vmap and CUDA."""
+    return (COMPILED and x.device.type == "cpu"
+            and not (torch.is_grad_enabled() and (x.requires_grad or tau.requires_grad))
+            and not torch._C._are_functorch_transforms_active() and _kernels() is not None)
+
+def _gaussian_compiled(x:torch.Tensor, tau:torch.Tensor, sigma:float, r:int) -> torch.Tensor:
+    "The sum of `_gaussian` by the compiled kernel, in one pass: positions, weights and all channels per output pixel."
+    H, W = x.shape[-2:]
+    o = torch.arange(1 - r, r + 1, dtype=torch.float64)
+    coords = lambda n: torch.arange(n, dtype=x.dtype).numpy()
+    out = torch.empty(x.shape, dtype=x.dtype)
+    _kernels().gaussian_kernel(x.detach().contiguous().numpy(), tau.detach().contiguous().numpy(), coords(W), coords(H),
+                               torch.tensor([W, H], dtype=x.dtype).numpy(), 1 / sigma**2,
+                               tuple(torch.exp(-o * o / (2 * sigma**2)).tolist()), out.numpy())
     return out
 
 def warp(
@@ -244,11 +277,13 @@ def _warp(x:torch.Tensor, tau:torch.Tensor, interp:str, sigma:float, tol:float, 
     check_choice(interp, "interp", INTERPOLATIONS)
     work = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
     xw = x.to(work)
-    tau = tau.to(device=x.device, dtype=work).expand(x.shape[0], 2, *x.shape[-2:])
-    if interp != "gaussian": out = _grid_sample(xw, tau, interp, resting)
+    tau = tau.to(device=x.device, dtype=work)
+    full = tau.expand(x.shape[0], 2, *x.shape[-2:])
+    if interp != "gaussian": out = _grid_sample(xw, full, interp, resting)
     else:
         sigma = check_scalar(sigma, "sigma", low=0, low_open=True)
-        out = _gaussian(xw, displacement(tau), sigma, gaussian_radius(sigma, check_scalar(tol, "tol", low=0, low_open=True)))
+        r = gaussian_radius(sigma, check_scalar(tol, "tol", low=0, low_open=True))
+        out = _gaussian_compiled(xw, tau, sigma, r) if _use_compiled(xw, tau) else _gaussian(xw, displacement(full), sigma, r)
     return out.to(x.dtype)
 
 # %% ../nbs/10_diffeo.ipynb #2889ac4b

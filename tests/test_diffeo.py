@@ -7,6 +7,7 @@ the code under test.
 """
 import math
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -507,6 +508,124 @@ class TestGaussianInterpolation:
     def test_bad_sigma(self, sigma):
         with pytest.raises(ValueError, match="sigma must be"):
             warp(images(1, 1, 8, 8), torch.zeros(1, 2, 8, 8), "gaussian", sigma=sigma)
+
+
+class TestCompiledGaussian:
+    "The compiled Gaussian interpolation (numba, `diffgeo._diffeo_numba`) against the PyTorch path's nine grid_samples."
+
+    @pytest.fixture(autouse=True)
+    def _numba(self):
+        pytest.importorskip("numba")
+
+    @staticmethod
+    def both(x, tau, monkeypatch, **kwargs):
+        "warp by the compiled path and by the PyTorch path (COMPILED off)."
+        assert diffeo._use_compiled(x, tau)
+        fast = warp(x, tau, "gaussian", **kwargs)
+        monkeypatch.setattr(diffeo, "COMPILED", False)
+        slow = warp(x, tau, "gaussian", **kwargs)
+        monkeypatch.setattr(diffeo, "COMPILED", True)
+        return fast, slow
+
+    @pytest.mark.parametrize("dtype", DTYPES)
+    @pytest.mark.parametrize("shape", [(2, 3, 32, 32), (3, 2, 9, 13), (2, 1, 24, 7), (2, 3, 2, 5), (2, 1, 7, 2), (1, 2, 2, 2),
+                                       (2, 1, 3, 3)])
+    def test_agrees_with_pytorch_path(self, shape, dtype, monkeypatch):
+        "Float64: round-off. Float32: the PyTorch path's own rounding of the positions (4 n ε); the compiled path stays"
+        "within n ε of the float64 result."
+        B, C, H, W = shape
+        x = images(*shape)
+        smooth = field(sample_coefficients(B, 1e-2, 4, generator=gen(1), dtype=torch.float64), (H, W))
+        rough = (torch.rand(B, 2, H, W, generator=gen(2), dtype=torch.float64) * 8 - 4) / torch.tensor([W, H])[:, None, None]
+        for tau in (smooth, rough):                              # rough: up to 4 pixels either way, pulled in at the border
+            fast, slow = self.both(x.to(dtype), tau.to(dtype), monkeypatch)
+            if dtype == torch.float64: torch.testing.assert_close(fast, slow, rtol=0, atol=1e-12)
+            else:
+                torch.testing.assert_close(fast, slow, **tol(dtype, read(H, W)))
+                exact = warp(x, tau.to(dtype).double(), "gaussian")
+                torch.testing.assert_close(fast.double(), exact, rtol=0, atol=max(H, W) * EPS[dtype])
+
+    @given(H=st.integers(2, 12), W=st.integers(2, 12), scale=st.floats(0.0, 4.0), seed=st.integers(0, 1000))
+    def test_agrees_on_any_field(self, H, W, scale, seed):
+        d = (torch.rand(2, 2, H, W, generator=gen(seed), dtype=torch.float64) * 2 - 1) * scale
+        x, tau = images(2, 2, H, W, seed=seed), d / torch.tensor([W, H], dtype=torch.float64)[:, None, None]
+        torch.testing.assert_close(warp(x, tau, "gaussian"), diffeo._gaussian(x, d, SIGMA, 3), rtol=0, atol=1e-12)
+
+    @pytest.mark.parametrize("kwargs", [dict(sigma=1.0), dict(tol=1e-2)])
+    def test_other_windows(self, kwargs, monkeypatch):
+        "Other σ and tol give other window sizes (r = 6, 2), each compiled once."
+        x = images(2, 2, 11, 14)
+        fast, slow = self.both(x, field(sample_coefficients(2, 1e-2, 4, generator=gen(), dtype=torch.float64), (11, 14)),
+                               monkeypatch, **kwargs)
+        torch.testing.assert_close(fast, slow, rtol=0, atol=1e-12)
+
+    def test_shared_field_strided_images_and_empty_batch(self, monkeypatch):
+        x = images(3, 9, 12).transpose(-1, -2).expand(4, 3, 12, 9)            # not contiguous
+        tau = field(sample_coefficients(1, 1e-2, 4, generator=gen(), dtype=torch.float64), (12, 9))  # one field for all
+        fast, slow = self.both(x, tau, monkeypatch)
+        torch.testing.assert_close(fast, slow, rtol=0, atol=1e-12)
+        assert torch.equal(fast[0], fast[3])
+        assert warp(images(0, 3, 8, 8), torch.zeros(0, 2, 8, 8, dtype=torch.float64), "gaussian").shape == (0, 3, 8, 8)
+
+    def test_zero_temperature_and_the_frame(self):
+        "T = 0 gives the smoothed x̃ bit for bit whatever the batch; a deformation leaves the frame at x̃'s values exactly."
+        x = images(3, 10, 12).expand(4, 3, 10, 12)
+        smooth = warp(x, torch.zeros(1, 2, 10, 12, dtype=torch.float64), "gaussian")
+        assert all(torch.equal(smooth[0], s) for s in smooth)
+        assert torch.equal(deform(x, 0.0, 4, "gaussian"), smooth)
+        torch.testing.assert_close(smooth, gaussian_reference(x, torch.zeros(1, 2, 10, 12, dtype=torch.float64)),
+                                   rtol=0, atol=TestGaussianInterpolation.BOUND)
+        assert_border_equal(deform(x, 1e-2, 4, "gaussian", generator=gen()), smooth)
+
+    def test_deterministic_and_independent_of_the_batch(self):
+        x = images(5, 2, 16, 16, dtype=torch.float32)
+        tau = field(sample_coefficients(5, 1e-2, 4, generator=gen()), (16, 16))
+        whole = warp(x, tau, "gaussian")
+        assert torch.equal(warp(x, tau, "gaussian"), whole) and torch.equal(warp(x[1:3], tau[1:3], "gaussian"), whole[1:3])
+
+    @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+    def test_half_precision_positions_in_float32(self, dtype, monkeypatch):
+        x = images(2, 3, 20, 24, dtype=dtype)
+        tau = field(sample_coefficients(2, 1e-2, 4, generator=gen()), (20, 24))
+        out = warp(x, tau, "gaussian")
+        assert out.dtype == dtype
+        assert torch.equal(out, warp(x.float(), tau, "gaussian").to(dtype))
+        monkeypatch.setattr(diffeo, "COMPILED", False)
+        torch.testing.assert_close(out, warp(x, tau, "gaussian"), rtol=0, atol=torch.finfo(dtype).eps)
+
+    def test_switch_off(self, monkeypatch):
+        x, tau = images(2, 2, 9, 9), field(sample_coefficients(2, 1e-2, 4, generator=gen(), dtype=torch.float64), (9, 9))
+        monkeypatch.setattr(diffeo, "COMPILED", False)
+        assert not diffeo._use_compiled(x, tau)
+        assert torch.equal(warp(x, tau, "gaussian"), diffeo._gaussian(x, displacement(tau), SIGMA, 3))
+
+    def test_gradients_take_the_pytorch_path(self):
+        x = images(2, 2, 9, 11).requires_grad_()
+        tau = field(sample_coefficients(2, 1e-2, 4, generator=gen(), dtype=torch.float64), (9, 11)).requires_grad_()
+        assert not diffeo._use_compiled(x, tau)
+        out = warp(x, tau, "gaussian")
+        out.pow(2).sum().backward()
+        assert torch.isfinite(x.grad).all() and x.grad.abs().sum() > 0 and tau.grad.abs().sum() > 0
+        with torch.no_grad():                                   # no gradient asked for: the compiled path
+            assert diffeo._use_compiled(x, tau)
+            fast = warp(x, tau, "gaussian")
+        assert fast.grad_fn is None
+        torch.testing.assert_close(fast, out.detach(), rtol=0, atol=1e-12)
+        g = torch.func.grad(lambda y: warp(y, tau.detach(), "gaussian").pow(2).sum())(x.detach())  # torch.func: PyTorch path
+        torch.testing.assert_close(g, x.grad, rtol=0, atol=1e-12)
+
+    def test_without_numba_the_pytorch_path_runs_with_a_note(self, monkeypatch):
+        import diffgeo
+        diffeo._kernels.cache_clear()
+        monkeypatch.setitem(sys.modules, "diffgeo._diffeo_numba", None)
+        monkeypatch.delattr(diffgeo, "_diffeo_numba", raising=False)
+        x, tau = images(2, 2, 9, 9), field(sample_coefficients(2, 1e-2, 4, generator=gen(), dtype=torch.float64), (9, 9))
+        try:
+            with pytest.warns(UserWarning, match=r"numba is not installed.*pip install numba, or diffgeo\[fast\]"):
+                out = warp(x, tau, "gaussian")
+            assert torch.equal(out, diffeo._gaussian(x, displacement(tau), SIGMA, 3))
+        finally:
+            diffeo._kernels.cache_clear()
 
 
 # ------------------------------------------------------------------------------------------------ deform
