@@ -485,10 +485,10 @@ def _use_compiled(x:torch.Tensor, tess:Tessellation) -> bool:
 class _CompiledFlow(torch.autograd.Function):
     "T(x) by the compiled integrator, differentiable in the points `P` [B, N, 2] and the cell matrices `A` [B, C, 2, 3] (float64)."
     @staticmethod
-    def forward(ctx, P, A, h, n_steps, K, eps, tess):
-        E = torch.linalg.matrix_exp(torch.cat([A, torch.zeros_like(A[..., :1, :])], -2) * h)[..., :-1, :]
+    def forward(ctx, P, A, h, n_steps, K, eps, K_exp, tess):
+        P_, A_ = (np.ascontiguousarray(v.detach().numpy()) for v in (P, A))
         geo = tess._geo
-        args = [np.ascontiguousarray(v.detach().numpy()) for v in (P, A, E)] + [
+        args = [P_, A_, _kernels().step_exp(A_, h, K_exp)] + [
             np.ascontiguousarray(geo["all_edges"], dtype=np.float64), np.ascontiguousarray(geo["all_neighbours"], dtype=np.int64),
             tess.nc[0], tess.nc[1], h, n_steps, K, eps]
         out = np.empty(P.shape)
@@ -505,7 +505,7 @@ class _CompiledFlow(torch.autograd.Function):
         M = _kernels().step_maps(args[1], args[7], args[9])
         G, lam = np.zeros(args[1].shape), np.empty(args[0].shape)
         _kernels().backward_kernel(*args, *ctx.rec, np.ascontiguousarray(grad.double().numpy()), M, G, lam)
-        return torch.from_numpy(lam), torch.from_numpy(G), None, None, None, None, None
+        return torch.from_numpy(lam), torch.from_numpy(G), None, None, None, None, None, None
 
 # %% ../nbs/11_cpab.ipynb #dbc774b2
 MIN_STEPS = 4
@@ -555,7 +555,8 @@ def transform(points, theta, tess, t:float=1.0, n_steps:int|None=None, inside:bo
     h = t / n_steps
     n_terms = _n_terms(norm * h, x.dtype)
     if _use_compiled(x, tess):   # float64 arithmetic, with the series and root tolerance of x's dtype
-        return _CompiledFlow.apply(x.double(), A.double(), h, n_steps, n_terms, torch.finfo(x.dtype).eps, tess).to(x.dtype)
+        return _CompiledFlow.apply(x.double(), A.double(), h, n_steps, n_terms, torch.finfo(x.dtype).eps,
+                                   _n_terms(norm * h, torch.float64), tess).to(x.dtype)
     Ah = torch.cat([A, torch.zeros_like(A[..., :1, :])], -2) * h
     E = torch.linalg.matrix_exp(Ah)[..., :-1, :].reshape(B * C, d, d + 1)
     geo = tess._geo

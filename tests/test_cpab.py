@@ -1,4 +1,6 @@
 "Properties of diffgeo.cpab that do not belong in the notebook's prose."
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -385,3 +387,17 @@ def test_backward_from_the_forward_records_equals_a_full_replay(scale, monkeypat
     full = grads(0)
     for records in (1, 3, 8, 64):
         for a, b in zip(grads(records), full): assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("scale", [1.0, 10.0, 100.0])
+def test_step_exp_is_the_matrix_exponential(scale):
+    "The compiled path's full-step maps E_c (series to the float64 term count) equal torch.linalg.matrix_exp's."
+    if cpab._kernels() is None: pytest.skip("numba is not installed")
+    tess = cpab.Tessellation((3, 3), zero_boundary=True)
+    theta = cpab.sample(tess, 5, generator=torch.Generator().manual_seed(5), dtype=torch.float64) * scale
+    A = cpab._all_matrices(cpab.cell_matrices(theta, tess), tess)
+    norm = cpab._largest_norm(A[..., :-1])
+    h = 1 / min(max(cpab.MIN_STEPS, math.ceil(2 * norm)), cpab.MAX_STEPS)
+    E = cpab._kernels().step_exp(A.numpy(), h, cpab._n_terms(norm * h, torch.float64))
+    ref = torch.linalg.matrix_exp(torch.cat([A, torch.zeros_like(A[..., :1, :])], -2) * h)[..., :-1, :]
+    torch.testing.assert_close(torch.from_numpy(E), ref, rtol=0, atol=1e-14)
