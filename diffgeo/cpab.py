@@ -486,6 +486,7 @@ class _CompiledFlow(torch.autograd.Function):
     "T(x) by the compiled integrator, differentiable in the points `P` [B, N, 2] and the cell matrices `A` [B, C, 2, 3] (float64)."
     @staticmethod
     def forward(ctx, P, A, h, n_steps, K, eps, K_exp, tess):
+        _kernels().set_threads(torch.get_num_threads())
         P_, A_ = (np.ascontiguousarray(v.detach().numpy()) for v in (P, A))
         geo = tess._geo
         args = [P_, A_, _kernels().step_exp(A_, h, K_exp)] + [
@@ -502,6 +503,7 @@ class _CompiledFlow(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         args = ctx.args
+        _kernels().set_threads(torch.get_num_threads())
         M = _kernels().step_maps(args[1], args[7], args[9])
         G, lam = np.zeros(args[1].shape), np.empty(args[0].shape)
         _kernels().backward_kernel(*args, *ctx.rec, np.ascontiguousarray(grad.double().numpy()), M, G, lam)

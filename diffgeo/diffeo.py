@@ -246,6 +246,7 @@ def _use_compiled(x:torch.Tensor, tau:torch.Tensor) -> bool:
 
 def _gaussian_compiled(x:torch.Tensor, tau:torch.Tensor, sigma:float, r:int) -> torch.Tensor:
     "The sum of `_gaussian` by the compiled kernel, in one pass: positions, weights and all channels per output pixel."
+    _kernels().set_threads(torch.get_num_threads())
     H, W = x.shape[-2:]
     o = torch.arange(1 - r, r + 1, dtype=torch.float64)
     coords = lambda n: torch.arange(n, dtype=x.dtype).numpy()

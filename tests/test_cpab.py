@@ -401,3 +401,19 @@ def test_step_exp_is_the_matrix_exponential(scale):
     E = cpab._kernels().step_exp(A.numpy(), h, cpab._n_terms(norm * h, torch.float64))
     ref = torch.linalg.matrix_exp(torch.cat([A, torch.zeros_like(A[..., :1, :])], -2) * h)[..., :-1, :]
     torch.testing.assert_close(torch.from_numpy(E), ref, rtol=0, atol=1e-14)
+
+
+def test_compiled_kernels_leave_torch_thread_count_alone():
+    "Starting numba's OpenMP pool once set torch's intra-op threads to numba's count (1 -> 2 here), so a one-thread run"
+    "silently went on with two and its float32 results changed. A fresh process, as the pool starts once per process."
+    if cpab._kernels() is None: pytest.skip("numba is not installed")
+    import os
+    import subprocess
+    import sys
+    code = ("import torch; from diffgeo import cpab, diffeo; torch.set_num_threads(1); "
+            "tess = cpab.Tessellation((3, 3)); th = cpab.sample(tess, 2).requires_grad_(); "
+            "cpab.warp(torch.rand(2, 1, 8, 8), th, tess).sum().backward(); "
+            "diffeo.deform(torch.rand(2, 1, 8, 8), 1e-2, 3, 'gaussian'); print(torch.get_num_threads())")
+    env = {**os.environ, "NUMBA_NUM_THREADS": "2"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env, timeout=300)
+    assert out.stdout.strip() == "1"
