@@ -32,3 +32,18 @@ def best_time(fn, repeats):
         fn()
         sync(); times.append(time.perf_counter() - t0)
     return min(times)
+
+
+def best_times(fns, repeats):
+    """Best wall-clock time of each of `fns` over `repeats` rounds, calling them in turn within each round (after one
+    warm-up call each), so that all see the same machine state: on a shared machine their ratios move much less than
+    when each is timed in its own block."""
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+    for fn in fns: fn()
+    best = [float("inf")] * len(fns)
+    for _ in range(repeats):
+        for i, fn in enumerate(fns):
+            sync(); t0 = time.perf_counter()
+            fn()
+            sync(); best[i] = min(best[i], time.perf_counter() - t0)
+    return best

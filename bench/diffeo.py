@@ -22,8 +22,10 @@ What is measured (CPU, float32, torch's default number of threads; numba's for t
 - reference: `diff.deform(img, T, c, interp)` from pcsl-epfl/diffeomorphism, which draws one field
   per call, looped over the images and stacked.
 
-All three are timed in the same run, so that their ratios are comparable; absolute throughputs on
-a shared machine vary by tens of percent from run to run, their ratios much less.
+All are timed in the same run, so that their ratios are comparable; the floor and our variants are
+called in turn within each round of repeats, so that they see the same machine state (the floor
+alone moved 267k-376k img/s at 32 px between runs). Absolute throughputs on a shared machine vary
+by tens of percent from run to run, their ratios less.
 
 Both use c = 3 and the temperature giving an expected displacement of one pixel, and the reference's
 cut-off sqrt(i²+j²) < c + 1/2 (our `cutoff="code"`); the reference's 'linear' is our 'bilinear'.
@@ -45,7 +47,7 @@ import torch
 import torch.nn.functional as F
 
 import diffgeo.diffeo as dd
-from _common import best_time, load_reference
+from _common import best_time, best_times, load_reference
 
 C_CUT, DELTA = 3, 1.0
 CASES = [(1000, 3, 32), (16, 3, 224)]              # (B, C, n)
@@ -101,16 +103,19 @@ def main():
         tau = dd.field(dd.sample_coefficients(B, T, C_CUT, cutoff="code"), (n, n))
         px, py = dd._positions(dd.displacement(tau))
         grid = torch.stack((px * (2 / (n - 1)) - 1, py * (2 / (n - 1)) - 1), -1)
-        floor = B / best_time(lambda: F.grid_sample(x, grid, mode="bilinear", padding_mode="border", align_corners=True),
-                              ours_reps)
+        def run(interp, compiled=True):
+            def call():
+                dd.COMPILED = compiled
+                try: return dd.deform(x, T, C_CUT, interp, cutoff="code")
+                finally: dd.COMPILED = True
+            return call
+        # the floor and every variant of ours in turn within each round: their ratios see the same machine state
+        times = best_times([lambda: F.grid_sample(x, grid, mode="bilinear", padding_mode="border", align_corners=True),
+                            run("bilinear"), run("gaussian"), run("gaussian", compiled=False)], ours_reps)
+        floor, ours_of, torch_path_of = B / times[0], {"bilinear": B / times[1], "gaussian": B / times[2]}, {"gaussian": B / times[3]}
         for interp, ref_interp in [("bilinear", "linear"), ("gaussian", "gaussian")]:
             case = f"{B}x{C}x{n}x{n}"
-            ours = B / best_time(lambda: dd.deform(x, T, C_CUT, interp, cutoff="code"), ours_reps)
-            torch_path = None
-            if interp == "gaussian":
-                dd.COMPILED = False
-                torch_path = B / best_time(lambda: dd.deform(x, T, C_CUT, interp, cutoff="code"), ours_reps)
-                dd.COMPILED = True
+            ours, torch_path = ours_of[interp], torch_path_of.get(interp)
             k = min(B, REF_SUBSET.get((n, interp), B))
             note = "" if k == B else f"reference timed on {k} images"
             # peak of the reference Gaussian: about (3 + C) float32 tensors of n⁴ elements
