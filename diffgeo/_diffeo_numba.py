@@ -36,6 +36,13 @@ def _axis_weights(p, n, inv_var, decay, w):
     for _ in range(r - 1): zo *= z
     zo = 1.0 / zo                                           # z^(1 − r)
     total = 0.0
+    if first >= 0 and first + N <= n:                         # every tap inside (start = first): no tests
+        for t in range(N):
+            g = zo * decay[t]
+            w[t] = g
+            total += g
+            zo *= z
+        return first, total
     for k in range(N): w[k] = 0.0
     for t in range(N):
         if 0 <= first + t < n:
