@@ -24,20 +24,12 @@ def load_reference(path, script):
 
 def best_time(fn, repeats):
     "Best wall-clock time of `repeats` calls of `fn` after one warm-up call (CUDA synchronised)."
-    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
-    fn()
-    times = []
-    for _ in range(repeats):
-        sync(); t0 = time.perf_counter()
-        fn()
-        sync(); times.append(time.perf_counter() - t0)
-    return min(times)
+    return best_times([fn], repeats)[0]
 
 
 def best_times(fns, repeats):
     """Best wall-clock time of each of `fns` over `repeats` rounds, calling them in turn within each round (after one
-    warm-up call each), so that all see the same machine state: on a shared machine their ratios move much less than
-    when each is timed in its own block."""
+    warm-up call each; CUDA synchronised), so that all see the same machine state."""
     sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
     for fn in fns: fn()
     best = [float("inf")] * len(fns)

@@ -7,10 +7,12 @@ Docs: https://diffgeo.github.io/diffgeo/core.html.md"""
 # %% ../nbs/00_core.ipynb #adbe0bd8
 from __future__ import annotations
 
+import importlib
 import math
 import os
 import random
 import sys
+import warnings
 from collections.abc import Iterable
 from numbers import Integral, Real
 
@@ -20,7 +22,7 @@ from tqdm import tqdm
 
 # %% auto #0
 __all__ = ['check_images', 'check_scalar', 'check_int', 'check_choice', 'resolve_device', 'module_device', 'seed_everything',
-           'progress']
+           'load_compiled', 'match_threads', 'progress']
 
 # %% ../nbs/00_core.ipynb #9c2d6a7d
 def check_images(
@@ -129,6 +131,27 @@ def seed_everything(
     seed = int(seed)
     random.seed(seed); np.random.seed(seed % 2**32); torch.manual_seed(seed)
     return torch.Generator().manual_seed(seed)
+
+# %% ../nbs/00_core.ipynb #caf3bae4
+def load_compiled(
+    module:str, # a numba kernel module of diffgeo, e.g. "_cpab_numba"
+    fallback:str, # what runs without it, for the note ("CPAB integrates with the pure-PyTorch path")
+    stacklevel:int=2, # the warning's stack level, counted from the caller of `load_compiled`
+):
+    "`diffgeo.<module>`, or None, with a one-line note, when numba is not installed."
+    try:
+        return importlib.import_module(f"diffgeo.{module}")
+    except ImportError:
+        warnings.warn(f"numba is not installed, so {fallback} (pip install numba, or diffgeo[fast], for the compiled one).",
+                      stacklevel=stacklevel + 1)
+        return None
+
+def match_threads():
+    "Run numba's parallel loops on torch's intra-op thread count (at most numba's pool), and keep torch's count as it was."
+    import numba
+    n = torch.get_num_threads()
+    numba.set_num_threads(max(1, min(n, numba.config.NUMBA_NUM_THREADS)))
+    if torch.get_num_threads() != n: torch.set_num_threads(n)
 
 # %% ../nbs/00_core.ipynb #c1748c89
 class _Lines:

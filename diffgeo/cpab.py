@@ -18,7 +18,7 @@ import scipy.linalg
 import torch
 
 from . import maps
-from .core import check_images, check_int, check_scalar
+from .core import check_images, check_int, check_scalar, load_compiled, match_threads
 
 # %% auto #0
 __all__ = ['COMPILED', 'MIN_STEPS', 'MAX_STEPS', 'Tessellation', 'cell_matrices', 'theta_from_matrices', 'locate', 'velocity',
@@ -468,14 +468,8 @@ COMPILED = os.environ.get("DIFFGEO_CPAB", "compiled") != "torch"
 
 @lru_cache(None)
 def _kernels():
-    "The compiled kernels, or None, with a one-line note, when numba is not installed."
-    try:
-        from diffgeo import _cpab_numba
-        return _cpab_numba
-    except ImportError:
-        warnings.warn("numba is not installed, so CPAB integrates with the pure-PyTorch path (pip install numba, or "
-                      "diffgeo[fast], for the compiled one).", stacklevel=3)
-        return None
+    "The compiled kernels (`_cpab_numba`), or None, with a one-line note, when numba is not installed."
+    return load_compiled("_cpab_numba", "CPAB integrates with the pure-PyTorch path", stacklevel=3)
 
 def _use_compiled(x:torch.Tensor, tess:Tessellation) -> bool:
     "2-D, on the CPU, numba installed, and not under torch.func's transforms (vmap, jacrev, ...: the PyTorch path serves them)."
@@ -486,7 +480,7 @@ class _CompiledFlow(torch.autograd.Function):
     "T(x) by the compiled integrator, differentiable in the points `P` [B, N, 2] and the cell matrices `A` [B, C, 2, 3] (float64)."
     @staticmethod
     def forward(ctx, P, A, h, n_steps, K, eps, K_exp, tess):
-        _kernels().set_threads(torch.get_num_threads())
+        match_threads()
         P_, A_ = (np.ascontiguousarray(v.detach().numpy()) for v in (P, A))
         geo = tess._geo
         args = [P_, A_, _kernels().step_exp(A_, h, K_exp)] + [
@@ -497,14 +491,14 @@ class _CompiledFlow(torch.autograd.Function):
         B, N = P.shape[:2]
         rec = [np.empty((B, N, Q), np.int32), np.empty((B, N, Q)), np.empty((B, N, Q)), np.empty((B, N, Q)), np.empty((B, N), np.int64)]
         _kernels().forward_kernel(*args, out, *rec)
-        ctx.args, ctx.rec = args, rec
+        ctx.args, ctx.rec, ctx.h, ctx.K = args, rec, h, K
         return torch.from_numpy(out)
 
     @staticmethod
     def backward(ctx, grad):
         args = ctx.args
-        _kernels().set_threads(torch.get_num_threads())
-        M = _kernels().step_maps(args[1], args[7], args[9])
+        match_threads()
+        M = _kernels().step_maps(args[1], ctx.h, ctx.K)
         G, lam = np.zeros(args[1].shape), np.empty(args[0].shape)
         _kernels().backward_kernel(*args, *ctx.rec, np.ascontiguousarray(grad.double().numpy()), M, G, lam)
         return torch.from_numpy(lam), torch.from_numpy(G), None, None, None, None, None, None

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import maps
-from .core import check_choice, check_images, check_scalar
+from .core import check_choice, check_images, check_scalar, load_compiled, match_threads
 
 # %% auto #0
 __all__ = ['CUTOFFS', 'MAX_C', 'INTERPOLATIONS', 'SIGMA', 'COMPILED', 'DELTA_METHODS', 'modes', 'sample_coefficients', 'field',
@@ -228,14 +228,8 @@ COMPILED = os.environ.get("DIFFGEO_DIFFEO", "compiled") != "torch"
 
 @lru_cache(None)
 def _kernels():
-    "The compiled kernel's module, or None, with a one-line note, when numba is not installed."
-    try:
-        from diffgeo import _diffeo_numba
-        return _diffeo_numba
-    except ImportError:
-        warnings.warn("numba is not installed, so Gaussian interpolation takes the PyTorch path (pip install numba, or "
-                      "diffgeo[fast], for the compiled one).", stacklevel=5)
-        return None
+    "The compiled kernel's module (`_diffeo_numba`), or None, with a one-line note, when numba is not installed."
+    return load_compiled("_diffeo_numba", "Gaussian interpolation takes the PyTorch path", stacklevel=5)
 
 def _use_compiled(x:torch.Tensor, tau:torch.Tensor) -> bool:
     """On the CPU, no gradient asked for, not under torch.func's transforms, and numba installed (`x` in its working
@@ -246,7 +240,7 @@ def _use_compiled(x:torch.Tensor, tau:torch.Tensor) -> bool:
 
 def _gaussian_compiled(x:torch.Tensor, tau:torch.Tensor, sigma:float, r:int) -> torch.Tensor:
     "The sum of `_gaussian` by the compiled kernel, in one pass: positions, weights and all channels per output pixel."
-    _kernels().set_threads(torch.get_num_threads())
+    match_threads()
     H, W = x.shape[-2:]
     o = torch.arange(1 - r, r + 1, dtype=torch.float64)
     coords = lambda n: torch.arange(n, dtype=x.dtype).numpy()
