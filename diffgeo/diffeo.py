@@ -171,21 +171,38 @@ def _exact_where_still(
     masked pass."""
     if resting is None:
         return out + torch.where((tau == 0).all(1, keepdim=True), x - out, 0).detach()
-    out[..., 0, :], out[..., -1, :], out[..., :, 0], out[..., :, -1] = x[..., 0, :], x[..., -1, :], x[..., :, 0], x[..., :, -1]
+    H, W = out.shape[-2:]
+    out[..., ::H - 1, :], out[..., :, ::W - 1] = x[..., ::H - 1, :], x[..., :, ::W - 1]   # the frame (H, W ≥ 2 for `field`): rows 0 and H-1, columns 0 and W-1
     if resting.any():
         idx = resting.expand(len(out)).nonzero().squeeze(1)
         out[idx] = out[idx] + (x[idx] - out[idx]).detach()
     return out
 
-def _grid_sample(x:torch.Tensor, tau:torch.Tensor, interp:str, resting:torch.Tensor|None=None) -> torch.Tensor:
-    """Bilinear or nearest warp: one `grid_sample` (align_corners=True, border padding, which clamps to the image) at
-    s - τ(s), written straight into `grid_sample`'s frame: u - 2W/(W-1) τ_u and v - 2H/(H-1) τ_v, one fused pass each."""
-    H, W = tau.shape[-2:]
-    u = torch.linspace(-1, 1, W, dtype=tau.dtype, device=tau.device)
-    v = torch.linspace(-1, 1, H, dtype=tau.dtype, device=tau.device)[:, None]
-    grid = torch.stack((torch.add(u, tau[:, 0], alpha=-2 * W / (W - 1)), torch.add(v, tau[:, 1], alpha=-2 * H / (H - 1))), -1)
-    out = F.grid_sample(x, grid, mode=interp, padding_mode="border", align_corners=True)
-    return _exact_where_still(out, x, tau, resting)
+def _frame(size:tuple[int, int], dtype, device) -> tuple[torch.Tensor, torch.Tensor]:
+    "`grid_sample`'s coordinates of the pixel centres (align_corners=True) `[H, W, 2]`, and the factors (−2W/(W−1), −2H/(H−1)) that turn τ into offsets there."
+    H, W = size
+    u = torch.linspace(-1, 1, W, dtype=dtype, device=device)
+    v = torch.linspace(-1, 1, H, dtype=dtype, device=device)
+    return (torch.stack(torch.broadcast_tensors(u[None, :], v[:, None]), -1),
+            torch.tensor([-2 * W / (W - 1), -2 * H / (H - 1)], dtype=dtype, device=device))
+
+def _grid_of_field(tau:torch.Tensor) -> torch.Tensor:
+    "`grid_sample`'s grid `[B, H, W, 2]` at s − τ(s) for a field `[B, 2, H, W]`: one fused pass."
+    base, scale = _frame(tau.shape[-2:], tau.dtype, tau.device)
+    return torch.addcmul(base, tau.permute(0, 2, 3, 1), scale)
+
+def _grid_of_coefficients(coeffs:torch.Tensor, size:tuple[int, int]) -> torch.Tensor:
+    """The same grid straight from the coefficients `[B, 2, m, m]`, without the field: `field`'s two products in the grid's
+    layout, the x sums (scaled) first, `[B, m, (W, 2)]`, then the y sums by one `baddbmm` that adds the frame."""
+    (H, W), (B, _, m, _) = size, coeffs.shape
+    base, scale = _frame(size, coeffs.dtype, coeffs.device)
+    su, sv = _sines(W, m, coeffs.dtype, coeffs.device), _sines(H, m, coeffs.dtype, coeffs.device)
+    rows = torch.matmul(su, (coeffs * scale[:, None, None]).permute(0, 3, 2, 1)).reshape(B, m, 2 * W)
+    return torch.baddbmm(base.reshape(H, 2 * W), sv.expand(B, H, m), rows).view(B, H, W, 2)
+
+def _grid_sample(x:torch.Tensor, grid:torch.Tensor, interp:str) -> torch.Tensor:
+    "Bilinear or nearest warp on a grid from `_grid_of_field` or `_grid_of_coefficients` (one per image, or one for all): one `grid_sample`, align_corners=True, border padding (which clamps to the image)."
+    return F.grid_sample(x, grid.expand(len(x), -1, -1, -1), mode=interp, padding_mode="border", align_corners=True)
 
 def _axis_pairs(p:torch.Tensor, n:int, r:int, sigma:float) -> tuple[torch.Tensor, torch.Tensor]:
     """Fold the 2r Gaussian taps around positions `p` `[B, H, W]` (pixels) into r linear-interpolation points.
@@ -267,14 +284,21 @@ def warp(
     out = _warp(xb, tau, interp, sigma, tol)
     return out[0] if single else out
 
-def _warp(x:torch.Tensor, tau:torch.Tensor, interp:str, sigma:float, tol:float, resting:torch.Tensor|None=None) -> torch.Tensor:
-    "`warp` on a validated batch; half-precision images are sampled at positions computed in float32 (`resting`: see `_exact_where_still`)."
+def _warp(x:torch.Tensor, tau:torch.Tensor|None, interp:str, sigma:float, tol:float, coeffs:torch.Tensor|None=None) -> torch.Tensor:
+    """`warp` on a validated batch, by the field `tau` or (from `deform`, tau None) the coefficients it comes from;
+    half-precision images are sampled at positions computed in float32."""
     check_choice(interp, "interp", INTERPOLATIONS)
     work = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
     xw = x.to(work)
+    if coeffs is not None:   # a field from `field`: zero on the frame, and inside only for all-zero coefficients
+        coeffs = coeffs.to(device=x.device, dtype=work)
+        resting = (coeffs == 0).flatten(1).all(1)
+        if interp != "gaussian":
+            return _exact_where_still(_grid_sample(xw, _grid_of_coefficients(coeffs, x.shape[-2:]), interp), xw, None, resting).to(x.dtype)
+        tau = field(coeffs, x.shape[-2:])
     tau = tau.to(device=x.device, dtype=work)
     full = tau.expand(x.shape[0], 2, *x.shape[-2:])
-    if interp != "gaussian": out = _grid_sample(xw, full, interp, resting)
+    if interp != "gaussian": out = _exact_where_still(_grid_sample(xw, _grid_of_field(tau), interp), xw, full)
     else:
         sigma = check_scalar(sigma, "sigma", low=0, low_open=True)
         r = gaussian_radius(sigma, check_scalar(tol, "tol", low=0, low_open=True))
@@ -318,7 +342,7 @@ def deform(
     _check_resolved(c, cutoff, xb.shape[-2:])
     T = _temperature_of(T, delta, xb.shape[-2:], c, cutoff, delta_method)
     coeffs = sample_coefficients(1 if same_field else xb.shape[0], T, c, cutoff, generator, xb.dtype, xb.device)
-    out = _warp(xb, field(coeffs, xb.shape[-2:]), interp, sigma, tol, resting=(coeffs == 0).flatten(1).all(1))
+    out = _warp(xb, None, interp, sigma, tol, coeffs=coeffs)
     out = out[0] if single else out
     return (out, coeffs) if return_coefficients else out
 

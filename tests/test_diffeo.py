@@ -686,10 +686,12 @@ class TestDeform:
     @pytest.mark.parametrize("dtype", DTYPES)
     @pytest.mark.parametrize("interp", INTERPOLATIONS)
     def test_returned_coefficients_reproduce_output(self, interp, dtype):
+        "warp(x, field(C)) gives deform's output: exactly for Gaussian, to the rounding of the grid (built from C without the field) for the others."
         x = images(3, 2, 11, 13, dtype=dtype)
         out, C = deform(x, 1e-2, 4, interp, generator=gen(), return_coefficients=True)
         assert C.dtype == dtype
-        torch.testing.assert_close(out, warp(x, field(C, (11, 13)), interp), rtol=0, atol=0)
+        atol = 0 if interp == "gaussian" else 64 * EPS[dtype]
+        torch.testing.assert_close(out, warp(x, field(C, (11, 13)), interp), rtol=0, atol=atol)
 
     @pytest.mark.parametrize("dtype", DTYPES)
     @pytest.mark.parametrize("interp", INTERPOLATIONS)
