@@ -213,19 +213,20 @@ def run(self:Experiment,
     if data_root is not None and "data_root" not in accepts:
         raise ValueError(f"{self.name} reads no data set; drop data_root.")
     grid = self.grid(p) if self.grid else {}
-    fixed = {**{k: v for k, v in p.items() if k in accepts and k not in grid}, **shared}
+    fixed = {k: v for k, v in p.items() if k in accepts and k not in grid}   # what the results depend on
     work = self.paths(profile, out_dir, tag, work_dir, fixed).work
-    if checkpoints and "checkpoint_dir" in accepts: fixed["checkpoint_dir"] = str(work / "checkpoints")
+    runtime = dict(shared)                                                      # what they do not: not in the shards' identity
+    if checkpoints and "checkpoint_dir" in accepts: runtime["checkpoint_dir"] = str(work / "checkpoints")
     start = results.now()
     if grid:
-        ds = sweep.run_sweep(functools.partial(_call_cell, self.name), grid, work / "shards", fixed=fixed, executor=executor,
+        ds = sweep.run_sweep(functools.partial(_call_cell, self.name), grid, work / "shards", fixed=fixed, runtime=runtime, executor=executor,
                              executor_options=executor_options, coords_on=self.coords_on, rerun=rerun,
                              dim_attrs={d: self.variables[d].attrs for d in grid if d in self.variables})
         start, end = str(ds.cell_start.min().values), str(ds.cell_end.max().values)
         ds.attrs.pop("fixed")  # in the provenance's parameters; the grid stays, it names the cell times' dimensions
     else:
         if executor != "inline": raise ValueError(f"{self.name} is one cell, not a sweep: use executor='inline'.")
-        ds = self._cell(**fixed)
+        ds = self._cell(**fixed, **runtime)
         end = results.now()
     if self._finish: ds = self._finish(ds, {**p, **shared})
     params = dict(profile=profile, **self.constants, **p, **shared)

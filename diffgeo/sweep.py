@@ -7,13 +7,20 @@ Docs: https://diffgeo.github.io/diffgeo/sweep.html.md"""
 # %% ../nbs/50_sweep.ipynb #fe1ccdf1
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
 import itertools
 import json
 import math
 import os
+import shutil
+import socket
+import subprocess
+import threading
 import time
+import uuid
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from urllib.parse import quote
@@ -26,7 +33,8 @@ from .core import check_choice, progress as _progress
 from .results import _atomic, check_cf, load_dataset, resolve_path
 
 # %% auto #0
-__all__ = ['EXECUTORS', 'ShardError', 'grid_cells', 'cell_id', 'missing_cells', 'merge_shards', 'run_sweep']
+__all__ = ['EXECUTORS', 'HEARTBEAT', 'STALE_AFTER', 'ShardError', 'grid_cells', 'cell_id', 'missing_cells', 'merge_shards',
+           'run_sweep']
 
 # %% ../nbs/50_sweep.ipynb #6ce75e65
 EXECUTORS = ("inline", "local", "slurm")
@@ -77,7 +85,15 @@ def grid_cells(
 # %% ../nbs/50_sweep.ipynb #dba09d44
 _MAX_ID = 200  # file names are limited to 255 bytes
 
+def _canonical(o):
+    "`o` (plain JSON values) with whole floats as ints, so that 1 and 1.0 name and record a cell alike."
+    if isinstance(o, float) and o.is_integer() and abs(o) < 2**53: return int(o)
+    if isinstance(o, dict): return {k: _canonical(v) for k, v in o.items()}
+    if isinstance(o, list): return [_canonical(v) for v in o]
+    return o
+
 def _fmt(v) -> str:
+    v = _canonical(v)
     return repr(v) if isinstance(v, float) else str(v)
 
 def cell_id(
@@ -92,7 +108,7 @@ def cell_id(
     return cid
 
 def _cell_json(cell:Mapping) -> str:
-    return json.dumps({k: _cell_value(v, k) for k, v in cell.items()}, sort_keys=True)
+    return json.dumps({k: _canonical(_cell_value(v, k)) for k, v in cell.items()}, sort_keys=True)
 
 def _cell_ids(cells:list[dict]) -> list[str]:
     "The ids of `cells`, or an error if two cells share one (up to case, which some file systems ignore)."
@@ -113,7 +129,12 @@ def _jsonable(o):
                     f"got {o!r} ({type(o).__name__}); pass a number, string, list or dict instead.")
 
 def _fixed_json(fixed:Mapping) -> str:
-    return json.dumps(dict(fixed), sort_keys=True, default=_jsonable)
+    return json.dumps(_canonical(json.loads(json.dumps(dict(fixed), default=_jsonable))), sort_keys=True)
+
+def _same_json(a:str, b:str) -> bool:
+    "Whether two recorded JSON texts say the same (shards written before whole floats were recorded as ints included)."
+    try: return json.dumps(_canonical(json.loads(a)), sort_keys=True) == json.dumps(_canonical(json.loads(b)), sort_keys=True)
+    except ValueError: return False
 
 def _shard_path(shard_dir:Path, cell:Mapping) -> Path:
     return shard_dir / f"{cell_id(cell)}.nc"
@@ -121,23 +142,30 @@ def _shard_path(shard_dir:Path, cell:Mapping) -> Path:
 def _run_cell(
     fn:Callable, # the cell function
     cell:dict, # the cell, `{dimension: value}`
-    fixed:dict, # the keyword arguments every cell gets
+    fixed:dict, # the keyword arguments every cell gets, recorded in the shard
     path:str, # the shard to write
-) -> str: # `path`
-    "Compute `fn(**cell, **fixed)` and write it atomically to the shard `path` (in this process, or as a job)."
-    ds = fn(**cell, **fixed)
-    name = getattr(fn, "__qualname__", repr(fn))
-    if not isinstance(ds, xr.Dataset):
-        raise TypeError(f"the cell function {name} must return an xarray.Dataset, got {type(ds).__name__}.")
-    clash = [d for d in cell if d in ds.dims or d in ds.variables]
-    if clash:
-        raise ValueError(f"the cell function {name} returned a dataset with {clash}, which are sweep dimensions; "
-                         "return one cell's result without them: the merge adds them.")
-    check_cf(ds)
-    ds = ds.copy()
-    ds.attrs.update(cell=_cell_json(cell), fixed=_fixed_json(fixed))
-    _atomic(Path(path), lambda tmp: ds.to_netcdf(tmp, engine="netcdf4"))
-    return str(path)
+    runtime:dict|None=None, # keyword arguments every cell gets that do not change its result (not recorded)
+    rerun:bool=False, # compute even if the shard exists
+) -> str: # "computed"; "claimed": another process holds the cell; "done": its shard appeared meanwhile
+    "Claim the cell, compute `fn(**cell, **fixed, **runtime)` and write it atomically to the shard `path` (in this process, or as a job)."
+    path = Path(path)
+    with _claim(path) as mine:
+        if not mine: return "claimed"
+        if path.exists() and not rerun: return "done"
+        ds = fn(**cell, **fixed, **(runtime or {}))
+        name = getattr(fn, "__qualname__", repr(fn))
+        if not isinstance(ds, xr.Dataset):
+            raise TypeError(f"the cell function {name} must return an xarray.Dataset, got {type(ds).__name__}.")
+        clash = [d for d in cell if d in ds.dims or d in ds.variables]
+        if clash:
+            raise ValueError(f"the cell function {name} returned a dataset with {clash}, which are sweep dimensions; "
+                             "return one cell's result without them: the merge adds them.")
+        check_cf(ds)
+        ds = ds.copy()
+        ds.attrs.update(cell=_cell_json(cell), fixed=_fixed_json(fixed))
+        _atomic(path, lambda tmp: ds.to_netcdf(tmp, engine="netcdf4"))
+    return "computed"
+
 
 # %% ../nbs/50_sweep.ipynb #70de271a
 def _shard_attrs(path:Path) -> dict:
@@ -153,9 +181,9 @@ def _check_shard(attrs:dict, path:Path, cell:Mapping, fixed_json:str|None):
     fix = f"delete the shard folder {path.parent} to recompute every cell, or pass rerun=True to run_sweep"
     if "cell" not in attrs or "fixed" not in attrs:
         raise ShardError(f"{path} was not written by run_sweep (it has no 'cell'/'fixed' attributes); {fix}.")
-    if attrs["cell"] != _cell_json(cell):
+    if not _same_json(attrs["cell"], _cell_json(cell)):
         raise ShardError(f"the shard {path} holds the cell {attrs['cell']}, not {_cell_json(cell)}; {fix}.")
-    if fixed_json is not None and attrs["fixed"] != fixed_json:
+    if fixed_json is not None and not _same_json(attrs["fixed"], fixed_json):
         raise ShardError(f"the shard {path} was computed with fixed={attrs['fixed']}, but this sweep passes "
                          f"fixed={fixed_json}, so it would mix results of different settings; {fix}.")
 
@@ -169,6 +197,108 @@ def _read_shard(path:Path, cell:Mapping, fixed_json:str|None) -> xr.Dataset:
     ds.encoding = {}
     for v in ds.variables.values(): v.encoding = {}
     return ds
+
+# %% ../nbs/50_sweep.ipynb #41b420f0
+HEARTBEAT = 30.0     # seconds between the heartbeats of a claim (touching its lock file)
+STALE_AFTER = 300.0  # a claim whose last heartbeat is older than this (seconds) is abandoned
+
+def _lock_path(path:Path) -> Path:
+    "The lock file of the shard `path`: `<cell_id>.lock`."
+    return path.with_suffix(".lock")
+
+def _owner() -> dict:
+    "This process as the owner of a claim: host, PID, Slurm job (array task) if any, and a token no other claim has."
+    job = os.environ.get("SLURM_JOB_ID")
+    if os.environ.get("SLURM_ARRAY_JOB_ID"): job = f"{os.environ['SLURM_ARRAY_JOB_ID']}_{os.environ.get('SLURM_ARRAY_TASK_ID')}"
+    return {"host": socket.gethostname(), "pid": os.getpid(), "slurm_job": job, "token": uuid.uuid4().hex,
+            "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+
+def _read_claim(lock:Path) -> dict|None:
+    try: return json.loads(lock.read_text())
+    except (OSError, ValueError): return None
+
+def _pid_alive(pid:int) -> bool:
+    try: os.kill(pid, 0)
+    except ProcessLookupError: return False
+    except PermissionError: return True
+    try: return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError): return True
+
+def _slurm_job_alive(job:str) -> bool|None:
+    "Whether Slurm still lists the job (None: no squeue here to ask)."
+    if shutil.which("squeue") is None: return None
+    r = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True)
+    return r.returncode == 0 and bool(r.stdout.strip())
+
+def _claim_state(lock:Path) -> tuple[str, dict|None]:
+    "('free' | 'held' | 'abandoned', the claim's owner) of the lock file `lock`."
+    try: age = time.time() - lock.stat().st_mtime
+    except FileNotFoundError: return "free", None
+    info = _read_claim(lock)
+    if age > STALE_AFTER: return "abandoned", info
+    if info is None: return "held", None                               # being written: judged by its age only
+    if info.get("host") == socket.gethostname() and not _pid_alive(info.get("pid", -1)): return "abandoned", info
+    if info.get("slurm_job") and _slurm_job_alive(info["slurm_job"]) is False: return "abandoned", info
+    return "held", info
+
+def _try_lock(lock:Path, owner:dict) -> bool:
+    "Make the lock file with `owner` in it, atomically; False if it exists."
+    tmp = lock.with_name(f".{lock.name}.{owner['token']}.tmp")
+    tmp.write_text(json.dumps(owner))
+    try:
+        try: os.link(tmp, lock)
+        except FileExistsError: return False
+        except OSError:                                                # no hard links on this file system
+            try: fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError: return False
+            with os.fdopen(fd, "w") as f: f.write(json.dumps(owner))
+        return True
+    finally: tmp.unlink(missing_ok=True)
+
+def _take_over(lock:Path, info:dict|None):
+    "Remove the abandoned claim `info` from `lock`: renamed away (one process wins), put back if it was another, fresher one."
+    tomb = lock.with_name(f".{lock.name}.{uuid.uuid4().hex}.stale")
+    try: os.rename(lock, tomb)
+    except FileNotFoundError: return                                   # taken over by another process already
+    moved = _read_claim(tomb)
+    if info is not None and moved is not None and moved.get("token") != info.get("token"):
+        try: os.link(tomb, lock)                                        # a fresh claim, moved by mistake
+        except OSError: pass
+    tomb.unlink(missing_ok=True)
+
+class _Heartbeat(threading.Thread):
+    "Touch the lock every `HEARTBEAT` seconds while it is ours; warn once if another process took it over."
+    def __init__(self, lock:Path, token:str):
+        super().__init__(daemon=True, name=f"heartbeat {lock.name}")
+        self.lock, self.token, self.halt = lock, token, threading.Event()
+    def run(self):
+        while not self.halt.wait(HEARTBEAT):
+            if (_read_claim(self.lock) or {}).get("token") != self.token:
+                warnings.warn(f"the claim {self.lock} was taken over by another process, which judged this one gone; "
+                              "the cell may be computed twice (the shard written last is kept).", stacklevel=1)
+                return
+            try: os.utime(self.lock)
+            except OSError: pass
+    def stop(self):
+        self.halt.set(); self.join()
+
+@contextlib.contextmanager
+def _claim(path:Path):
+    "Claim the cell of the shard `path` for this process: yields True (the heartbeat running) or False (another owner holds it)."
+    lock, me = _lock_path(path), _owner()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for _ in range(3):
+        if _try_lock(lock, me): break
+        state, info = _claim_state(lock)
+        if state == "held": yield False; return
+        if state == "abandoned": _take_over(lock, info)
+    else:
+        yield False; return
+    beat = _Heartbeat(lock, me["token"]); beat.start()
+    try: yield True
+    finally:
+        beat.stop()
+        if (_read_claim(lock) or {}).get("token") == me["token"]: lock.unlink(missing_ok=True)
 
 # %% ../nbs/50_sweep.ipynb #804fe6a5
 def _check_coords_on(coords_on:Mapping|None, grid:Mapping) -> dict:
@@ -243,7 +373,7 @@ def merge_shards(
                                 "run the sweep (run_sweep computes only the missing cells).")
     fixed_json = None if fixed is None else _fixed_json(fixed)
     parts = [_read_shard(_shard_path(shard_dir, c), c, fixed_json) for c in cells]
-    fixes = {ds.attrs["fixed"] for ds in parts}
+    fixes = {_fixed_json(json.loads(ds.attrs["fixed"])) for ds in parts}
     if len(fixes) > 1:
         raise ShardError(f"the shards in {shard_dir} were computed with different fixed arguments {sorted(fixes)}; "
                          "delete the folder (or the stale shards) and run the sweep again.")
@@ -276,29 +406,44 @@ def _executor(kind:str, folder:Path, options:dict, max_parallel:int|None, name:s
     ex.update_parameters(**options)
     return ex
 
-def _run_jobs(ex, kind:str, todo:list, fn:Callable, fixed:dict, max_parallel:int|None, poll:float):
-    "Run `_run_cell` for each `(cell, path)` in `todo` as a job; yield `(cell, error or None)` as they finish."
+def _run_jobs(ex, kind:str, todo:list, args:tuple, max_parallel:int|None, poll:float):
+    "Run `_run_cell(fn, cell, fixed, path, runtime, rerun)` for each `(cell, path)` in `todo` as a job (`args`: fn, fixed, runtime, rerun); yield `(cell, status or exception)` as they finish."
+    fn, fixed, runtime, rerun = args
     queue, running = list(todo), []
     if kind == "slurm" or max_parallel is None:  # one job array; Slurm throttles it itself
         with ex.batch():
-            subs = [(ex.submit(_run_cell, fn, c, fixed, str(p)), c) for c, p in queue]
+            subs = [(ex.submit(_run_cell, fn, c, fixed, str(p), runtime, rerun), c) for c, p in queue]
         running, queue = subs, []
     while running or queue:
         while queue and len(running) < max_parallel:
             c, p = queue.pop(0)
-            running.append((ex.submit(_run_cell, fn, c, fixed, str(p)), c))
+            running.append((ex.submit(_run_cell, fn, c, fixed, str(p), runtime, rerun), c))
         done = [(j, c) for j, c in running if j.done()]
         if not done: time.sleep(poll); continue
         for j, c in done:
             running.remove((j, c))
-            try: j.result(); yield c, None
+            try: yield c, j.result()
             except Exception as e: yield c, e
 
+def _await_others(claimed:list, poll:float) -> list:
+    "Wait until each `(cell, path)` of `claimed` has its shard, or its claim ends without one; returns the latter (to compute here)."
+    left, orphaned = list(claimed), []
+    if left: print(f"waiting for {len(left)} cells that other processes are computing: "
+                   + ", ".join(cell_id(c) for c, _ in left[:5]) + (", ..." if len(left) > 5 else ""), flush=True)
+    while left:
+        still = []
+        for c, path in left:
+            if path.exists(): continue
+            (still if _claim_state(_lock_path(path))[0] == "held" else orphaned).append((c, path))
+        left = still
+        if left: time.sleep(poll)
+    return orphaned
+
 def run_sweep(
-    fn:Callable[..., xr.Dataset], # module-level `fn(**cell, **fixed)` returning one cell's dataset (no sweep dimensions)
+    fn:Callable[..., xr.Dataset], # module-level `fn(**cell, **fixed, **runtime)` returning one cell's dataset (no sweep dimensions)
     grid:Mapping[str, Sequence], # {dimension: values}; each becomes a dimension of the result, in this order
     shard_dir:str|os.PathLike, # the folder of shards (relative paths from the working directory)
-    fixed:Mapping|None=None, # keyword arguments passed to every cell, recorded in each shard
+    fixed:Mapping|None=None, # keyword arguments passed to every cell, recorded in each shard (they identify its result)
     executor:str="inline", # "inline" (this process), "local" (submitit jobs on this machine), "slurm"
     executor_options:Mapping|None=None, # submitit `update_parameters` options: timeout_min, gpus_per_node, slurm_partition, ...
     coords_on:Mapping[str, str]|None=None, # {scalar coordinate a cell returns: sweep dimension it is a coordinate along}
@@ -306,44 +451,58 @@ def run_sweep(
     rerun:bool=False, # recompute the cells that have a shard already
     max_parallel:int|None=None, # cells running at once as jobs (local: 1 unless given; slurm: the array's parallelism)
     progress:bool=True, # show a progress bar over the cells
+    runtime:Mapping|None=None, # keyword arguments passed to every cell that do not change its result (device, data folder): not recorded
 ) -> xr.Dataset: # the merged dataset, sweep dimensions first
-    "Compute every cell of `grid` that has no shard yet (all of them if `rerun`), then merge all shards."
+    "Compute every cell of `grid` that has no shard yet (all of them if `rerun`) and no other process is computing, then merge all shards."
     check_choice(executor, "executor", EXECUTORS)
     if executor == "inline" and (executor_options or max_parallel is not None):
         raise ValueError("executor_options and max_parallel apply to the job executors 'local' and 'slurm', not 'inline'.")
     if max_parallel is not None and (isinstance(max_parallel, bool) or not isinstance(max_parallel, int) or max_parallel < 1):
         raise ValueError(f"max_parallel must be a positive integer or None, got {max_parallel!r}.")
-    fixed = dict(fixed or {})
+    fixed, runtime = dict(fixed or {}), dict(runtime or {})
     cells, shard_dir = grid_cells(grid), resolve_path(shard_dir)
     _cell_ids(cells)
     _check_coords_on(coords_on, grid); _dim_attrs(grid, dim_attrs)
-    for k in fixed: _check_name(k, "fixed argument")
-    both = sorted(set(fixed) & set(grid))
-    if both: raise ValueError(f"{both} are both grid dimensions and fixed arguments; keep each in one of them.")
+    for k in [*fixed, *runtime]: _check_name(k, "fixed argument")
+    both = sorted((set(fixed) | set(runtime)) & set(grid)) + sorted(set(fixed) & set(runtime))
+    if both: raise ValueError(f"{both} appear twice among the grid dimensions, fixed and runtime arguments; keep each in one of them.")
     fixed_json = _fixed_json(fixed)
-    try: inspect.signature(fn).bind(**cells[0], **fixed)
+    try: inspect.signature(fn).bind(**cells[0], **fixed, **runtime)
     except TypeError as e:
-        raise TypeError(f"the cell function cannot be called as fn({', '.join([*grid, *fixed])}): {e}.") from e
+        raise TypeError(f"the cell function cannot be called as fn({', '.join([*grid, *fixed, *runtime])}): {e}.") from e
     except ValueError: pass  # no signature to check (a builtin)
     todo = []
     for c in cells:
         path = _shard_path(shard_dir, c)
         if not rerun and path.exists(): _check_shard(_shard_attrs(path), path, c, fixed_json)
         else: todo.append((c, path))
-    bar = lambda it: (_progress(it, desc=f"sweep {shard_dir.parent.name}/{shard_dir.name}", total=len(cells),
-                                initial=len(cells) - len(todo)) if progress else it)
-    if todo and executor == "inline":
-        for c, path in bar(todo): _run_cell(fn, c, fixed, str(path))
-    elif todo:
-        folder = shard_dir.parent / "submitit"
-        if max_parallel is None and executor == "local": max_parallel = 1
-        ex = _executor(executor, folder, dict(executor_options or {}), max_parallel,
-                       name=f"diffgeo-{shard_dir.parent.name}")
-        failed = [(c, e) for c, e in bar(_run_jobs(ex, executor, todo, fn, fixed, max_parallel,
-                                                   poll=0.2 if executor == "local" else 10.0)) if e is not None]
-        if failed:
-            ids = ", ".join(cell_id(c) for c, _ in failed[:10]) + (", ..." if len(failed) > 10 else "")
-            raise RuntimeError(f"{len(failed)} of {len(todo)} cells failed: {ids}; the others' shards are written, "
-                               f"and running the sweep again retries only the missing cells. Logs: {folder}. "
-                               f"First error:\n{failed[0][1]}") from failed[0][1]
+    folder, ex = shard_dir.parent / "submitit", None
+    poll = 10.0 if executor == "slurm" else 1.0
+    while todo:
+        free = [(c, p) for c, p in todo if _claim_state(_lock_path(p))[0] != "held"]
+        claimed = [t for t in todo if t not in free]
+        bar = lambda it: (_progress(it, desc=f"sweep {shard_dir.parent.name}/{shard_dir.name}", total=len(free)) if progress else it)
+        if free and executor == "inline":
+            for c, path in bar(free):
+                try: status = _run_cell(fn, c, fixed, str(path), runtime, rerun)
+                except Exception as e:
+                    e.add_note(f"(The cell {cell_id(c)} failed. The shards of the finished cells are kept in {shard_dir}: "
+                               "running the sweep again resumes with the missing cells.)")
+                    raise
+                if status == "claimed": claimed.append((c, path))
+        elif free:
+            if max_parallel is None and executor == "local": max_parallel = 1
+            ex = ex or _executor(executor, folder, dict(executor_options or {}), max_parallel, name=f"diffgeo-{shard_dir.parent.name}")
+            failed = []
+            for c, r in bar(_run_jobs(ex, executor, free, (fn, fixed, runtime, rerun), max_parallel, poll=min(poll, 0.2 if executor == "local" else poll))):
+                if isinstance(r, BaseException): failed.append((c, r))
+                elif r == "claimed": claimed.append((c, _shard_path(shard_dir, c)))
+            if failed:
+                ids = ", ".join(cell_id(c) for c, _ in failed[:10]) + (", ..." if len(failed) > 10 else "")
+                raise RuntimeError(f"{len(failed)} of {len(free)} cells failed: {ids}; the others' shards are written, "
+                                   f"and running the sweep again retries only the missing cells. Logs: {folder}. "
+                                   f"First error:\n{failed[0][1]}") from failed[0][1]
+        todo = _await_others(claimed, poll)
+        rerun = False  # a cell computed elsewhere meanwhile counts as recomputed
     return merge_shards(grid, shard_dir, coords_on=coords_on, dim_attrs=dim_attrs, fixed=fixed)
+

@@ -1,5 +1,8 @@
 """Tests of diffgeo.sweep: cells and their ids, shards, resuming a killed sweep, merging, and the submitit executors."""
 import importlib.util
+import json
+import subprocess
+import threading
 import os
 import shutil
 import sys
@@ -93,7 +96,12 @@ class TestCellId:
         assert cell_id({"seed": np.int64(3), "lr": np.float32(0.5)}) == cell_id({"seed": 3, "lr": 0.5})
 
     def test_distinguishes_values(self):
-        assert len({cell_id({"x": v}) for v in [1, 1.0, 1.5, -1, True, "a/b", "a_b", "a b", "a%2Fb"]}) == 9
+        assert len({cell_id({"x": v}) for v in [1, 1.5, -1, True, "a/b", "a_b", "a b", "a%2Fb"]}) == 8
+
+    def test_whole_floats_name_the_cells_of_ints(self):
+        "Grids [1, 2] and [1.0, 2.0] name the same shards; 1.5 and True stay apart."
+        assert cell_id({"x": 1.0, "y": 2}) == cell_id({"x": 1, "y": 2.0}) == "x-1_y-2"
+        assert cell_id({"x": 1.5}) != cell_id({"x": 1}) != cell_id({"x": True})
         assert cell_id({"x": 1.5}) == cell_id({"x": "1.5"})  # the same name: the shard's `cell` attribute tells them apart
 
     @pytest.mark.parametrize("value", ["a/b", "../x", "a b", "c:\\d", "é", "a*b?", "%41", "x" * 300, "", "\n"])
@@ -195,7 +203,7 @@ class TestShardChecks:
         sweep(tmp_path, fixed={"scale": 2.0, "epochs": np.int64(2)})
         shard = results.load_dataset(tmp_path / "P-8_arch-FC_seed-0.nc")
         assert shard.attrs["cell"] == '{"P": 8, "arch": "FC", "seed": 0}'
-        assert shard.attrs["fixed"] == '{"epochs": 2, "scale": 2.0}'
+        assert shard.attrs["fixed"] == '{"epochs": 2, "scale": 2}'   # whole floats recorded as ints
         assert shard.attrs["note"] == "toy"
 
     def test_unreadable_shard_reported(self, tmp_path):
@@ -312,8 +320,10 @@ class TestRequestChecks:
         assert CALLS == []
 
     def test_fixed_and_grid_overlap(self, tmp_path):
-        with pytest.raises(ValueError, match=r"\['seed'\] are both"):
+        with pytest.raises(ValueError, match=r"\['seed'\] appear twice"):
             sweep(tmp_path, fixed={"seed": 3})
+        with pytest.raises(ValueError, match=r"\['scale'\] appear twice"):
+            sweep(tmp_path, fixed={"scale": 2.0}, runtime={"scale": 3.0})
 
     def test_fixed_must_be_json(self, tmp_path):
         with pytest.raises(TypeError, match="JSON-serialisable"):
@@ -409,3 +419,134 @@ class TestSubmititLocal:
             run_sweep(failing_cell, {"seed": [0, 1]}, tmp_path / "shards", executor="local", max_parallel=2,
                       progress=False)
         assert missing_cells({"seed": [0, 1]}, tmp_path / "shards") == [{"seed": 1}]
+
+
+# ------------------------------------------------------------------------------------------------ claims: concurrent runs
+
+TWO_RUNS = '''
+import json, os, sys, time
+from pathlib import Path
+import xarray as xr
+from diffgeo.results import cf_attrs
+from diffgeo.sweep import run_sweep
+
+def slow_cell(seed):
+    "Half a second of 'work'; each computation appends this process's id to a log of its cell."
+    with open(Path(sys.argv[1]) / f"computed-{seed}.log", "a") as f: f.write(f"{os.getpid()}\\n")
+    time.sleep(0.5)
+    return xr.Dataset({"x": ((), float(seed), cf_attrs("x"))})
+
+go = Path(sys.argv[1]) / "go"
+while not go.exists(): time.sleep(0.01)          # both processes ready: start together
+ds = run_sweep(slow_cell, {"seed": list(range(8))}, Path(sys.argv[1]) / "shards", progress=False)
+ds.to_netcdf(Path(sys.argv[1]) / f"merged-{os.getpid()}.nc")
+'''
+
+
+def slow_toy_cell(seed, delay=0.0):
+    "A toy cell that takes `delay` seconds."
+    CALLS.append({"seed": seed})
+    time.sleep(delay)
+    return xr.Dataset({"x": ((), float(seed), cf_attrs("x"))})
+
+
+class TestClaims:
+    def test_two_processes_share_the_work(self, tmp_path):
+        "Two processes running one sweep compute each cell once between them, and merge the same dataset."
+        script = tmp_path / "two_runs.py"
+        script.write_text(TWO_RUNS)
+        procs = [subprocess.Popen([sys.executable, str(script), str(tmp_path)]) for _ in range(2)]
+        time.sleep(0.5)
+        (tmp_path / "go").touch()
+        assert [p.wait(timeout=120) for p in procs] == [0, 0]
+        logs = {s: (tmp_path / f"computed-{s}.log").read_text().split() for s in range(8)}
+        assert all(len(v) == 1 for v in logs.values()), f"cells computed more than once: {logs}"
+        workers = {v[0] for v in logs.values()}
+        assert workers == {str(p.pid) for p in procs}, "one process did all the work"
+        a, b = (results.load_dataset(tmp_path / f"merged-{p.pid}.nc") for p in procs)
+        xr.testing.assert_identical(a, b)
+        assert not list((tmp_path / "shards").glob("*lock*")), "a claim was left behind"
+
+    def test_waits_for_a_cell_held_elsewhere(self, tmp_path):
+        "A cell claimed by a live owner is not computed again: the sweep waits for its shard."
+        path = tmp_path / "shards" / "seed-1.nc"
+        other = threading.Thread(target=sweep_module._run_cell, args=(slow_toy_cell, {"seed": 1}, {"delay": 1.5}, str(path)))
+        other.start()
+        while not sweep_module._lock_path(path).exists(): time.sleep(0.01)
+        ds = run_sweep(slow_toy_cell, {"seed": [0, 1, 2]}, tmp_path / "shards", fixed={"delay": 1.5}, progress=False)
+        other.join()
+        assert sorted(c["seed"] for c in CALLS) == [0, 1, 2]   # seed 1 once, by the other thread
+        assert ds.x.values.tolist() == [0.0, 1.0, 2.0]
+
+    def test_claim_of_a_dead_process_taken_over(self, tmp_path):
+        dead = subprocess.Popen(["true"]); dead.wait()
+        (tmp_path / "shards").mkdir()
+        lock = sweep_module._lock_path(tmp_path / "shards" / "seed-0.nc")
+        lock.write_text(json.dumps({**sweep_module._owner(), "pid": dead.pid}))
+        run_sweep(slow_toy_cell, {"seed": [0]}, tmp_path / "shards", progress=False)
+        assert CALLS == [{"seed": 0}] and not lock.exists()
+
+    def test_stale_claim_of_another_host_taken_over(self, tmp_path, monkeypatch):
+        monkeypatch.setattr(sweep_module, "STALE_AFTER", 1.0)
+        (tmp_path / "shards").mkdir()
+        lock = sweep_module._lock_path(tmp_path / "shards" / "seed-0.nc")
+        lock.write_text(json.dumps({**sweep_module._owner(), "host": "another-node", "slurm_job": None}))
+        t0 = time.perf_counter()
+        run_sweep(slow_toy_cell, {"seed": [0]}, tmp_path / "shards", progress=False)
+        assert CALLS == [{"seed": 0}] and time.perf_counter() - t0 >= 0.9   # waited for the heartbeat to go stale
+
+    def test_claim_of_an_ended_slurm_job_taken_over(self, tmp_path, monkeypatch):
+        "A claim of a Slurm job that squeue no longer lists (cancelled, killed) is abandoned, wherever it ran."
+        fake = tmp_path / "bin"; fake.mkdir()
+        (fake / "squeue").write_text("#!/bin/sh\necho 'slurm_load_jobs error: Invalid job id specified' >&2\nexit 1\n")
+        (fake / "squeue").chmod(0o755)
+        monkeypatch.setenv("PATH", f"{fake}{os.pathsep}{os.environ['PATH']}")
+        lock = tmp_path / "seed-0.lock"
+        lock.write_text(json.dumps({**sweep_module._owner(), "host": "another-node", "slurm_job": "123_4"}))
+        assert sweep_module._claim_state(lock)[0] == "abandoned"
+        (fake / "squeue").write_text("#!/bin/sh\necho RUNNING\n")
+        assert sweep_module._claim_state(lock)[0] == "held"
+
+    def test_heartbeat_keeps_a_claim_fresh_and_notices_a_takeover(self, tmp_path, monkeypatch):
+        monkeypatch.setattr(sweep_module, "HEARTBEAT", 0.05)
+        path = tmp_path / "seed-0.nc"
+        lock = sweep_module._lock_path(path)
+        with pytest.warns(UserWarning, match="taken over by another process"):
+            with sweep_module._claim(path) as mine:
+                assert mine
+                os.utime(lock, (0, 0))
+                time.sleep(0.3)
+                assert time.time() - lock.stat().st_mtime < 1     # the heartbeat touched it
+                lock.write_text(json.dumps(sweep_module._owner()))  # another process's claim now
+                time.sleep(0.3)
+        assert lock.exists()   # not ours: left in place
+
+    def test_inline_failure_says_rerun_resumes(self, tmp_path):
+        with pytest.raises(ValueError, match="seed 1 diverged") as e:
+            run_sweep(failing_cell, {"seed": [0, 1, 2]}, tmp_path / "shards", progress=False)
+        assert any("running the sweep again resumes" in n for n in e.value.__notes__)
+        assert missing_cells({"seed": [0, 1, 2]}, tmp_path / "shards") == [{"seed": 1}, {"seed": 2}]
+        assert not list((tmp_path / "shards").glob("*.lock"))
+
+    def test_runtime_arguments_are_not_the_shards_identity(self, tmp_path):
+        "A sweep started with one device (or data folder) resumes with another: runtime arguments are not recorded."
+        grid = {"arch": ["FC"], "seed": [0, 1], "P": [8]}
+        kw = dict(fixed={"epochs": 2}, progress=False, coords_on={"depth": "arch"})
+        a = run_sweep(device_cell, grid, tmp_path / "shards", runtime={"device": "cpu"}, **kw)
+        CALLS.clear()
+        b = run_sweep(device_cell, grid, tmp_path / "shards", runtime={"device": "cuda"}, **kw)
+        assert CALLS == []
+        xr.testing.assert_identical(a, b)
+        assert "device" not in results.load_dataset(tmp_path / "shards" / "P-8_arch-FC_seed-0.nc").attrs["fixed"]
+
+    def test_whole_floats_resume_int_grids(self, tmp_path):
+        a = run_sweep(toy_cell, {"arch": ["FC"], "seed": [0], "P": [8, 32]}, tmp_path, fixed={"scale": 2}, **OPTS)
+        CALLS.clear()
+        b = run_sweep(toy_cell, {"arch": ["FC"], "seed": [0.0], "P": [8.0, 32.0]}, tmp_path, fixed={"scale": 2.0}, **OPTS)
+        assert CALLS == []
+        np.testing.assert_array_equal(a.err.values, b.err.values)
+
+
+def device_cell(arch, seed, P, epochs, device):
+    "toy_cell, told its device (which does not change the result)."
+    return toy_cell(arch, seed, P, epochs)
