@@ -33,8 +33,8 @@ from .core import check_choice, progress as _progress
 from .results import _atomic, check_cf, load_dataset, resolve_path
 
 # %% auto #0
-__all__ = ['EXECUTORS', 'HEARTBEAT', 'STALE_AFTER', 'ShardError', 'grid_cells', 'cell_id', 'missing_cells', 'merge_shards',
-           'run_sweep']
+__all__ = ['EXECUTORS', 'HEARTBEAT', 'STALE_AFTER', 'SLURM_POLL', 'ShardError', 'grid_cells', 'cell_id', 'missing_cells',
+           'merge_shards', 'run_sweep']
 
 # %% ../nbs/50_sweep.ipynb #6ce75e65
 EXECUTORS = ("inline", "local", "slurm")
@@ -389,6 +389,8 @@ def merge_shards(
     return ds
 
 # %% ../nbs/50_sweep.ipynb #361273e1
+SLURM_POLL = 10.0  # seconds between two looks at the state of Slurm jobs (each look is one `sacct` call)
+
 def _executor(kind:str, folder:Path, options:dict, max_parallel:int|None, name:str):
     "A submitit executor for `kind` ('local' or 'slurm') with `options` applied."
     try: import submitit
@@ -477,7 +479,7 @@ def run_sweep(
         if not rerun and path.exists(): _check_shard(_shard_attrs(path), path, c, fixed_json)
         else: todo.append((c, path))
     folder, ex = shard_dir.parent / "submitit", None
-    poll = 10.0 if executor == "slurm" else 1.0
+    poll = SLURM_POLL if executor == "slurm" else 1.0
     while todo:
         free = [(c, p) for c, p in todo if _claim_state(_lock_path(p))[0] != "held"]
         claimed = [t for t in todo if t not in free]
@@ -494,7 +496,7 @@ def run_sweep(
             if max_parallel is None and executor == "local": max_parallel = 1
             ex = ex or _executor(executor, folder, dict(executor_options or {}), max_parallel, name=f"diffgeo-{shard_dir.parent.name}")
             failed = []
-            for c, r in bar(_run_jobs(ex, executor, free, (fn, fixed, runtime, rerun), max_parallel, poll=min(poll, 0.2 if executor == "local" else poll))):
+            for c, r in bar(_run_jobs(ex, executor, free, (fn, fixed, runtime, rerun), max_parallel, poll=0.2 if executor == "local" else poll)):
                 if isinstance(r, BaseException): failed.append((c, r))
                 elif r == "claimed": claimed.append((c, _shard_path(shard_dir, c)))
             if failed:

@@ -19,4 +19,6 @@ if [ "$(snapshot | sha1sum)" != "$before" ]; then
 fi
 echo "nbdev-clean, nbdev-export and README leave no diff"
 OMP_NUM_THREADS=1 nbdev-test --n-workers 2 --skip-file-re '^(fig5|template|petrini_|detlefsen_|zavatoneveth_|moskalev_|rousseau_)'
+# a real single-node Slurm for tests/test_slurm.py: Debian's packages where this machine can install them
+[ -n "${DIFFGEO_NO_SLURM_INSTALL:-}" ] || bash scripts/install_slurm.sh
 python -m pytest -q "$@"
