@@ -7,6 +7,7 @@ Docs: https://diffgeo.github.io/diffgeo/scaffold.html.md"""
 # %% ../nbs/55_scaffold.ipynb #0d19a30c
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import importlib
@@ -17,14 +18,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
 import xarray as xr
 
-from . import papers, results, sweep
-from .core import resolve_device
+from . import papers, results, sweep, train
+from .core import check_choice, resolve_device
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['CELL_TIMES', 'REGISTRY', 'Var', 'Paths', 'Experiment']
+__all__ = ['CELL_RECORD', 'REGISTRY', 'Var', 'Paths', 'compute_settings', 'Experiment']
 
 # %% ../nbs/55_scaffold.ipynb #53cb7ad0
 @dataclass(frozen=True)
@@ -38,10 +40,11 @@ class Var:
     @property
     def attrs(self) -> dict: return results.cf_attrs(self.long_name, self.units)
 
-#: What a sweep experiment's dataset carries besides its own variables: when each cell computed (optional: datasets
-#: made before the scaffold existed lack them).
-CELL_TIMES = {"cell_start": Var((), "start of the cell's computation (UTC, ISO 8601)", optional=True),
-              "cell_end": Var((), "end of the cell's computation (UTC, ISO 8601)", optional=True)}
+#: What a sweep experiment's dataset carries besides its own variables: when and where each cell computed (optional:
+#: datasets made before the scaffold existed lack them).
+CELL_RECORD = {"cell_start": Var((), "start of the cell's computation (UTC, ISO 8601)", optional=True),
+               "cell_end": Var((), "end of the cell's computation (UTC, ISO 8601)", optional=True),
+               "cell_device": Var((), "device the cell computed on, and its model", optional=True)}
 
 # %% ../nbs/55_scaffold.ipynb #68e90056
 REGISTRY:dict = {}  # experiment name -> Experiment, filled as experiment modules are imported
@@ -53,16 +56,58 @@ class Paths:
     figures:dict # figure name -> image file
     work:Path # shards and checkpoints: work files, never committed
 
+def _one_job_per_gpu(executor:str, device:str, options:dict|None, max_parallel:int|None) -> tuple[dict|None, int|None]:
+    "The job options for cells on `device`: on CUDA one GPU per job (unless `gpus_per_node` is given), and locally as many jobs at once as this machine has GPUs for them."
+    options = dict(options or {})
+    if executor != "inline" and device.startswith("cuda"):
+        options.setdefault("gpus_per_node", 1)
+        if executor == "local" and max_parallel is None: max_parallel = max(1, torch.cuda.device_count() // max(1, options["gpus_per_node"]))
+    return options or None, max_parallel
+
+def _where(cell_device:xr.DataArray, requested:str) -> dict:
+    "The provenance's device and processor for cells computed in jobs: theirs (from `cell_device`, 'cuda:0 (NVIDIA H100)'), not this process's."
+    where = sorted(set(cell_device.values.ravel().tolist()))
+    if len(where) != 1: return {"device": requested, "processor": "several: see cell_device"}
+    dev, _, model = where[0].partition(" (")
+    return {"device": dev, "processor": model[:-1]}
+
+@contextlib.contextmanager
+def compute_settings(
+    amp:str|None=None, # mixed precision for `train` and `evaluate`: "bf16", "fp16" or None (`train.mixed_precision`)
+    tf32:bool=False, # TF32 matrix products and convolutions on CUDA (PyTorch's own default lets cuDNN use it)
+    deterministic:bool=False, # deterministic algorithms where PyTorch has them (a warning where it has none)
+):
+    "Within the block, the numerical settings of a computation on a GPU; the process's own are restored after it."
+    if amp is not None: check_choice(amp, "amp", tuple(train.AMP))
+    cudnn = torch.backends.cudnn
+    saved = (torch.backends.cuda.matmul.allow_tf32, cudnn.allow_tf32, cudnn.benchmark, cudnn.deterministic,
+             torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
+    torch.backends.cuda.matmul.allow_tf32 = cudnn.allow_tf32 = bool(tf32)
+    if deterministic:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # cuBLAS's condition, read when CUDA starts
+        cudnn.benchmark, cudnn.deterministic = False, True
+        torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        with train.mixed_precision(amp): yield
+    finally:
+        (torch.backends.cuda.matmul.allow_tf32, cudnn.allow_tf32, cudnn.benchmark, cudnn.deterministic) = saved[:4]
+        torch.use_deterministic_algorithms(saved[4], warn_only=saved[5])
+
 def _call_cell(
     name:str, # the experiment's name
+    _compute:dict|None=None, # `compute_settings`' arguments
     **kwargs, # the cell's arguments
 ) -> xr.Dataset:
-    "Run experiment `name`'s cell, recording its compute times (imports the experiment in a fresh job process)."
+    """Run experiment `name`'s cell where it is called (imports the experiment in a fresh job process): its `device`
+    resolved there ('auto': this job's GPU, if it has one), under the run's compute settings, recording when and where."""
     if name not in REGISTRY: importlib.import_module(f"diffgeo.experiments.{name}")
     exp = REGISTRY[name]
+    dev = resolve_device(kwargs.get("device", "cpu"))
+    if "device" in kwargs: kwargs["device"] = str(dev)
     start = results.now()
-    ds = exp._cell(**kwargs)
+    with compute_settings(**(_compute or {})): ds = exp._cell(**kwargs)
     ds["cell_start"], ds["cell_end"] = ((), start), ((), results.now())
+    ds["cell_device"] = ((), f"{dev} ({results.processor(dev)})")
     return exp.apply_schema(ds, strict=False)
 
 # %% ../nbs/55_scaffold.ipynb #c83f24a5
@@ -84,7 +129,7 @@ class Experiment:
         bad = [k for k, v in variables.items() if not isinstance(v, Var)]
         if bad: raise TypeError(f"declare {bad} as Var(dims, long_name, units) in the variables schema.")
         self.profiles, self.grid, self.coords_on = profiles, grid, dict(coords_on or {})
-        self.variables = {**variables, **(CELL_TIMES if grid is not None else {})}
+        self.variables = {**variables, **(CELL_RECORD if grid is not None else {})}
         self.notebook, self.constants = notebook or f"{self.name}.ipynb", dict(constants or {})
         self.figures, self._cell, self._derive, self._finish, self._settings = {}, None, None, None, None
         REGISTRY[self.name] = self
@@ -138,7 +183,7 @@ def apply_schema(self:Experiment,
 @patch
 def _dims(self:Experiment, n:str, ds:xr.Dataset) -> tuple:
     "The dimensions variable `n` must have: the schema's, or for the cell times the sweep's grid (recorded by the merge)."
-    return tuple(json.loads(ds.attrs.get("grid", "{}"))) if n in CELL_TIMES else self.variables[n].dims
+    return tuple(json.loads(ds.attrs.get("grid", "{}"))) if n in CELL_RECORD else self.variables[n].dims
 
 @patch
 def check(self:Experiment,
@@ -202,10 +247,16 @@ def run(self:Experiment,
     executor_options:dict|None=None, # submitit options, e.g. {"timeout_min": 600, "slurm_partition": "gpu"}
     rerun:bool=False, # recompute cells whose shard exists
     checkpoints:bool=True, # per-epoch training checkpoints in the work folder, for cells that train
+    max_parallel:int|None=None, # cells running at once as jobs (local: one per GPU, or 1 on the CPU; slurm: unbounded)
+    amp:str|None=None, # mixed precision for training: "bf16" or "fp16" (None: full precision)
+    tf32:bool=False, # TF32 matrix products and convolutions on CUDA
+    deterministic:bool=False, # deterministic algorithms on CUDA, where PyTorch has them
     **overrides, # any of the profile's settings (None: the profile's)
 ) -> xr.Dataset:
     "Compute the experiment's dataset: run every cell (reading finished ones back), merge, stamp provenance, derive."
     if self._cell is None: raise TypeError(f"{self.name} declares no cell; decorate its cell function with @EXPERIMENT.cell.")
+    if amp is not None: check_choice(amp, "amp", tuple(train.AMP))
+    compute = {k: v for k, v in dict(amp=amp, tf32=bool(tf32), deterministic=bool(deterministic)).items() if v}
     p = self.resolve(profile, data_root, **overrides)
     accepts = set(inspect.signature(self._cell).parameters)
     shared = {k: v for k, v in dict(device=str(device), data_root=None if data_root is None else str(data_root)).items()
@@ -214,24 +265,29 @@ def run(self:Experiment,
         raise ValueError(f"{self.name} reads no data set; drop data_root.")
     grid = self.grid(p) if self.grid else {}
     fixed = {k: v for k, v in p.items() if k in accepts and k not in grid}   # what the results depend on
+    if compute: fixed["_compute"] = compute
     work = self.paths(profile, out_dir, tag, work_dir, fixed).work
     runtime = dict(shared)                                                      # what they do not: not in the shards' identity
     if checkpoints and "checkpoint_dir" in accepts: runtime["checkpoint_dir"] = str(work / "checkpoints")
     start = results.now()
     if grid:
-        ds = sweep.run_sweep(functools.partial(_call_cell, self.name), grid, work / "shards", fixed=fixed, runtime=runtime, executor=executor,
-                             executor_options=executor_options, coords_on=self.coords_on, rerun=rerun,
-                             dim_attrs={d: self.variables[d].attrs for d in grid if d in self.variables})
+        options, max_parallel = _one_job_per_gpu(executor, str(device), executor_options, max_parallel)
+        ds = sweep.run_sweep(functools.partial(_call_cell, self.name), grid, work / "shards", fixed=fixed, runtime=runtime,
+                             executor=executor, executor_options=options, max_parallel=max_parallel, coords_on=self.coords_on,
+                             rerun=rerun, dim_attrs={d: self.variables[d].attrs for d in grid if d in self.variables})
         start, end = str(ds.cell_start.min().values), str(ds.cell_end.max().values)
         ds.attrs.pop("fixed")  # in the provenance's parameters; the grid stays, it names the cell times' dimensions
     else:
         if executor != "inline": raise ValueError(f"{self.name} is one cell, not a sweep: use executor='inline'.")
-        ds = self._cell(**fixed, **runtime)
+        fixed.pop("_compute", None)
+        with compute_settings(**compute): ds = self._cell(**fixed, **runtime)
         end = results.now()
     if self._finish: ds = self._finish(ds, {**p, **shared})
-    params = dict(profile=profile, **self.constants, **p, **shared)
+    params = dict(profile=profile, **self.constants, **p, **shared, **compute)
     if tag: params["tag"] = tag
-    results.stamp(ds, params, resolve_device(device), start, end, paper=self.paper, experiment=self.name)
+    results.stamp(ds, params, resolve_device(device) if executor == "inline" else device, start, end, paper=self.paper,
+                  experiment=self.name)
+    if executor != "inline" and "cell_device" in ds: ds.attrs.update(_where(ds.cell_device, device))
     if self._derive: ds = self._derive(ds)
     return self.apply_schema(ds)
 

@@ -7,6 +7,8 @@ Docs: https://diffgeo.github.io/diffgeo/train.html.md"""
 # %% ../nbs/31_train.ipynb #78601c49
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import copy
 import math
 import os
@@ -25,7 +27,8 @@ from .core import check_choice, check_images, check_int, check_scalar, module_de
 from .results import _atomic, cf_attrs, resolve_path
 
 # %% auto #0
-__all__ = ['OPTIMIZERS', 'DEFAULTS', 'epochs_for_steps', 'augment', 'evaluate', 'TrainResult', 'train', 'train_tracked']
+__all__ = ['OPTIMIZERS', 'DEFAULTS', 'AMP', 'epochs_for_steps', 'augment', 'evaluate', 'TrainResult', 'mixed_precision', 'train',
+           'train_tracked']
 
 # %% ../nbs/31_train.ipynb #654dc24f
 OPTIMIZERS = ("sgd", "adam")
@@ -85,13 +88,15 @@ def evaluate(
     "Cross-entropy and classification error of `model` (in eval mode) on `split`."
     _check_split(split, "split")
     dev = module_device(model, split.images.device)
+    amp = _AMP.get()
     was = model.training; model.eval()
     loss = wrong = 0.0
     try:
-        for i in range(0, len(split.images), batch_size):
-            out = model(split.images[i:i + batch_size].to(dev))
-            y = split.labels[i:i + batch_size].to(dev)
-            loss += F.cross_entropy(out, y, reduction="sum").item(); wrong += (out.argmax(1) != y).sum().item()
+        with torch.no_grad(), _autocast(dev, amp):
+            for i in range(0, len(split.images), batch_size):
+                out = model(split.images[i:i + batch_size].to(dev, non_blocking=True))
+                y = split.labels[i:i + batch_size].to(dev, non_blocking=True)
+                loss += F.cross_entropy(out.float(), y, reduction="sum").item(); wrong += (out.argmax(1) != y).sum().item()
     finally: model.train(was)
     return {"loss": loss / len(split.images), "error": wrong / len(split.images)}
 
@@ -102,6 +107,28 @@ class TrainResult:
     model:nn.Module  # the network, with the weights of `best_epoch`
     history:xr.Dataset  # losses, errors and learning rate per epoch
     best_epoch:int  # the epoch whose weights `model` holds (1-based)
+
+AMP = {"bf16": torch.bfloat16, "fp16": torch.float16}   # mixed-precision modes: the dtype autocast computes in
+_AMP = contextvars.ContextVar("amp", default=None)
+
+@contextlib.contextmanager
+def mixed_precision(
+    amp:str|None, # "bf16", "fp16", or None (full precision)
+):
+    "Within the block, `train` (where its own `amp` is not given) and `evaluate` compute under autocast with `amp`."
+    if amp is not None: check_choice(amp, "amp", tuple(AMP))
+    token = _AMP.set(amp)
+    try: yield
+    finally: _AMP.reset(token)
+
+def _autocast(dev:torch.device, amp:str|None):
+    return torch.autocast(dev.type, dtype=AMP[amp], enabled=True) if amp is not None else contextlib.nullcontext()
+
+def _on_device(split, dev:torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    "The split's images and labels on `dev`, copied once (for CUDA from pinned memory, without blocking)."
+    x, y = split.images, split.labels
+    if dev.type == "cuda" and x.device.type == "cpu": return x.pin_memory().to(dev, non_blocking=True), y.pin_memory().to(dev, non_blocking=True)
+    return x.to(dev), y.to(dev)
 
 def _history(rows:list[dict]) -> xr.Dataset:
     names = {"train_loss": "training cross-entropy (running mean over the epoch)",
@@ -144,6 +171,7 @@ def train(
     checkpoint:str|os.PathLike|None=None, # file to save after each epoch and resume from
     progress:bool=True, # show a progress bar over epochs
     on_epoch=None, # called as `on_epoch(epoch, row)` after each epoch is saved (e.g. logging)
+    amp:str|None=None, # mixed precision: "bf16" or "fp16" (with loss scaling); None: full precision, or `mixed_precision`'s
 ) -> TrainResult:
     "Train `model` with cross-entropy as in App. E.1; return the best-validation-epoch network and its history."
     check_choice(optimizer, "optimizer", OPTIMIZERS)
@@ -156,6 +184,9 @@ def train(
     check_scalar(hp["lr"], "lr", low=0, low_open=True)
     dev = module_device(model)
     if dev is None: raise ValueError("model has no parameters to train.")
+    amp = amp if amp is not None else _AMP.get()
+    if amp is not None: check_choice(amp, "amp", tuple(AMP))
+    scaler = torch.amp.GradScaler(dev.type, enabled=amp == "fp16")
     opt = _optimizer(model, optimizer, hp["lr"], hp["momentum"], hp["weight_decay"])
     steps_per_epoch = math.ceil(len(train_split.images) / batch_size)
     total = epochs * steps_per_epoch
@@ -165,6 +196,7 @@ def train(
                   fill=torch.as_tensor(fill, dtype=torch.float64).reshape(-1).tolist(), seed=seed,
                   augment_fn=_name_of(augment_fn), penalty=_name_of(penalty),
                   n_train=len(train_split.images), n_val=None if val_split is None else len(val_split.images))
+    if amp is not None: config["amp"] = amp
     state = {"epoch": 0, "rows": [], "best": None, "best_epoch": 0, "best_error": math.inf}
     path = resolve_path(checkpoint) if checkpoint is not None else None
     if path is not None and path.exists():
@@ -173,18 +205,22 @@ def train(
             raise ValueError(f"checkpoint {path} was made with {saved['config']}, not {config}; "
                              "delete it to start afresh, or pass the settings it was made with.")
         model.load_state_dict(saved["model"]); opt.load_state_dict(saved["optimizer"]); sched.load_state_dict(saved["scheduler"])
+        if "scaler" in saved: scaler.load_state_dict(saved["scaler"])
         state = saved["state"]
     bar = _progress(range(state["epoch"], epochs), "epochs", total=epochs - state["epoch"]) if progress else range(state["epoch"], epochs)
+    data = _on_device(train_split, dev)
     for epoch in bar:
         aug = augment_fn if augment_fn is not None else partial(augment, pad=pad, flip=flip, fill=fill)
-        row = _epoch(model, opt, sched, train_split, batch_size, aug, penalty, seed, epoch, dev)
-        if val_split is not None: row.update({f"val_{k}": v for k, v in evaluate(model, val_split).items()})
+        row = _epoch(model, opt, sched, scaler, data, batch_size, aug, penalty, seed, epoch, amp)
+        if val_split is not None:
+            with mixed_precision(amp): row.update({f"val_{k}": v for k, v in evaluate(model, val_split).items()})
         state["rows"].append(row); state["epoch"] = epoch + 1
         score = row["val_error"] if val_split is not None else -epoch  # without validation: the latest epoch
         if score < state["best_error"]:
             state.update(best=copy.deepcopy(model.state_dict()), best_epoch=epoch + 1, best_error=score)
         if path is not None:
             blob = {"config": config, "model": model.state_dict(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "state": state}
+            if scaler.is_enabled(): blob["scaler"] = scaler.state_dict()
             _atomic(path, lambda tmp: torch.save(blob, tmp))
         if progress: bar.set_postfix({k: f"{v:.3g}" for k, v in row.items() if "error" in k})
         if on_epoch is not None: on_epoch(epoch + 1, row)
@@ -197,21 +233,24 @@ def _name_of(fn) -> str|None:
     if not callable(fn): raise TypeError(f"expected a callable or None, got {type(fn).__name__}.")
     return str(getattr(fn, "name", None) or getattr(fn, "__name__", type(fn).__name__))
 
-def _epoch(model, opt, sched, split, batch_size, aug, penalty, seed, epoch, dev) -> dict:
-    "One pass over `split` in a seeded random order; returns running loss and error."
-    gen = torch.Generator().manual_seed(int(seed) * 1_000_003 + epoch)
+def _epoch(model, opt, sched, scaler, data, batch_size, aug, penalty, seed, epoch, amp) -> dict:
+    "One pass over the images and labels `data` (on the model's device) in a seeded random order; returns running loss and error."
+    images, labels = data
+    gen = torch.Generator().manual_seed(int(seed) * 1_000_003 + epoch)   # draws on the CPU, the same for every device
     torch.manual_seed(int(seed) * 1_000_003 + epoch)  # dropout masks
     model.train()
-    order = torch.randperm(len(split.images), generator=gen)
+    order = torch.randperm(len(images), generator=gen)
     loss_sum = wrong = penalty_sum = 0.0
     for i in range(0, len(order), batch_size):
-        idx = order[i:i + batch_size]
-        x = aug(split.images[idx], gen).to(dev)
-        y = split.labels[idx].to(dev)
-        out = model(x)
-        loss = F.cross_entropy(out, y)
-        extra = penalty(model, x, out, gen) if penalty is not None else None
-        opt.zero_grad(set_to_none=True); (loss if extra is None else loss + extra).backward(); opt.step(); sched.step()
+        idx = order[i:i + batch_size].to(images.device)
+        x = aug(images[idx], gen)
+        y = labels[idx]
+        with _autocast(images.device, amp):
+            out = model(x)
+            loss = F.cross_entropy(out.float(), y)
+            extra = penalty(model, x, out, gen) if penalty is not None else None
+        opt.zero_grad(set_to_none=True); scaler.scale(loss if extra is None else loss + extra).backward()
+        scaler.step(opt); scaler.update(); sched.step()
         loss_sum += loss.item() * len(idx); wrong += (out.argmax(1) != y).sum().item()
         if extra is not None: penalty_sum += extra.item() * len(idx)
     row = {"train_loss": loss_sum / len(order), "train_error": wrong / len(order), "lr": opt.param_groups[0]["lr"]}

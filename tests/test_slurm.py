@@ -20,7 +20,7 @@ import minislurm  # noqa: E402
 
 import diffgeo.sweep as sweep  # noqa: E402
 from diffgeo.experiments import petrini_fig5  # noqa: E402
-from diffgeo.scaffold import CELL_TIMES  # noqa: E402
+from diffgeo.scaffold import CELL_RECORD  # noqa: E402
 
 WHY = minislurm.missing()
 pytestmark = pytest.mark.skipif(WHY is not None, reason=f"no Slurm on this machine: {WHY}")
@@ -81,6 +81,7 @@ def test_fig5_sweep_through_slurm(slurm, tmp_path, monkeypatch):
     ds = run()
     assert shards[0].stat().st_mtime_ns == kept, "the finished cell was computed again"
     assert not list((tmp_path / "slurm").rglob("shards/*.lock"))
+    assert ds.attrs["device"] == "cpu" and ds.cell_device.values.ravel().tolist()[0].startswith("cpu (")   # where the jobs ran
 
     # 3. equal to a run in this process
     import torch
@@ -88,5 +89,5 @@ def test_fig5_sweep_through_slurm(slurm, tmp_path, monkeypatch):
     torch.set_num_threads(1)
     try: local = exp.run("smoke", work_dir=str(tmp_path / "local"))
     finally: torch.set_num_threads(threads)
-    timings = [*CELL_TIMES, "train_seconds"]                 # when and how long: differ from run to run
+    timings = [*CELL_RECORD, "train_seconds"]                # when, where and how long: differ from run to run
     xr.testing.assert_equal(ds.drop_vars(timings), local.drop_vars(timings))
