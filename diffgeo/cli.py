@@ -8,6 +8,7 @@ Docs: https://diffgeo.github.io/diffgeo/cli.html.md"""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 
@@ -18,7 +19,7 @@ from . import data, models, results, stability
 from .core import resolve_device
 
 # %% auto #0
-__all__ = ['load_model', 'load_images', 'build_parser', 'stability_command', 'main']
+__all__ = ['load_model', 'load_images', 'build_parser', 'stability_command', 'experiment', 'plan_command', 'main']
 
 # %% ../nbs/70_cli.ipynb #8e18fb40
 def _torchvision_names() -> list[str]:
@@ -112,6 +113,20 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0, help="seed of the image draw, the diffeomorphisms and the noise")
     s.add_argument("--out", help="write the measure's dataset (per-image distances included) to this netCDF file")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    q = sub.add_parser("plan", help="dry run of an experiment: its jobs, the files they write, the device-hours they take",
+                       description="The dry run of an experiment notebook's run (scaffold's `Experiment.plan`): prints the cells "
+                                   "and their state, the files each job writes and the device-hours the remaining cells take, from "
+                                   "a throughput measured on --device here. Computes no cell.")
+    q.add_argument("experiment", help="an experiment, by its notebook's name (fig5, detlefsen_tab2, ...) or its own (petrini_fig5)")
+    q.add_argument("--profile", default="cpu", choices=list(results.PROFILE_NAMES), help="the settings' profile")
+    q.add_argument("--device", default="cpu", help="where the cells will run (the estimate measures on it): cpu, cuda, auto")
+    q.add_argument("--executor", default="inline", choices=["inline", "local", "slurm"], help="how the cells will run")
+    q.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="a submitit option of the jobs, e.g. timeout_min=720")
+    q.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a setting in place of the profile's, e.g. seeds=[0,1] (JSON values)")
+    q.add_argument("--tag", default="", help="as the notebook's tag")
+    q.add_argument("--work-dir", help="as the notebook's work_dir")
+    q.add_argument("--out-dir", help="as the notebook's out_dir")
+    q.add_argument("--no-estimate", action="store_true", help="skip the measurement and the estimate")
     return p
 
 def _layers(spec:str, net:nn.Module, name:str) -> list[str]:
@@ -148,10 +163,37 @@ def stability_command(args:argparse.Namespace) -> int:
         print("wrote", args.out)
     return 0
 
+def _pairs(items:list[str], flag:str) -> dict:
+    "KEY=VALUE strings as a dict, the values read as JSON where they parse (numbers, lists), else as strings."
+    out = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or not key.isidentifier(): raise ValueError(f"{flag} takes KEY=VALUE, got {item!r}.")
+        try: out[key] = json.loads(value)
+        except ValueError: out[key] = value
+    return out
+
+def experiment(name:str):
+    "The experiment `name`: an experiment's own name (petrini_fig5) or its notebook's (fig5)."
+    import pkgutil, importlib
+    from diffgeo import experiments
+    from diffgeo.scaffold import REGISTRY
+    for m in pkgutil.iter_modules(experiments.__path__): importlib.import_module(f"diffgeo.experiments.{m.name}")
+    found = REGISTRY.get(name) or next((e for e in REGISTRY.values() if e.notebook == f"{name}.ipynb"), None)
+    if found is None: raise ValueError(f"no experiment {name!r}; valid ones are {sorted(REGISTRY)} (or their notebooks' names, e.g. fig5).")
+    return found
+
+def plan_command(args:argparse.Namespace) -> int:
+    "Run `diffgeo plan`."
+    experiment(args.experiment).plan(args.profile, args.device, tag=args.tag, work_dir=args.work_dir, out_dir=args.out_dir,
+                                     executor=args.executor, executor_options=_pairs(args.option, "--option") or None,
+                                     estimate=not args.no_estimate, **_pairs(args.set, "--set"))
+    return 0
+
 def main(argv:list[str]|None=None) -> int: # the exit status
     "The `diffgeo` command."
     args = build_parser().parse_args(argv)
-    try: return stability_command(args)
+    try: return plan_command(args) if args.command == "plan" else stability_command(args)
     except (ValueError, TypeError, FileNotFoundError) as e:
         print(f"diffgeo {args.command}: error: {e}", file=sys.stderr)
         return 2

@@ -13,6 +13,7 @@ import hashlib
 import importlib
 import inspect
 import json
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -131,7 +132,7 @@ class Experiment:
         self.profiles, self.grid, self.coords_on = profiles, grid, dict(coords_on or {})
         self.variables = {**variables, **(CELL_RECORD if grid is not None else {})}
         self.notebook, self.constants = notebook or f"{self.name}.ipynb", dict(constants or {})
-        self.figures, self._cell, self._derive, self._finish, self._settings = {}, None, None, None, None
+        self.figures, self._cell, self._derive, self._finish, self._settings, self._cost = {}, None, None, None, None, None
         REGISTRY[self.name] = self
 
     def __repr__(self): return f"Experiment({self.name!r}, {len(self.figures)} figure(s))"
@@ -236,6 +237,26 @@ def paths(self:Experiment,
 
 # %% ../nbs/55_scaffold.ipynb #7f356d43
 @patch
+def _prepare(self:Experiment, profile, device, data_root, tag, work_dir, out_dir, checkpoints, amp, tf32, deterministic, overrides) -> dict:
+    "What `run` and `plan` start from: the settings `p`, the grid, the cells' fixed and runtime arguments, the compute settings, the work folder."
+    if self._cell is None: raise TypeError(f"{self.name} declares no cell; decorate its cell function with @EXPERIMENT.cell.")
+    if amp is not None: check_choice(amp, "amp", tuple(train.AMP))
+    compute = {k: v for k, v in dict(amp=amp, tf32=bool(tf32), deterministic=bool(deterministic)).items() if v}
+    p = self.resolve(profile, data_root, **overrides)
+    accepts = set(inspect.signature(self._cell).parameters)
+    shared = {k: v for k, v in dict(device=str(device), data_root=None if data_root is None else str(data_root)).items()
+              if k in accepts}
+    if data_root is not None and "data_root" not in accepts:
+        raise ValueError(f"{self.name} reads no data set; drop data_root.")
+    grid = self.grid(p) if self.grid else {}
+    fixed = {k: v for k, v in p.items() if k in accepts and k not in grid}   # what the results depend on
+    if compute: fixed["_compute"] = compute
+    work = self.paths(profile, out_dir, tag, work_dir, fixed).work
+    runtime = dict(shared)                                                      # what they do not: not in the shards' identity
+    if checkpoints and "checkpoint_dir" in accepts: runtime["checkpoint_dir"] = str(work / "checkpoints")
+    return dict(p=p, grid=grid, fixed=fixed, runtime=runtime, shared=shared, compute=compute, work=work)
+
+@patch
 def run(self:Experiment,
     profile:str="cpu", # "smoke", "cpu" or "paper"
     device:str="cpu", # "cpu", "cuda" or "auto"
@@ -254,21 +275,8 @@ def run(self:Experiment,
     **overrides, # any of the profile's settings (None: the profile's)
 ) -> xr.Dataset:
     "Compute the experiment's dataset: run every cell (reading finished ones back), merge, stamp provenance, derive."
-    if self._cell is None: raise TypeError(f"{self.name} declares no cell; decorate its cell function with @EXPERIMENT.cell.")
-    if amp is not None: check_choice(amp, "amp", tuple(train.AMP))
-    compute = {k: v for k, v in dict(amp=amp, tf32=bool(tf32), deterministic=bool(deterministic)).items() if v}
-    p = self.resolve(profile, data_root, **overrides)
-    accepts = set(inspect.signature(self._cell).parameters)
-    shared = {k: v for k, v in dict(device=str(device), data_root=None if data_root is None else str(data_root)).items()
-              if k in accepts}
-    if data_root is not None and "data_root" not in accepts:
-        raise ValueError(f"{self.name} reads no data set; drop data_root.")
-    grid = self.grid(p) if self.grid else {}
-    fixed = {k: v for k, v in p.items() if k in accepts and k not in grid}   # what the results depend on
-    if compute: fixed["_compute"] = compute
-    work = self.paths(profile, out_dir, tag, work_dir, fixed).work
-    runtime = dict(shared)                                                      # what they do not: not in the shards' identity
-    if checkpoints and "checkpoint_dir" in accepts: runtime["checkpoint_dir"] = str(work / "checkpoints")
+    r = self._prepare(profile, device, data_root, tag, work_dir, out_dir, checkpoints, amp, tf32, deterministic, overrides)
+    p, grid, fixed, runtime, shared, compute, work = (r[k] for k in ("p", "grid", "fixed", "runtime", "shared", "compute", "work"))
     start = results.now()
     if grid:
         options, max_parallel = _one_job_per_gpu(executor, str(device), executor_options, max_parallel)
@@ -329,3 +337,67 @@ def _show(fig):
         from IPython.display import display
         if get_ipython() is not None: display(fig)
     except ImportError: pass
+
+# %% ../nbs/55_scaffold.ipynb #46d93d94
+@patch
+def cost(self:Experiment, fn:Callable) -> Callable:
+    "Declare `fn(settings, cell, device) -> seconds`: one cell's predicted compute time on `device`, from a throughput `fn` measures there (for `plan`)."
+    self._cost = fn; return fn
+
+def _state(path:Path) -> str:
+    if path.exists(): return "done"
+    return "running elsewhere" if sweep._claim_state(sweep._lock_path(path))[0] == "held" else "to run"
+
+@patch
+def plan(self:Experiment,
+    profile:str="cpu", # "smoke", "cpu" or "paper"
+    device:str="cpu", # where the cells will run: "cpu", "cuda" or "auto" (the estimate measures on it, here)
+    data_root:str|None=None, # as for `run`
+    tag:str="", # as for `run`
+    work_dir:str|None=None, # as for `run`
+    out_dir:str|None=None, # as for `run`
+    executor:str="inline", # as for `run`
+    executor_options:dict|None=None, # as for `run`
+    max_parallel:int|None=None, # as for `run`
+    checkpoints:bool=True, # as for `run`
+    amp:str|None=None, # as for `run`
+    tf32:bool=False, # as for `run`
+    deterministic:bool=False, # as for `run`
+    estimate:bool=True, # predict each cell's compute time with the experiment's cost model (which measures on `device`)
+    **overrides, # the profile's settings, as for `run`
+):
+    "The dry run of `run` with the same arguments: print the jobs, the files they write and the device-hours they take; compute no cell."
+    import pandas as pd
+    r = self._prepare(profile, device, data_root, tag, work_dir, out_dir, checkpoints, amp, tf32, deterministic, overrides)
+    grid, work, paths = r["grid"], r["work"], self.paths(profile, out_dir, tag, work_dir)
+    cells = sweep.grid_cells(grid) if grid else [{}]
+    why_not = None if self._cost else f"{self.name} declares no cost model"
+    if why_not is None and estimate:
+        try: dev = resolve_device(device)
+        except ValueError as e: why_not = f"{e} Measure where the cells will run, e.g. `srun --gpus=1 diffgeo plan ...`"
+    rows = []
+    for c in cells:
+        shard = sweep._shard_path(work / "shards", c) if grid else None
+        seconds = self._cost({**r["p"], **r["shared"]}, c, dev) if estimate and why_not is None else math.nan
+        rows.append({**c, "state": _state(shard) if shard else "to run", "hours": seconds / 3600,
+                     "shard": shard.name if shard else ""})
+    table = pd.DataFrame(rows)
+    options, max_parallel = _one_job_per_gpu(executor, str(device), executor_options, max_parallel)
+    todo = table[table.state == "to run"]
+    shape = " × ".join(f"{d} {len(v)}" for d, v in grid.items()) or "one cell"
+    how = {"inline": "in this process, one after the other",
+           "local": f"as jobs on this machine, {max_parallel or 1} at a time",
+           "slurm": f"as one Slurm job array{'' if max_parallel is None else f', {max_parallel} at a time'}"}[executor]
+    print(f"{self.name}, profile {profile!r}, device {device}: {len(cells)} cells ({shape}); "
+          f"{(table.state == 'done').sum()} done, {(table.state == 'running elsewhere').sum()} running elsewhere, {len(todo)} to run {how}"
+          + (f", each with {options}" if options else "") + ".")
+    print(f"The run writes {paths.dataset} and {', '.join(map(str, paths.figures.values()))}"
+          + (f"; each cell its shard in {work / 'shards'}/" + (f", its checkpoints in {work / 'checkpoints'}/ while it trains"
+             if "checkpoint_dir" in r["runtime"] else "") + (f", its logs in {work / 'submitit'}/" if executor != "inline" else "")
+             if grid else "") + ".")
+    if why_not is not None and estimate: print(f"No estimate: {why_not}.")
+    elif estimate:
+        print(f"Estimate: {todo.hours.sum():.3g} device-hours to run ({table.hours.sum():.3g} for every cell; the longest cell "
+              f"{table.hours.max():.3g} h) on {dev} ({results.processor(dev)}), from a throughput measured now.")
+    with pd.option_context("display.max_rows", 40, "display.max_columns", None, "display.width", 160): print(table)
+    return table

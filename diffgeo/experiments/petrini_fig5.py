@@ -7,11 +7,14 @@ Docs: https://diffgeo.github.io/diffgeo/fig5.html.md"""
 # %% ../../nbs/fig5.ipynb #879a2e8f
 from __future__ import annotations
 
+import functools
 import math
 import time
 from dataclasses import dataclass
 
 import numpy as np
+import torch
+import torch.nn.functional as F
 import xarray as xr
 from torch import nn
 
@@ -21,8 +24,9 @@ from ..scaffold import Experiment, Var
 
 # %% auto #0
 __all__ = ['PAPER_ARCHS', 'CPU_WIDTH', 'CPU_LR', 'COMMON', 'PROFILES', 'SMALL_NOISE', 'STATES', 'VARIABLES', 'EXPERIMENT',
-           'train_network', 'Setup', 'setup', 'resolve_archs', 'cell', 'settings', 'logmean', 'logstd', 'derive',
-           'probe_ratios', 'log_ticks', 'draw', 'draw_fig15', 'draw_fig16', 'draw_fig17', 'draw_fig19']
+           'train_network', 'Setup', 'setup', 'resolve_archs', 'cell', 'settings', 'seconds_per_step', 'cost',
+           'logmean', 'logstd', 'derive', 'probe_ratios', 'log_ticks', 'draw', 'draw_fig15', 'draw_fig16', 'draw_fig17',
+           'draw_fig19']
 
 # %% ../../nbs/fig5.ipynb #0a70fb56
 PAPER_ARCHS = ["FullConnL2", "FullConnL4", "FullConnL6", "LeNet", "AlexNet", "VGG11", "VGG11bn", "VGG16bn", "VGG19bn",
@@ -264,6 +268,46 @@ def _per_arch(value, archs:list[str], default) -> dict:
 def settings(p:dict, profile:str, overrides:dict) -> dict:
     "Check the data set, resolve the architecture names and give each architecture its steps, width and learning rate."
     return resolve_archs(p, [p["dataset"]])
+
+# %% ../../nbs/fig5.ipynb #cdb59224
+#: (channels, side, test images) of each data set, for the cost model (no data loaded).
+_SHAPES = {"mnist5k": (1, 28, 1000), "mnist": (1, 28, 10_000), "fashionmnist": (1, 28, 10_000), "cifar10": (3, 32, 10_000),
+           "svhn": (3, 32, 26_032)}
+
+@functools.lru_cache(maxsize=None)
+def seconds_per_step(
+    arch:str, # architecture name
+    width:float, # width multiplier
+    shape:tuple[int, int], # (channels, side) of the images
+    batch_size:int, # images per step
+    device:str, # where to measure
+    repeats:int=3, # timed steps (after two warm-up steps)
+) -> float:
+    "Seconds of one training step (forward, backward, SGD update) of `arch` on random images, measured on `device`."
+    dev = torch.device(device)
+    net = models.build(arch, in_channels=shape[0], n_classes=10, size=shape[1], width=width).to(dev)
+    opt = torch.optim.SGD(net.parameters(), lr=1e-3)
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(batch_size, shape[0], shape[1], shape[1], generator=g).to(dev), torch.randint(10, (batch_size,), generator=g).to(dev)
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    def step():
+        opt.zero_grad(set_to_none=True); F.cross_entropy(net(x), y).backward(); opt.step()
+    for _ in range(2): step()
+    sync(); t0 = time.perf_counter()
+    for _ in range(repeats): step()
+    sync()
+    return (time.perf_counter() - t0) / repeats
+
+@EXPERIMENT.cost
+def cost(settings:dict, cell:dict, device:torch.device) -> float:
+    "Predicted seconds of one cell on `device`: its training steps at the measured seconds per step, and its forward passes at a third of a step's time per image."
+    arch = models.resolve_arch(cell["arch"])
+    steps, width, batch = settings["steps"][arch], settings["width"][arch], settings["batch_size"]
+    c, side, n_test_split = _SHAPES[settings["dataset"]]
+    t = seconds_per_step(arch, float(width), (c, side), batch, str(device))
+    epochs = train.epochs_for_steps(steps, settings["P"], batch)
+    forward_images = epochs * settings["n_val"] + 2 * n_test_split + 4 * 3 * settings["n_test"]
+    return steps * t + forward_images * t / (3 * batch)
 
 # %% ../../nbs/fig5.ipynb #d424fbd3
 def logmean(v:xr.DataArray, dim:str="seed") -> xr.DataArray:
