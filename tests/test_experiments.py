@@ -162,3 +162,20 @@ def test_quoted_numbers_come_from_the_committed_result(name):
     missing = [q for q in importlib.import_module(f"diffgeo.experiments.{name}").quoted(exp.load(ROOT / exp.paths("cpu").dataset))
                if q not in prose]
     assert not missing, f"the prose of {exp.notebook} does not say, as the data do: {missing}"
+
+
+@pytest.mark.parametrize("name", ["petrini_fig5", "petrini_fig3", "petrini_fig6", "petrini_fig12", "petrini_tab2"])
+def test_plan_estimates_the_petrini_sweeps(name, capsys):
+    "The dry run lists every cell of the smoke sweep, to run, with a positive predicted time from a throughput measured here."
+    from diffgeo.sweep import grid_cells
+    exp = EXPERIMENTS[name]
+    table = exp.plan("smoke", out_dir="/nonexistent/plan")
+    assert len(table) == len(grid_cells(exp.grid(exp.resolve("smoke"))))
+    assert (table.state == "to run").all() and (table.hours > 0).all()
+    assert "device-hours to run" in capsys.readouterr().out
+
+
+def test_plan_without_a_cost_model_says_so(capsys):
+    table = EXPERIMENTS["detlefsen_tab2"].plan("smoke", out_dir="/nonexistent/plan")
+    assert table.hours.isna().all()
+    assert "No estimate: detlefsen_tab2 declares no cost model" in capsys.readouterr().out

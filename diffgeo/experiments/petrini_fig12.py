@@ -14,6 +14,7 @@ import xarray as xr
 
 from .. import diffeo, results, stability, train
 from ..core import check_choice, check_scalar
+from . import petrini_fig5
 from .petrini_fig5 import logmean, logstd, resolve_archs, setup, train_network
 from .petrini_fig6 import plain_log_ticks, probe
 from ..results import span
@@ -72,6 +73,7 @@ VARIABLES = {
 }
 EXPERIMENT = Experiment("petrini", "fig12", PROFILES, VARIABLES,
                         grid=lambda p: {"arch": p["archs"], "augmentation": p["augmentations"], "seed": p["seeds"]})
+EXPERIMENT.cost(petrini_fig5.cost)  # its cells train one network by fig5's recipe: fig5's cost model
 
 # %% ../../nbs/petrini_fig12.ipynb #d21b53da
 @EXPERIMENT.cell

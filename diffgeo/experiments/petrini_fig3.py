@@ -12,6 +12,7 @@ import xarray as xr
 
 from .. import models, results, stability, train
 from ..core import check_int
+from . import petrini_fig5
 from .petrini_fig5 import logmean, logstd, resolve_archs, setup, train_network
 from .petrini_fig6 import _dataset_name, plain_log_ticks, probe
 from ..results import span
@@ -73,6 +74,7 @@ VARIABLES = {
 }
 EXPERIMENT = Experiment("petrini", "fig3", PROFILES, VARIABLES, grid=lambda p: {"arch": p["archs"], "seed": p["seeds"]},
                         coords_on={"family": "arch", "depth": "arch"})
+EXPERIMENT.cost(petrini_fig5.cost)  # its cells train one network by fig5's recipe: fig5's cost model
 
 # %% ../../nbs/petrini_fig3.ipynb #dcee8d42
 def _medians(d:xr.Dataset) -> xr.Dataset:

@@ -270,9 +270,9 @@ def settings(p:dict, profile:str, overrides:dict) -> dict:
     return resolve_archs(p, [p["dataset"]])
 
 # %% ../../nbs/fig5.ipynb #cdb59224
-#: (channels, side, test images) of each data set, for the cost model (no data loaded).
-_SHAPES = {"mnist5k": (1, 28, 1000), "mnist": (1, 28, 10_000), "fashionmnist": (1, 28, 10_000), "cifar10": (3, 32, 10_000),
-           "svhn": (3, 32, 26_032)}
+#: (channels, side, training images, test images) of each data set, for the cost model (no data loaded).
+_SHAPES = {"mnist5k": (1, 28, 4000, 1000), "mnist": (1, 28, 60_000, 10_000), "fashionmnist": (1, 28, 60_000, 10_000),
+           "cifar10": (3, 32, 50_000, 10_000), "svhn": (3, 32, 73_257, 26_032)}
 
 @functools.lru_cache(maxsize=None)
 def seconds_per_step(
@@ -283,7 +283,7 @@ def seconds_per_step(
     device:str, # where to measure
     repeats:int=3, # timed steps (after two warm-up steps)
 ) -> float:
-    "Seconds of one training step (forward, backward, SGD update) of `arch` on random images, measured on `device`."
+    "Seconds of one training step (crops and flips, forward, backward, SGD update) of `arch` on random images, measured on `device`."
     dev = torch.device(device)
     net = models.build(arch, in_channels=shape[0], n_classes=10, size=shape[1], width=width).to(dev)
     opt = torch.optim.SGD(net.parameters(), lr=1e-3)
@@ -291,7 +291,7 @@ def seconds_per_step(
     x, y = torch.randn(batch_size, shape[0], shape[1], shape[1], generator=g).to(dev), torch.randint(10, (batch_size,), generator=g).to(dev)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     def step():
-        opt.zero_grad(set_to_none=True); F.cross_entropy(net(x), y).backward(); opt.step()
+        opt.zero_grad(set_to_none=True); F.cross_entropy(net(train.augment(x, g)), y).backward(); opt.step()
     for _ in range(2): step()
     sync(); t0 = time.perf_counter()
     for _ in range(repeats): step()
@@ -300,12 +300,16 @@ def seconds_per_step(
 
 @EXPERIMENT.cost
 def cost(settings:dict, cell:dict, device:torch.device) -> float:
-    "Predicted seconds of one cell on `device`: its training steps at the measured seconds per step, and its forward passes at a third of a step's time per image."
+    """Predicted seconds of one cell on `device`: its training steps at the measured seconds per step, and its forward
+    passes at a third of a step's time per image. Also the cost model of Petrini et al.'s other sweeps (Fig. 3, 6, 12,
+    Table 2), whose cells train one network the same way (their data set or P may be a grid dimension)."""
     arch = models.resolve_arch(cell["arch"])
-    steps, width, batch = settings["steps"][arch], settings["width"][arch], settings["batch_size"]
-    c, side, n_test_split = _SHAPES[settings["dataset"]]
+    per_arch = lambda v: v[arch] if isinstance(v, dict) else v
+    steps, width, batch = per_arch(settings["steps"]), per_arch(settings.get("width", 1.0)), settings.get("batch_size", 128)
+    c, side, n_train, n_test_split = _SHAPES[cell.get("dataset", settings.get("dataset"))]
+    P = cell.get("P", settings.get("P")) or n_train - settings["n_val"]
     t = seconds_per_step(arch, float(width), (c, side), batch, str(device))
-    epochs = train.epochs_for_steps(steps, settings["P"], batch)
+    epochs = train.epochs_for_steps(steps, P, batch)
     forward_images = epochs * settings["n_val"] + 2 * n_test_split + 4 * 3 * settings["n_test"]
     return steps * t + forward_images * t / (3 * batch)
 

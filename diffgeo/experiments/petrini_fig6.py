@@ -16,6 +16,7 @@ import xarray as xr
 from .. import models, results, stability, train
 from ..core import check_choice, check_int
 from ..diffeo import INTERPOLATIONS
+from . import petrini_fig5
 from .petrini_fig5 import log_ticks, logmean, logstd, resolve_archs, setup, train_network
 from ..results import span
 from ..scaffold import Experiment, Var
@@ -76,6 +77,7 @@ VARIABLES = {
 }
 EXPERIMENT = Experiment("petrini", "fig6", PROFILES, VARIABLES, grid=lambda p: {"arch": p["archs"], "P": p["P"], "seed": p["seeds"]},
                         coords_on={"depth": "arch", "n_params": "arch"})
+EXPERIMENT.cost(petrini_fig5.cost)  # its cells train one network by fig5's recipe: fig5's cost model
 
 # %% ../../nbs/petrini_fig6.ipynb #31fae3de
 def probe(

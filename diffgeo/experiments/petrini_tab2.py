@@ -14,6 +14,7 @@ import xarray as xr
 
 from .. import results, train
 from .petrini_fig3 import _medians
+from . import petrini_fig5
 from .petrini_fig5 import CPU_LR, logmean, resolve_archs, setup, train_network
 from .petrini_fig6 import plain_log_ticks, probe
 from ..results import span
@@ -68,6 +69,7 @@ VARIABLES = {
 }
 EXPERIMENT = Experiment("petrini", "tab2", PROFILES, VARIABLES,
                         grid=lambda p: {"dataset": p["datasets"], "arch": p["archs"], "seed": p["seeds"]}, coords_on={"depth": "arch"})
+EXPERIMENT.cost(petrini_fig5.cost)  # its cells train one network by fig5's recipe: fig5's cost model
 
 # %% ../../nbs/petrini_tab2.ipynb #f32cbdce
 @EXPERIMENT.cell
