@@ -96,7 +96,7 @@ def evaluate(
             for i in range(0, len(split.images), batch_size):
                 out = model(split.images[i:i + batch_size].to(dev, non_blocking=True))
                 y = split.labels[i:i + batch_size].to(dev, non_blocking=True)
-                loss += F.cross_entropy(out.float(), y, reduction="sum").item(); wrong += (out.argmax(1) != y).sum().item()
+                loss += F.cross_entropy(out if amp is None else out.float(), y, reduction="sum").item(); wrong += (out.argmax(1) != y).sum().item()
     finally: model.train(was)
     return {"loss": loss / len(split.images), "error": wrong / len(split.images)}
 
@@ -247,7 +247,7 @@ def _epoch(model, opt, sched, scaler, data, batch_size, aug, penalty, seed, epoc
         y = labels[idx]
         with _autocast(images.device, amp):
             out = model(x)
-            loss = F.cross_entropy(out.float(), y)
+            loss = F.cross_entropy(out if amp is None else out.float(), y)
             extra = penalty(model, x, out, gen) if penalty is not None else None
         opt.zero_grad(set_to_none=True); scaler.scale(loss if extra is None else loss + extra).backward()
         scaler.step(opt); scaler.update(); sched.step()
