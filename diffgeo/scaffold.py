@@ -325,17 +325,18 @@ def main(self:Experiment,
     for name, draw in self.figures.items():
         fig = draw(ds)
         written.append(paths.figures[name]); results.save_figure(fig, paths.figures[name])
-        if show: _show(fig)
+        if show: _show(paths.figures[name])
         plt.close(fig)
     print("wrote", *written, sep="\n  ")
     return ds
 
-def _show(fig):
-    "Display `fig` in a notebook (nothing elsewhere)."
+def _show(path:Path):
+    """Display the saved figure `path` in a notebook (nothing elsewhere): the file itself, as a PNG output, whatever
+    matplotlib's backend (papermill's kernels run with Agg, whose figures IPython would store as text only)."""
     try:
         from IPython import get_ipython
-        from IPython.display import display
-        if get_ipython() is not None: display(fig)
+        from IPython.display import Image, display
+        if get_ipython() is not None: display(Image(filename=str(results.resolve_path(path))))
     except ImportError: pass
 
 # %% ../nbs/55_scaffold.ipynb #46d93d94

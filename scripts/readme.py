@@ -1,6 +1,10 @@
 """Write README.md from nbs/index.ipynb (nbdev's own `nbdev-readme` needs Quarto, which these machines lack).
 
-Cells marked `#| hide` are left out and `#|` directives are stripped; outputs are kept."""
+Cells marked `#| hide` are left out and `#|` directives are stripped; outputs are kept. Links to the site's pages
+(`[text](cluster.ipynb)`, as the site itself wants them) become links to the published site, whose address is
+pyproject.toml's `Documentation` URL (the one place it is written)."""
+import re
+import tomllib
 from pathlib import Path
 
 import nbformat
@@ -16,6 +20,8 @@ for cell in nb.cells:
     if cell.source: cells.append(cell)
 nb.cells = cells
 body, _ = MarkdownExporter().from_notebook_node(nb)
+docs = tomllib.loads((root / "pyproject.toml").read_text())["project"]["urls"]["Documentation"].rstrip("/")
+body = re.sub(r"\]\(([\w-]+)\.(?:ipynb|html)(#[\w-]+)?\)", lambda m: f"]({docs}/{m[1]}.html{m[2] or ''})", body)
 text = "<!-- Generated from nbs/index.ipynb by scripts/readme.py: edit the notebook, not this file. -->\n\n" + body.strip() + "\n"
 out = root / "README.md"
 if not out.exists() or out.read_text() != text: out.write_text(text)
