@@ -1,8 +1,9 @@
 """Write README.md from nbs/index.ipynb (nbdev's own `nbdev-readme` needs Quarto, which these machines lack).
 
-Cells marked `#| hide` are left out and `#|` directives are stripped; outputs are kept. Links to the site's pages
-(`[text](cluster.ipynb)`, as the site itself wants them) become links to the published site, whose address is
-pyproject.toml's `Documentation` URL (the one place it is written)."""
+Cells marked `#| hide` are left out and `#|` directives are stripped; outputs are kept. The first markdown cell's
+frontmatter lines (`- key: value`, e.g. `- skip_showdoc: true`, which nbdev reads as settings of the page) are dropped.
+Links to the site's pages (`[text](cluster.ipynb)`, as the site itself wants them) become links to the published site,
+whose address is pyproject.toml's `Documentation` URL (the one place it is written)."""
 import re
 import tomllib
 from pathlib import Path
@@ -12,9 +13,11 @@ from nbconvert import MarkdownExporter
 
 root = Path(__file__).resolve().parents[1]
 nb = nbformat.read(root / "nbs" / "index.ipynb", as_version=4)
+first_md = next((c for c in nb.cells if c.cell_type == "markdown"), None)
 cells = []
 for cell in nb.cells:
     lines = cell.source.splitlines()
+    if cell is first_md: lines = [l for l in lines if not re.match(r"^-\s+\S.*:.*\S\s*$", l)]  # as md_frontmatter
     if any(l.strip().replace(" ", "") == "#|hide" for l in lines): continue
     cell.source = "\n".join(l for l in lines if not l.lstrip().startswith("#|")).strip()
     if cell.source: cells.append(cell)

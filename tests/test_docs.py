@@ -1,0 +1,157 @@
+"""What can be checked of the docs site without Quarto (which these machines cannot install; the deploy workflow renders
+it): nbdev's configuration is stable, every page has a title and a description and is in the sidebar, the stored
+outputs the site shows are tidy (figures as images, no progress bars, warnings or machine paths), internal links
+resolve, and nbdev's own processing of the notebooks for the site succeeds."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+NBS = ROOT / "nbs"
+NOTEBOOKS = sorted(NBS.glob("*.ipynb"))
+PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+sys.path.insert(0, str(ROOT / "scripts"))
+import tidy_outputs  # noqa: E402
+
+
+def read(path):
+    return nbformat.read(path, as_version=4)
+
+
+def outputs(nb):
+    for cell in nb.cells:
+        for o in cell.get("outputs", []):
+            yield o
+
+
+def experiment_notebooks() -> list[str]:
+    "The notebooks of the registered experiments (their `notebook`), e.g. fig5.ipynb."
+    from diffgeo.cli import experiment
+    from diffgeo.scaffold import REGISTRY
+    experiment("fig5")  # imports every experiment module
+    return sorted({e.notebook for e in REGISTRY.values()})
+
+
+# ------------------------------------------------------------------------------------------------ configuration
+
+def test_nbdev_yml_is_what_nbdev_writes(tmp_path, monkeypatch):
+    "nbdev-docs rewrites nbs/nbdev.yml from pyproject.toml: the committed one must be that file, or every build leaves a diff."
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    (tmp_path / "nbs").mkdir()
+    for f in ("nbdev.yml", "_quarto.yml", "sidebar.yml"): shutil.copy(NBS / f, tmp_path / "nbs" / f)
+    monkeypatch.chdir(tmp_path)
+    from nbdev.quarto import refresh_quarto_yml
+    refresh_quarto_yml()
+    for f in ("nbdev.yml", "_quarto.yml"):
+        assert (tmp_path / "nbs" / f).read_text() == (NBS / f).read_text(), f"nbdev would rewrite nbs/{f}"
+
+
+def test_sidebar_is_ours():
+    "custom_sidebar: nbdev-docs must not overwrite the hand-made, layered nbs/sidebar.yml."
+    assert PROJECT["tool"]["nbdev"].get("custom_sidebar") is True
+
+
+def test_site_url_and_author_in_one_place():
+    "pyproject.toml names the site, repository and author; the other files that state them agree with it."
+    urls, author = PROJECT["project"]["urls"], PROJECT["project"]["authors"][0]["name"]
+    cff = yaml.safe_load((ROOT / "CITATION.cff").read_text())
+    assert cff["url"].rstrip("/") == urls["Documentation"].rstrip("/")
+    assert cff["repository-code"] == urls["Repository"]
+    assert author in cff["authors"][0]["name"]
+    index = (NBS / "index.ipynb").read_text()
+    assert set(re.findall(r"git\+(https://[^\s\"\\]+)", index)) <= {urls["Repository"]}
+
+
+# ------------------------------------------------------------------------------------------------ pages
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_title_and_description(path):
+    "Every page starts with `# Title` and a `> description` (the site's page title and summary)."
+    first = read(path).cells[0]
+    assert first.cell_type == "markdown" and first.source.startswith("# ")
+    assert re.search(r"^> \S", first.source, re.MULTILINE), f"{path.name}: no '> description' line in its first cell"
+
+
+def _sidebar_entries(node) -> list[str]:
+    if isinstance(node, str): return [node]
+    if isinstance(node, list): return [e for n in node for e in _sidebar_entries(n)]
+    if isinstance(node, dict):
+        return [e for k, v in node.items() if k in ("contents", "href") for e in _sidebar_entries(v)]
+    return []
+
+
+def test_sidebar_and_navbar_entries_exist_and_cover_every_page():
+    side = _sidebar_entries(yaml.safe_load((NBS / "sidebar.yml").read_text())["website"]["sidebar"]["contents"])
+    nav = _sidebar_entries(yaml.safe_load((NBS / "_quarto.yml").read_text())["website"]["navbar"]["left"])
+    missing = [e for e in side + nav if not (NBS / e).exists()]
+    assert not missing, f"sidebar or navbar entries without a file: {missing}"
+    absent = sorted({p.name for p in NOTEBOOKS} - set(side))
+    assert not absent, f"pages not in nbs/sidebar.yml: {absent}"
+
+
+LINK = re.compile(r"\]\(([\w./-]+\.(?:ipynb|html|md|qmd|png|pdf))(#[\w-]+)?\)")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_internal_links_resolve(path):
+    "Relative links between pages (to x.ipynb or x.html) and to files point at something that exists."
+    bad = []
+    for cell in read(path).cells:
+        if cell.cell_type != "markdown": continue
+        for target, _ in LINK.findall(cell.source):
+            base = target.rsplit(".", 1)[0]
+            if not ((NBS / target).exists() or (NBS / f"{base}.ipynb").exists() or (NBS / f"{base}.qmd").exists()):
+                bad.append(target)
+    assert not bad, f"{path.name}: links to nothing: {bad}"
+
+
+# ------------------------------------------------------------------------------------------------ stored outputs
+
+MACHINE_PATH = re.compile(r"(?<![\w.])/(?:work|tmp|root|home|Users|private/var)/\S+|[A-Z]:\\\\\w")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_stored_outputs_are_clean(path):
+    "No machine paths, carriage-return fragments, progress bars, warnings or errors in what the site shows."
+    nb, problems = read(path), []
+    for o in outputs(nb):
+        if o.output_type == "error": problems.append(f"an error output ({o.ename})")
+        texts = [o.get("text", "")] if o.output_type == "stream" else [v for k, v in o.get("data", {}).items() if k.startswith("text/")]
+        for t in texts:
+            t = "".join(t) if isinstance(t, list) else t
+            if "\r" in t: problems.append(f"a \\r fragment: {t[:60]!r}")
+            if (m := MACHINE_PATH.search(t)): problems.append(f"a machine path: {m.group(0)[:80]}")
+    if tidy_outputs.tidy(read(path)): problems.append("progress-bar lines, warnings or figures stored as text: run scripts/tidy_outputs.py")
+    assert not problems, f"{path.name}: " + "; ".join(problems)
+
+
+def test_every_experiment_page_shows_a_figure():
+    "Each experiment notebook's stored outputs (its cpu-profile run) contain an image."
+    names = experiment_notebooks()
+    without = [n for n in names if not any("image/png" in o.get("data", {}) or "image/svg+xml" in o.get("data", {})
+                                           for o in outputs(read(NBS / n)))]
+    assert not without, f"experiment pages with no figure in their stored outputs: {without}"
+
+
+# ------------------------------------------------------------------------------------------------ nbdev's processing
+
+@pytest.mark.slow
+def test_nbdev_processes_every_notebook(tmp_path):
+    """nbdev's docs processing (what nbdev-docs runs before Quarto: show_doc, the cells it executes, links) succeeds on
+    every notebook; run on a copy of the project, so that nothing is written here."""
+    copy = tmp_path / "project"
+    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns(".git", ".venv", "_proc", "_docs", "out", "__pycache__"))
+    env = {**os.environ, "PYTHONPATH": str(copy), "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1"}
+    r = subprocess.run([sys.executable, "-c", "from nbdev.serve import proc_nbs; proc_nbs(n_workers=2)"],
+                       cwd=copy, env=env, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert len(list((copy / "_proc").glob("*.ipynb"))) == len(NOTEBOOKS)
