@@ -175,12 +175,10 @@ def _pairs(items:list[str], flag:str) -> dict:
 
 def experiment(name:str):
     "The experiment `name`: an experiment's own name (petrini_fig5) or its notebook's (fig5)."
-    import pkgutil, importlib
-    from diffgeo import experiments
-    from diffgeo.scaffold import REGISTRY
-    for m in pkgutil.iter_modules(experiments.__path__): importlib.import_module(f"diffgeo.experiments.{m.name}")
-    found = REGISTRY.get(name) or next((e for e in REGISTRY.values() if e.notebook == f"{name}.ipynb"), None)
-    if found is None: raise ValueError(f"no experiment {name!r}; valid ones are {sorted(REGISTRY)} (or their notebooks' names, e.g. fig5).")
+    from diffgeo.site import experiments
+    every = experiments()
+    found = next((e for e in every if name in (e.name, e.notebook.removesuffix(".ipynb"))), None)
+    if found is None: raise ValueError(f"no experiment {name!r}; valid ones are {sorted(e.name for e in every)} (or their notebooks' names, e.g. fig5).")
     return found
 
 def plan_command(args:argparse.Namespace) -> int:

@@ -155,3 +155,31 @@ def test_nbdev_processes_every_notebook(tmp_path):
                        cwd=copy, env=env, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     assert len(list((copy / "_proc").glob("*.ipynb"))) == len(NOTEBOOKS)
+
+
+# ------------------------------------------------------------------------------------------------ the site's own pages
+
+PAPER_KEYS = ("petrini", "zavatoneveth", "moskalev", "detlefsen", "rousseau")
+
+
+def test_landing_page_reaches_everything_in_one_click():
+    "From the home page: the two commands, the use-it-in-your-code page, each paper's page, the gallery, the API."
+    text = (NBS / "index.ipynb").read_text()
+    for page in ["use", "gallery", "library", "conventions", *(f"paper_{k}" for k in PAPER_KEYS)]:
+        assert f"]({page}.ipynb)" in text, f"index.ipynb does not link {page}.ipynb"
+        assert (NBS / f"{page}.ipynb").exists()
+    assert "bash scripts/reproduce.sh" in text and "bash scripts/test.sh" in text
+
+
+def _rows(html: str) -> list[tuple[str, str]]:
+    return re.findall(r'<td><a href="([\w-]+\.html)">[\w-]+</a><br><code>([\w-]+)</code></td>', html)
+
+
+@pytest.mark.parametrize("page,paper", [("gallery", None), *((f"paper_{k}", k) for k in PAPER_KEYS)])
+def test_figure_tables_are_current(page, paper):
+    "The gallery's and each paper page's stored table lists the figures the experiments declare now, each with a picture."
+    from diffgeo import site
+    stored = "".join(o.data.get("text/html", "") for o in outputs(read(NBS / f"{page}.ipynb")) if "data" in o)
+    assert _rows(stored) == _rows(site.figure_table(paper, width=16)), \
+        f"{page}.ipynb lists other figures than the experiments declare: execute it again (see tidy_outputs.py)"
+    assert stored.count("data:image/png;base64,") == len(_rows(stored)), f"{page}.ipynb: a figure without its picture"
