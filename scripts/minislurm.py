@@ -90,27 +90,58 @@ class MiniSlurm:
         return p
 
     @staticmethod
+    def _terminate(pid: int, timeout: float) -> None:
+        "SIGTERM, then SIGKILL after `timeout` s; reaped if it is our child."
+        try: os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError: return
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0] == pid: return     # our child: reaped
+            except ChildProcessError:                               # not our child: gone, or a zombie nobody reaps
+                if not alive(pid): return
+            time.sleep(0.1)
+        try: os.kill(pid, signal.SIGKILL); os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError): pass
+
+    @staticmethod
+    def leftovers(folder) -> list[int]:
+        """The job processes of this cluster still alive: slurmstepd and the jobs' own processes, recognised by the
+        SLURM_CONF of this folder in their environment (a job step can outlive slurmd while it reports its end)."""
+        conf, found = f"SLURM_CONF={Path(folder).resolve() / 'slurm.conf'}", []
+        for d in Path("/proc").iterdir():
+            if not d.name.isdigit() or int(d.name) == os.getpid(): continue
+            try:
+                env = (d / "environ").read_bytes().split(b"\0")
+                comm = (d / "comm").read_text().strip()
+            except OSError: continue
+            if conf.encode() in env and (comm == "slurmstepd" or any(e.startswith(b"SLURM_JOB_ID=") for e in env)):
+                if alive(int(d.name)): found.append(int(d.name))
+        return found
+
+    @staticmethod
     def stop(folder, timeout: float = 10.0) -> list[str]:
-        "Stop the daemons listed in `folder`/pids (the last started first): SIGTERM, then SIGKILL after `timeout`; returns what it stopped."
+        """Stop this cluster: cancel its jobs (waiting up to `timeout` for them to end), stop the daemons listed in
+        `folder`/pids, the last started first (SIGTERM, then SIGKILL after `timeout`), then any job process left; returns
+        what it stopped."""
         pids_file = Path(folder) / "pids"
         if not pids_file.exists(): return []
+        env = {**os.environ, "PATH": PATH, "SLURM_CONF": str(Path(folder).resolve() / "slurm.conf")}
+        jobs = lambda: subprocess.run(["squeue", "-h", "-o", "%i"], env=env, capture_output=True, text=True).stdout.split()
+        try:
+            if jobs():
+                subprocess.run(["scancel", "--full", *jobs()], env=env, capture_output=True)
+                end = time.monotonic() + timeout
+                while jobs() and time.monotonic() < end: time.sleep(0.2)
+        except OSError: pass                                        # no Slurm clients: nothing to cancel
         entries = [line.split() for line in pids_file.read_text().splitlines() if line.strip()]
         stopped = []
         for name, pid in reversed(entries):
-            pid = int(pid)
-            try: os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError: continue
-            end = time.monotonic() + timeout
-            while time.monotonic() < end:
-                try:
-                    if os.waitpid(pid, os.WNOHANG)[0] == pid: break   # our child: reaped
-                except ChildProcessError:                           # not our child: gone, or a zombie nobody reaps
-                    if not alive(pid): break
-                time.sleep(0.1)
-            else:
-                try: os.kill(pid, signal.SIGKILL); os.waitpid(pid, 0)
-                except (ProcessLookupError, ChildProcessError): pass
+            MiniSlurm._terminate(int(pid), timeout)
             stopped.append(f"{name} {pid}")
+        for pid in MiniSlurm.leftovers(folder):
+            MiniSlurm._terminate(pid, 5.0)
+            stopped.append(f"job process {pid}")
         pids_file.unlink()
         return stopped
 

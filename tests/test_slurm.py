@@ -37,6 +37,7 @@ def slurm():
         started = cluster.pids()
     assert len(started) == len(minislurm.DAEMONS)
     assert not [p for p in started if minislurm.alive(p)], "a daemon outlived the cluster"
+    assert not minislurm.MiniSlurm.leftovers(folder), "a job process (slurmstepd) outlived the cluster"
 
 
 def squeue(env):
