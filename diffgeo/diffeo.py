@@ -292,9 +292,9 @@ def _warp(x:torch.Tensor, tau:torch.Tensor|None, interp:str, sigma:float, tol:fl
     xw = x.to(work)
     if coeffs is not None:   # a field from `field`: zero on the frame, and inside only for all-zero coefficients
         coeffs = coeffs.to(device=x.device, dtype=work)
-        resting = (coeffs == 0).flatten(1).all(1)
         if interp != "gaussian":
-            return _exact_where_still(_grid_sample(xw, _grid_of_coefficients(coeffs, x.shape[-2:]), interp), xw, None, resting).to(x.dtype)
+            out = _grid_sample(xw, _grid_of_coefficients(coeffs, x.shape[-2:]), interp)
+            return _exact_where_still(out, xw, None, resting=(coeffs == 0).flatten(1).all(1)).to(x.dtype)
         tau = field(coeffs, x.shape[-2:])
     tau = tau.to(device=x.device, dtype=work)
     full = tau.expand(x.shape[0], 2, *x.shape[-2:])

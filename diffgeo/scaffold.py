@@ -345,10 +345,6 @@ def cost(self:Experiment, fn:Callable) -> Callable:
     "Declare `fn(settings, cell, device) -> seconds`: one cell's predicted compute time on `device`, from a throughput `fn` measures there (for `plan`)."
     self._cost = fn; return fn
 
-def _state(path:Path) -> str:
-    if path.exists(): return "done"
-    return "running elsewhere" if sweep._claim_state(sweep._lock_path(path))[0] == "held" else "to run"
-
 @patch
 def plan(self:Experiment,
     profile:str="cpu", # "smoke", "cpu" or "paper"
@@ -372,16 +368,15 @@ def plan(self:Experiment,
     r = self._prepare(profile, device, data_root, tag, work_dir, out_dir, checkpoints, amp, tf32, deterministic, overrides)
     grid, work, paths = r["grid"], r["work"], self.paths(profile, out_dir, tag, work_dir)
     cells = sweep.grid_cells(grid) if grid else [{}]
+    states = sweep.cell_states(grid, work / "shards") if grid else ["to run"]
     why_not = None if self._cost else f"{self.name} declares no cost model"
     if why_not is None and estimate:
         try: dev = resolve_device(device)
         except ValueError as e: why_not = f"{e} Measure where the cells will run, e.g. `srun --gpus=1 diffgeo plan ...`"
     rows = []
-    for c in cells:
-        shard = sweep._shard_path(work / "shards", c) if grid else None
+    for c, state in zip(cells, states):
         seconds = self._cost({**r["p"], **r["shared"]}, c, dev) if estimate and why_not is None else math.nan
-        rows.append({**c, "state": _state(shard) if shard else "to run", "hours": seconds / 3600,
-                     "shard": shard.name if shard else ""})
+        rows.append({**c, "state": state, "hours": seconds / 3600, "shard": f"{sweep.cell_id(c)}.nc" if grid else ""})
     table = pd.DataFrame(rows)
     options, max_parallel = _one_job_per_gpu(executor, str(device), executor_options, max_parallel)
     todo = table[table.state == "to run"]
@@ -392,10 +387,11 @@ def plan(self:Experiment,
     print(f"{self.name}, profile {profile!r}, device {device}: {len(cells)} cells ({shape}); "
           f"{(table.state == 'done').sum()} done, {(table.state == 'running elsewhere').sum()} running elsewhere, {len(todo)} to run {how}"
           + (f", each with {options}" if options else "") + ".")
+    per_cell = [f"its shard in {work / 'shards'}/"] if grid else []
+    if grid and "checkpoint_dir" in r["runtime"]: per_cell.append(f"its checkpoints in {work / 'checkpoints'}/ while it trains")
+    if grid and executor != "inline": per_cell.append(f"its logs in {work / 'submitit'}/")
     print(f"The run writes {paths.dataset} and {', '.join(map(str, paths.figures.values()))}"
-          + (f"; each cell its shard in {work / 'shards'}/" + (f", its checkpoints in {work / 'checkpoints'}/ while it trains"
-             if "checkpoint_dir" in r["runtime"] else "") + (f", its logs in {work / 'submitit'}/" if executor != "inline" else "")
-             if grid else "") + ".")
+          + (f"; each cell {', '.join(per_cell)}" if per_cell else "") + ".")
     if why_not is not None and estimate: print(f"No estimate: {why_not}.")
     elif estimate:
         print(f"Estimate: {todo.hours.sum():.3g} device-hours to run ({table.hours.sum():.3g} for every cell; the longest cell "

@@ -14,15 +14,13 @@ import pkgutil
 import importlib
 from pathlib import Path
 
-from . import papers
+from . import papers, results
 from .scaffold import REGISTRY
 
 # %% auto #0
-__all__ = ['ROOT', 'experiments', 'thumbnail', 'figure_table', 'show_figures']
+__all__ = ['experiments', 'thumbnail', 'figure_table', 'show_figures']
 
 # %% ../nbs/80_site.ipynb #ede59afa
-ROOT = Path(__file__).resolve().parents[1] if "__file__" in globals() else Path.cwd().parent  # the repository's root
-
 def experiments(paper:str|None=None) -> list:
     "The registered experiments (every module of `diffgeo.experiments` imported), of one paper or of all, in paper then notebook order."
     from diffgeo import experiments as pkg
@@ -52,10 +50,10 @@ def _page(exp) -> str:
 def figure_table(
     paper:str|None=None, # a key of `papers.PAPERS`; None: every paper (the gallery)
     width:int=320, # thumbnail width in pixels
-    root:str|Path|None=None, # the repository (None: the one this module is in)
+    root:str|Path|None=None, # the repository (None: `results.project_root()`, the checkout diffgeo was loaded from)
 ) -> str:
     "An HTML table, one row per figure: the thumbnail of the stored cpu-profile figure, linked to the notebook that regenerates it."
-    root = Path(root) if root is not None else ROOT
+    root = Path(root) if root is not None else results.project_root()
     if not (root / "figures").is_dir():
         raise FileNotFoundError(f"no figures/ folder in {root}: the stored figures are in a clone of the repository, not in the installed package.")
     rows = []

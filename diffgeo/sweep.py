@@ -34,7 +34,7 @@ from .results import _atomic, check_cf, load_dataset, resolve_path
 
 # %% auto #0
 __all__ = ['EXECUTORS', 'HEARTBEAT', 'STALE_AFTER', 'SLURM_POLL', 'ShardError', 'grid_cells', 'cell_id', 'missing_cells',
-           'merge_shards', 'run_sweep']
+           'merge_shards', 'cell_states', 'run_sweep']
 
 # %% ../nbs/50_sweep.ipynb #6ce75e65
 EXECUTORS = ("inline", "local", "slurm")
@@ -427,6 +427,15 @@ def _run_jobs(ex, kind:str, todo:list, args:tuple, max_parallel:int|None, poll:f
             try: yield c, j.result()
             except Exception as e: yield c, e
 
+def cell_states(
+    grid:Mapping[str, Sequence], # {dimension: values}
+    shard_dir:str|os.PathLike, # the folder of shards (relative paths from the working directory)
+) -> list[str]: # per cell, in grid order: "done" (its shard exists), "running elsewhere" (a live claim) or "to run"
+    "Where each cell of `grid` stands: what a new run of the sweep would read back, wait for, or compute."
+    shard_dir = resolve_path(shard_dir)
+    paths = [_shard_path(shard_dir, c) for c in grid_cells(grid)]
+    return ["done" if p.exists() else "running elsewhere" if _claim_state(_lock_path(p))[0] == "held" else "to run" for p in paths]
+
 def _await_others(claimed:list, poll:float) -> list:
     "Wait until each `(cell, path)` of `claimed` has its shard, or its claim ends without one; returns the latter (to compute here)."
     left, orphaned = list(claimed), []
@@ -481,8 +490,8 @@ def run_sweep(
     folder, ex = shard_dir.parent / "submitit", None
     poll = SLURM_POLL if executor == "slurm" else 1.0
     while todo:
-        free = [(c, p) for c, p in todo if _claim_state(_lock_path(p))[0] != "held"]
-        claimed = [t for t in todo if t not in free]
+        free, claimed = [], []
+        for c, p in todo: (claimed if _claim_state(_lock_path(p))[0] == "held" else free).append((c, p))
         bar = lambda it: (_progress(it, desc=f"sweep {shard_dir.parent.name}/{shard_dir.name}", total=len(free)) if progress else it)
         if free and executor == "inline":
             for c, path in bar(free):

@@ -35,10 +35,8 @@ def outputs(nb):
 
 def experiment_notebooks() -> list[str]:
     "The notebooks of the registered experiments (their `notebook`), e.g. fig5.ipynb."
-    from diffgeo.cli import experiment
-    from diffgeo.scaffold import REGISTRY
-    experiment("fig5")  # imports every experiment module
-    return sorted({e.notebook for e in REGISTRY.values()})
+    from diffgeo.site import experiments
+    return sorted({e.notebook for e in experiments()})
 
 
 # ------------------------------------------------------------------------------------------------ configuration
@@ -68,7 +66,7 @@ def test_site_url_and_author_in_one_place():
     assert cff["repository-code"] == urls["Repository"]
     assert author in cff["authors"][0]["name"]
     index = (NBS / "index.ipynb").read_text()
-    assert set(re.findall(r"git\+(https://[^\s\"\\]+)", index)) <= {urls["Repository"]}
+    assert set(re.findall(r"git\+(https://[^\s\"\\]+)", index)) == {urls["Repository"]}
 
 
 # ------------------------------------------------------------------------------------------------ pages
