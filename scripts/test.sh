@@ -1,11 +1,23 @@
 #!/usr/bin/env bash
-# The tests: nbdev-clean and nbdev-export leave no diff, README.md matches nbs/index.ipynb,
-# nbdev-test passes on the library notebooks, pytest passes (it runs every experiment notebook once, at
-# profile=smoke, through papermill: tests/test_experiments.py).
+# The tests, in three steps:
+#   1. nbdev-clean and nbdev-export leave no diff, README.md matches nbs/index.ipynb;
+#   2. the native pass: nbdev-test on the library notebooks and pytest on every test (which runs every experiment
+#      notebook once, at profile=smoke, through papermill: tests/test_experiments.py), two workers with one torch
+#      thread each;
+#   3. the portable kernel pass: the library notebooks and the numerical tests (`pytest -m kernels`, the modules listed
+#      in tests/conftest.py) again, with PyTorch's, numba's, MKL's and oneDNN's CPU dispatch forced to their portable
+#      paths (ATEN_CPU_CAPABILITY=default, NUMBA_CPU_NAME=generic, MKL_CBWR=COMPATIBLE, ONEDNN_MAX_CPU_ISA=SSE41).
+#      A tolerance that only this CPU's SIMD kernels meet fails here, on the developer's machine, rather than on a
+#      user's CPU: every x86-64 machine can select these paths, so every machine checks the same second path.
+#      DIFFGEO_KERNEL_PASSES=native skips it (a quick run; CI and the README's command keep it).
+# Arguments go to both pytest runs. The Slurm test runs where CI is set or with DIFFGEO_TEST_SLURM=1: only then are
+# Debian's Slurm, munge and MariaDB installed (as root, scripts/install_slurm.sh); otherwise it is skipped, saying so.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$root/scripts/setup.sh"
 cd "$root"
+t0=$SECONDS
+took() { echo "-- $1: $((SECONDS - t0)) s since the start"; }
 
 snapshot() { git status --porcelain --untracked-files=all; git diff; }
 before="$(snapshot | sha1sum)"
@@ -18,7 +30,22 @@ if [ "$(snapshot | sha1sum)" != "$before" ]; then
   exit 1
 fi
 echo "nbdev-clean, nbdev-export and README leave no diff"
-OMP_NUM_THREADS=1 nbdev-test --n-workers 2 --skip-file-re '^(fig5|template|petrini_|detlefsen_|zavatoneveth_|moskalev_|rousseau_)'
-# a real single-node Slurm for tests/test_slurm.py: Debian's packages where this machine can install them
-[ -n "${DIFFGEO_NO_SLURM_INSTALL:-}" ] || bash scripts/install_slurm.sh
-python -m pytest -q "$@"
+
+export OMP_NUM_THREADS=1 DIFFGEO_PROGRESS=0
+library='^(fig5|template|petrini_|detlefsen_|zavatoneveth_|moskalev_|rousseau_)'   # experiment notebooks: pytest runs them
+xdist=(-n 2 --dist loadgroup)                     # two workers; the Slurm test's cluster stays on one (its xdist_group)
+
+if [ -n "${CI:-}" ] || [ -n "${DIFFGEO_TEST_SLURM:-}" ]; then bash scripts/install_slurm.sh; fi
+python -c 'import torch; print(f"native kernels: PyTorch {torch.backends.cpu.get_cpu_capability()}")'
+nbdev-test --n-workers 2 --skip-file-re "$library"
+took "nbdev-test, native"
+python -m pytest -q "${xdist[@]}" "$@"
+took "pytest, native"
+
+if [ "${DIFFGEO_KERNEL_PASSES:-both}" = native ]; then echo "portable kernel pass skipped (DIFFGEO_KERNEL_PASSES=native)"; exit 0; fi
+export ATEN_CPU_CAPABILITY=default NUMBA_CPU_NAME=generic MKL_CBWR=COMPATIBLE ONEDNN_MAX_CPU_ISA=SSE41 DIFFGEO_KERNEL_PATH=portable
+python -c 'import torch; print(f"portable kernel pass: PyTorch {torch.backends.cpu.get_cpu_capability()}, numba generic, MKL compatible, oneDNN SSE4.1")'
+nbdev-test --n-workers 2 --skip-file-re "$library"
+took "nbdev-test, portable kernels"
+python -m pytest -q "${xdist[@]}" -m kernels "$@"
+took "pytest -m kernels, portable kernels"
