@@ -7,7 +7,11 @@ Docs: https://diffgeo.github.io/diffgeo/results.html.md"""
 # %% ../nbs/01_results.ipynb #b24f3f48
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import datetime as _dt
+import functools
+import hashlib
 import json
 import os
 import platform
@@ -23,9 +27,9 @@ import diffgeo
 from .core import check_choice
 
 # %% auto #0
-__all__ = ['PROFILE_NAMES', 'select_profile', 'project_root', 'resolve_path', 'git_commit', 'now', 'processor', 'minutes',
-           'provenance', 'stamp', 'parameters', 'span', 'cf_attrs', 'check_cf', 'save_dataset', 'load_dataset',
-           'save_figure']
+__all__ = ['PROFILE_NAMES', 'CODE_CHANGED', 'select_profile', 'project_root', 'output_root', 'resolve_path', 'git_commit',
+           'code_version', 'on_code_change', 'code_change_policy', 'now', 'processor', 'minutes', 'provenance', 'stamp',
+           'parameters', 'span', 'cf_attrs', 'check_cf', 'save_dataset', 'load_dataset', 'save_figure']
 
 # %% ../nbs/01_results.ipynb #d300fb41
 PROFILE_NAMES = ("smoke", "cpu", "paper")
@@ -48,6 +52,12 @@ def project_root() -> Path:
     here = Path(diffgeo.__file__).resolve().parents[1]
     return here if (here / "pyproject.toml").exists() and (here / "nbs").is_dir() else Path.cwd()
 
+def output_root() -> Path:
+    """The folder default outputs go under: the project root when the working directory is inside the diffgeo checkout,
+    else the working directory; relative (`.`) when it is the working directory itself, absolute otherwise."""
+    root, cwd = project_root(), Path.cwd()
+    return root if cwd != root and cwd.is_relative_to(root) else Path(".")
+
 def resolve_path(
     path:str|os.PathLike, # absolute, or relative to the current working directory
 ) -> Path:
@@ -65,6 +75,42 @@ def git_commit() -> str:
         dirty = run("status", "--porcelain", "--untracked-files=no").stdout.strip()
         return head.stdout.strip() + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError): return "unknown"
+
+def _source_hash() -> str:
+    "SHA-256 of the package's `.py` files: their paths (relative to the package) and bytes, in sorted order."
+    pkg, h = Path(diffgeo.__path__[0]).resolve(), hashlib.sha256()
+    for f in sorted(pkg.rglob("*.py")):
+        h.update(f.relative_to(pkg).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+@functools.cache
+def _code_version() -> tuple[str, str]: return git_commit(), _source_hash()
+
+def code_version() -> dict: # {"commit": `git_commit()`, "source_hash": SHA-256 of the package source}
+    "The code this process runs: its git commit and a hash of the package's source, which counts uncommitted edits too (computed once per process)."
+    commit, source = _code_version()
+    return {"commit": commit, "source_hash": source}
+
+CODE_CHANGED = ("recompute", "reuse", "error")   # what work saved by other code gets
+_CODE_CHANGED = contextvars.ContextVar("code_changed", default="recompute")
+
+@contextlib.contextmanager
+def on_code_change(
+    policy:str, # "recompute" (the default outside the block), "reuse" or "error"
+):
+    "Within the block, what work saved by other code (a training checkpoint, say) gets, where no argument says."
+    check_choice(policy, "code_changed", CODE_CHANGED)
+    token = _CODE_CHANGED.set(policy)
+    try: yield
+    finally: _CODE_CHANGED.reset(token)
+
+def code_change_policy(
+    policy:str|None=None, # an explicit policy, or None for the one `on_code_change` set
+) -> str:
+    "`policy`, checked, or the policy in effect: what work saved by other code gets."
+    if policy is None: return _CODE_CHANGED.get()
+    check_choice(policy, "code_changed", CODE_CHANGED)
+    return policy
 
 def now() -> str:
     "The current UTC time in ISO 8601."
@@ -97,7 +143,7 @@ def provenance(
 ) -> dict:
     "Provenance attributes for a results dataset."
     return {**{k: str(v) for k, v in names.items()}, "parameters": json.dumps(params, sort_keys=True, default=str),
-            "diffgeo_version": diffgeo.__version__, "git_commit": git_commit(),
+            "diffgeo_version": diffgeo.__version__, "git_commit": git_commit(), "code_hash": code_version()["source_hash"],
             "torch_version": torch.__version__, "python_version": platform.python_version(),
             "device": str(device), "processor": processor(device), "cpu_threads": str(torch.get_num_threads()),
             "start_time": start, "end_time": end or now()}

@@ -219,17 +219,17 @@ def resolve(self:Experiment,
 @patch
 def paths(self:Experiment,
     profile:str="cpu", # the run's profile
-    out_dir:str|os.PathLike|None=None, # where results/ and figures/ go (None: "." for the cpu profile, else out/<profile>)
+    out_dir:str|os.PathLike|None=None, # where results/ and figures/ go (None: the project root for the cpu profile, else its out/<profile>)
     tag:str="", # appended to the file names, e.g. "cifar10": results/petrini_fig5_cifar10.nc
-    work_dir:str|os.PathLike|None=None, # shards and checkpoints (None: out/work, or <out_dir>/work for non-default out_dir)
+    work_dir:str|os.PathLike|None=None, # shards and checkpoints (None: the root's out/work, or <out_dir>/work for non-default out_dir)
     settings:dict|None=None, # the resolved settings: each set of settings gets its own work folder
 ) -> Paths:
-    "Paths of the dataset, the figures and the work files of a run; relative paths are taken from the working directory."
+    "Paths of the dataset, the figures and the work files of a run: defaults under `results.output_root()`, explicit relative ones from the working directory."
     if tag and not tag.replace("-", "_").isidentifier(): raise ValueError(f"tag must be letters, digits, '_' or '-', got {tag!r}.")
     suffix = f"_{tag}" if tag else ""
-    default = out_dir is None
-    out = Path("." if profile == "cpu" else f"out/{profile}") if default else Path(out_dir)
-    work = Path(work_dir) if work_dir is not None else Path("out/work") if default and profile == "cpu" else out / "work"
+    default, root = out_dir is None, results.output_root()
+    out = (root if profile == "cpu" else root / "out" / profile) if default else Path(out_dir)
+    work = Path(work_dir) if work_dir is not None else root / "out" / "work" if default and profile == "cpu" else out / "work"
     key = hashlib.sha1(json.dumps(settings or {}, sort_keys=True, default=str).encode()).hexdigest()[:8]
     return Paths(dataset=out / "results" / f"{self.name}{suffix}.nc",
                  figures={f: out / "figures" / f"{self.paper}_{f}{suffix}.png" for f in self.figures},
@@ -272,9 +272,11 @@ def run(self:Experiment,
     amp:str|None=None, # mixed precision for training: "bf16" or "fp16" (None: full precision)
     tf32:bool=False, # TF32 matrix products and convolutions on CUDA
     deterministic:bool=False, # deterministic algorithms on CUDA, where PyTorch has them
+    code_changed:str="recompute", # shards and checkpoints of other code (an edited package): "recompute", "reuse" (recorded) or "error"
     **overrides, # any of the profile's settings (None: the profile's)
 ) -> xr.Dataset:
-    "Compute the experiment's dataset: run every cell (reading finished ones back), merge, stamp provenance, derive."
+    "Compute the experiment's dataset: run every cell (reading finished ones of this code back), merge, stamp provenance, derive."
+    check_choice(code_changed, "code_changed", results.CODE_CHANGED)
     r = self._prepare(profile, device, data_root, tag, work_dir, out_dir, checkpoints, amp, tf32, deterministic, overrides)
     p, grid, fixed, runtime, shared, compute, work = (r[k] for k in ("p", "grid", "fixed", "runtime", "shared", "compute", "work"))
     start = results.now()
@@ -282,14 +284,16 @@ def run(self:Experiment,
         options, max_parallel = _one_job_per_gpu(executor, str(device), executor_options, max_parallel)
         ds = sweep.run_sweep(functools.partial(_call_cell, self.name), grid, work / "shards", fixed=fixed, runtime=runtime,
                              executor=executor, executor_options=options, max_parallel=max_parallel, coords_on=self.coords_on,
-                             rerun=rerun, dim_attrs={d: self.variables[d].attrs for d in grid if d in self.variables})
+                             rerun=rerun, dim_attrs={d: self.variables[d].attrs for d in grid if d in self.variables},
+                             code_changed=code_changed)
         start, end = str(ds.cell_start.min().values), str(ds.cell_end.max().values)
         ds.attrs.pop("fixed")  # in the provenance's parameters; the grid stays, it names the cell times' dimensions
     else:
         if executor != "inline": raise ValueError(f"{self.name} is one cell, not a sweep: use executor='inline'.")
         fixed.pop("_compute", None)
-        with compute_settings(**compute): ds = self._cell(**fixed, **runtime)
+        with results.on_code_change(code_changed), compute_settings(**compute): ds = self._cell(**fixed, **runtime)
         end = results.now()
+        if code_changed == "reuse": ds.attrs["code_changed"] = "reuse"
     if self._finish: ds = self._finish(ds, {**p, **shared})
     params = dict(profile=profile, **self.constants, **p, **shared, **compute)
     if tag: params["tag"] = tag
@@ -360,11 +364,13 @@ def plan(self:Experiment,
     amp:str|None=None, # as for `run`
     tf32:bool=False, # as for `run`
     deterministic:bool=False, # as for `run`
+    code_changed:str="recompute", # as for `run`
     estimate:bool=True, # predict each cell's compute time with the experiment's cost model (which measures on `device`)
     **overrides, # the profile's settings, as for `run`
 ):
     "The dry run of `run` with the same arguments: print the jobs, the files they write and the device-hours they take; compute no cell."
     import pandas as pd
+    check_choice(code_changed, "code_changed", results.CODE_CHANGED)
     r = self._prepare(profile, device, data_root, tag, work_dir, out_dir, checkpoints, amp, tf32, deterministic, overrides)
     grid, work, paths = r["grid"], r["work"], self.paths(profile, out_dir, tag, work_dir)
     cells = sweep.grid_cells(grid) if grid else [{}]
@@ -379,13 +385,17 @@ def plan(self:Experiment,
         rows.append({**c, "state": state, "hours": seconds / 3600, "shard": f"{sweep.cell_id(c)}.nc" if grid else ""})
     table = pd.DataFrame(rows)
     options, max_parallel = _one_job_per_gpu(executor, str(device), executor_options, max_parallel)
-    todo = table[table.state == "to run"]
+    todo = table[(table.state == "to run") | ((table.state == "stale") & (code_changed == "recompute"))]
+    n_stale = int((table.state == "stale").sum())
+    stale = "" if not n_stale else f", {n_stale} stale (computed by other code: " + {
+        "recompute": "to run again; code_changed='reuse' keeps them)", "reuse": "kept, as code_changed='reuse' asks)",
+        "error": "the run stops, as code_changed='error' asks)"}[code_changed]
     shape = " × ".join(f"{d} {len(v)}" for d, v in grid.items()) or "one cell"
     how = {"inline": "in this process, one after the other",
            "local": f"as jobs on this machine, {max_parallel or 1} at a time",
            "slurm": f"as one Slurm job array{'' if max_parallel is None else f', {max_parallel} at a time'}"}[executor]
     print(f"{self.name}, profile {profile!r}, device {device}: {len(cells)} cells ({shape}); "
-          f"{(table.state == 'done').sum()} done, {(table.state == 'running elsewhere').sum()} running elsewhere, {len(todo)} to run {how}"
+          f"{(table.state == 'done').sum()} done{stale}, {(table.state == 'running elsewhere').sum()} running elsewhere, {len(todo)} to run {how}"
           + (f", each with {options}" if options else "") + ".")
     per_cell = [f"its shard in {work / 'shards'}/"] if grid else []
     if grid and "checkpoint_dir" in r["runtime"]: per_cell.append(f"its checkpoints in {work / 'checkpoints'}/ while it trains")

@@ -21,6 +21,7 @@ import threading
 import time
 import uuid
 import warnings
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from urllib.parse import quote
@@ -29,6 +30,7 @@ import numpy as np
 import torch
 import xarray as xr
 
+from . import results
 from .core import check_choice, progress as _progress
 from .results import _atomic, check_cf, load_dataset, resolve_path
 
@@ -146,13 +148,14 @@ def _run_cell(
     path:str, # the shard to write
     runtime:dict|None=None, # keyword arguments every cell gets that do not change its result (not recorded)
     rerun:bool=False, # compute even if the shard exists
+    code_changed:str="recompute", # a shard computed by other code: "recompute" it, or keep it ("reuse", "error")
 ) -> str: # "computed"; "claimed": another process holds the cell; "done": its shard appeared meanwhile
     "Claim the cell, compute `fn(**cell, **fixed, **runtime)` and write it atomically to the shard `path` (in this process, or as a job)."
-    path = Path(path)
+    path, code = Path(path), results.code_version()   # the code of this process, which computes the cell
     with _claim(path) as mine:
         if not mine: return "claimed"
-        if path.exists() and not rerun: return "done"
-        ds = fn(**cell, **fixed, **(runtime or {}))
+        if path.exists() and not rerun and (code_changed != "recompute" or _shard_code(path) == code["source_hash"]): return "done"
+        with results.on_code_change(code_changed): ds = fn(**cell, **fixed, **(runtime or {}))
         name = getattr(fn, "__qualname__", repr(fn))
         if not isinstance(ds, xr.Dataset):
             raise TypeError(f"the cell function {name} must return an xarray.Dataset, got {type(ds).__name__}.")
@@ -162,7 +165,7 @@ def _run_cell(
                              "return one cell's result without them: the merge adds them.")
         check_cf(ds)
         ds = ds.copy()
-        ds.attrs.update(cell=_cell_json(cell), fixed=_fixed_json(fixed))
+        ds.attrs.update(cell=_cell_json(cell), fixed=_fixed_json(fixed), code_commit=code["commit"], code_hash=code["source_hash"])
         _atomic(path, lambda tmp: ds.to_netcdf(tmp, engine="netcdf4"))
     return "computed"
 
@@ -175,6 +178,17 @@ def _shard_attrs(path:Path) -> dict:
     except Exception as e:
         raise ShardError(f"the shard {path} cannot be read ({type(e).__name__}: {e}); "
                          "delete it and run the sweep again to recompute that cell.") from e
+
+def _shard_code(path:Path) -> str|None:
+    "The source hash of the code that computed the shard `path` (None: not recorded, or the shard cannot be read)."
+    try: return _shard_attrs(path).get("code_hash")
+    except ShardError: return None
+
+def _code_names(attrs:list[dict]) -> str:
+    "The distinct code versions recorded in shard attributes, in words."
+    names = sorted({f"commit {a['code_commit']}, source {a['code_hash'][:12]}" if "code_hash" in a
+                    else "not recorded (written before shards recorded their code)" for a in attrs})
+    return "; ".join(names[:3]) + ("; ..." if len(names) > 3 else "")
 
 def _check_shard(attrs:dict, path:Path, cell:Mapping, fixed_json:str|None):
     "Raise a `ShardError` unless the shard's recorded cell (and fixed arguments, if given) are the requested ones."
@@ -362,7 +376,7 @@ def merge_shards(
     dim_attrs:Mapping[str, dict]|None=None, # CF attributes of the sweep dimensions' coordinates
     fixed:Mapping|None=None, # if given, every shard must have been computed with these fixed arguments
 ) -> xr.Dataset:
-    "Merge the shards of every cell of `grid` into one dataset; an error names the cells without a shard."
+    "Merge the shards of every cell of `grid` into one dataset, recording the code that computed them; an error names the cells without a shard."
     shard_dir, cells = resolve_path(shard_dir), grid_cells(grid)
     _cell_ids(cells)
     coords_on, attrs = _check_coords_on(coords_on, grid), _dim_attrs(grid, dim_attrs)
@@ -377,14 +391,20 @@ def merge_shards(
     if len(fixes) > 1:
         raise ShardError(f"the shards in {shard_dir} were computed with different fixed arguments {sorted(fixes)}; "
                          "delete the folder (or the stale shards) and run the sweep again.")
+    codes = [{"commit": ds.attrs.get("code_commit", "unknown"), "source_hash": ds.attrs.get("code_hash", "unknown")} for ds in parts]
     _check_scalar_coords(parts, cells, coords_on)
     parts = [_expand(ds, c, coords_on) for ds, c in zip(parts, cells)]
     ds = xr.combine_nested(_nest(parts, [len(v) for v in grid.values()]), concat_dim=list(grid), data_vars="all",
                            coords="minimal", compat="no_conflicts", join="outer", combine_attrs="drop_conflicts")
     ds = ds.transpose(*grid, ...)
     for d in grid: ds[d].attrs = attrs[d]
-    ds.attrs.pop("cell", None)
+    for k in ("cell", "code_commit", "code_hash"): ds.attrs.pop(k, None)
     ds.attrs["grid"] = json.dumps(_grid_values(grid))
+    ds.attrs["cell_commits"] = json.dumps([{"commit": c, "source_hash": h, "cells": n} for (c, h), n in
+                                           sorted(Counter((k["commit"], k["source_hash"]) for k in codes).items())])
+    mine = results.code_version()["source_hash"]
+    other = [cell_id(c) for c, k in zip(cells, codes) if k["source_hash"] != mine]
+    if other: ds.attrs["other_code_cells"] = json.dumps(other)
     check_cf(ds)
     return ds
 
@@ -409,17 +429,17 @@ def _executor(kind:str, folder:Path, options:dict, max_parallel:int|None, name:s
     return ex
 
 def _run_jobs(ex, kind:str, todo:list, args:tuple, max_parallel:int|None, poll:float):
-    "Run `_run_cell(fn, cell, fixed, path, runtime, rerun)` for each `(cell, path)` in `todo` as a job (`args`: fn, fixed, runtime, rerun); yield `(cell, status or exception)` as they finish."
-    fn, fixed, runtime, rerun = args
+    "Run `_run_cell(fn, cell, fixed, path, *args)` for each `(cell, path)` in `todo` as a job (`args`: fn, fixed, runtime, rerun, code_changed); yield `(cell, status or exception)` as they finish."
+    fn, fixed, *rest = args
     queue, running = list(todo), []
     if kind == "slurm" or max_parallel is None:  # one job array; Slurm throttles it itself
         with ex.batch():
-            subs = [(ex.submit(_run_cell, fn, c, fixed, str(p), runtime, rerun), c) for c, p in queue]
+            subs = [(ex.submit(_run_cell, fn, c, fixed, str(p), *rest), c) for c, p in queue]
         running, queue = subs, []
     while running or queue:
         while queue and len(running) < max_parallel:
             c, p = queue.pop(0)
-            running.append((ex.submit(_run_cell, fn, c, fixed, str(p), runtime, rerun), c))
+            running.append((ex.submit(_run_cell, fn, c, fixed, str(p), *rest), c))
         done = [(j, c) for j, c in running if j.done()]
         if not done: time.sleep(poll); continue
         for j, c in done:
@@ -430,22 +450,24 @@ def _run_jobs(ex, kind:str, todo:list, args:tuple, max_parallel:int|None, poll:f
 def cell_states(
     grid:Mapping[str, Sequence], # {dimension: values}
     shard_dir:str|os.PathLike, # the folder of shards (relative paths from the working directory)
-) -> list[str]: # per cell, in grid order: "done" (its shard exists), "running elsewhere" (a live claim) or "to run"
-    "Where each cell of `grid` stands: what a new run of the sweep would read back, wait for, or compute."
-    shard_dir = resolve_path(shard_dir)
-    paths = [_shard_path(shard_dir, c) for c in grid_cells(grid)]
-    return ["done" if p.exists() else "running elsewhere" if _claim_state(_lock_path(p))[0] == "held" else "to run" for p in paths]
+) -> list[str]: # per cell, in grid order: "done", "stale" (its shard was computed by other code), "running elsewhere" (a live claim) or "to run"
+    "Where each cell of `grid` stands: what a new run of the sweep would read back, recompute (if stale), wait for, or compute."
+    shard_dir, mine = resolve_path(shard_dir), results.code_version()["source_hash"]
+    def state(p:Path) -> str:
+        if p.exists(): return "done" if _shard_attrs(p).get("code_hash") == mine else "stale"
+        return "running elsewhere" if _claim_state(_lock_path(p))[0] == "held" else "to run"
+    return [state(_shard_path(shard_dir, c)) for c in grid_cells(grid)]
 
 def _await_others(claimed:list, poll:float) -> list:
-    "Wait until each `(cell, path)` of `claimed` has its shard, or its claim ends without one; returns the latter (to compute here)."
+    "Wait until the claim of each `(cell, path)` of `claimed` ends; returns those left without a shard (to compute here)."
     left, orphaned = list(claimed), []
     if left: print(f"waiting for {len(left)} cells that other processes are computing: "
                    + ", ".join(cell_id(c) for c, _ in left[:5]) + (", ..." if len(left) > 5 else ""), flush=True)
     while left:
         still = []
-        for c, path in left:
-            if path.exists(): continue
-            (still if _claim_state(_lock_path(path))[0] == "held" else orphaned).append((c, path))
+        for c, path in left:   # a shard may exist while its cell is recomputed elsewhere: the claim decides
+            if _claim_state(_lock_path(path))[0] == "held": still.append((c, path))
+            elif not path.exists(): orphaned.append((c, path))
         left = still
         if left: time.sleep(poll)
     return orphaned
@@ -463,9 +485,11 @@ def run_sweep(
     max_parallel:int|None=None, # cells running at once as jobs (local: 1 unless given; slurm: the array's parallelism)
     progress:bool=True, # show a progress bar over the cells
     runtime:Mapping|None=None, # keyword arguments passed to every cell that do not change its result (device, data folder): not recorded
+    code_changed:str="recompute", # shards computed by other code: "recompute" them, "reuse" them (recorded in the result), or stop ("error")
 ) -> xr.Dataset: # the merged dataset, sweep dimensions first
-    "Compute every cell of `grid` that has no shard yet (all of them if `rerun`) and no other process is computing, then merge all shards."
+    "Compute every cell of `grid` that has no shard from this code yet (all of them if `rerun`) and no other process is computing, then merge all shards."
     check_choice(executor, "executor", EXECUTORS)
+    check_choice(code_changed, "code_changed", results.CODE_CHANGED)
     if executor == "inline" and (executor_options or max_parallel is not None):
         raise ValueError("executor_options and max_parallel apply to the job executors 'local' and 'slurm', not 'inline'.")
     if max_parallel is not None and (isinstance(max_parallel, bool) or not isinstance(max_parallel, int) or max_parallel < 1):
@@ -482,11 +506,22 @@ def run_sweep(
     except TypeError as e:
         raise TypeError(f"the cell function cannot be called as fn({', '.join([*grid, *fixed, *runtime])}): {e}.") from e
     except ValueError: pass  # no signature to check (a builtin)
-    todo = []
+    todo, stale, code = [], [], results.code_version()
     for c in cells:
         path = _shard_path(shard_dir, c)
-        if not rerun and path.exists(): _check_shard(_shard_attrs(path), path, c, fixed_json)
-        else: todo.append((c, path))
+        if rerun or not path.exists(): todo.append((c, path)); continue
+        attrs = _shard_attrs(path)
+        _check_shard(attrs, path, c, fixed_json)
+        if attrs.get("code_hash") != code["source_hash"]:
+            stale.append(attrs)
+            if code_changed == "recompute": todo.append((c, path))
+    if stale and code_changed != "reuse":
+        said = (f"{len(stale)} of {len(cells)} shards in {shard_dir} were computed by other code ({_code_names(stale)}) than "
+                f"this process runs (commit {code['commit']}, source {code['source_hash'][:12]})")
+        if code_changed == "error":
+            raise ShardError(f"{said}; pass code_changed='recompute' to compute them again, or code_changed='reuse' to keep "
+                             "them (the merged dataset records it).")
+        print(f"{said}: computing them again (code_changed='reuse' keeps them).", flush=True)
     folder, ex = shard_dir.parent / "submitit", None
     poll = SLURM_POLL if executor == "slurm" else 1.0
     while todo:
@@ -495,7 +530,7 @@ def run_sweep(
         bar = lambda it: (_progress(it, desc=f"sweep {shard_dir.parent.name}/{shard_dir.name}", total=len(free)) if progress else it)
         if free and executor == "inline":
             for c, path in bar(free):
-                try: status = _run_cell(fn, c, fixed, str(path), runtime, rerun)
+                try: status = _run_cell(fn, c, fixed, str(path), runtime, rerun, code_changed)
                 except Exception as e:
                     e.add_note(f"(The cell {cell_id(c)} failed. The shards of the finished cells are kept in {shard_dir}: "
                                "running the sweep again resumes with the missing cells.)")
@@ -505,7 +540,7 @@ def run_sweep(
             if max_parallel is None and executor == "local": max_parallel = 1
             ex = ex or _executor(executor, folder, dict(executor_options or {}), max_parallel, name=f"diffgeo-{shard_dir.parent.name}")
             failed = []
-            for c, r in bar(_run_jobs(ex, executor, free, (fn, fixed, runtime, rerun), max_parallel, poll=0.2 if executor == "local" else poll)):
+            for c, r in bar(_run_jobs(ex, executor, free, (fn, fixed, runtime, rerun, code_changed), max_parallel, poll=0.2 if executor == "local" else poll)):
                 if isinstance(r, BaseException): failed.append((c, r))
                 elif r == "claimed": claimed.append((c, _shard_path(shard_dir, c)))
             if failed:
@@ -515,5 +550,7 @@ def run_sweep(
                                    f"First error:\n{failed[0][1]}") from failed[0][1]
         todo = _await_others(claimed, poll)
         rerun = False  # a cell computed elsewhere meanwhile counts as recomputed
-    return merge_shards(grid, shard_dir, coords_on=coords_on, dim_attrs=dim_attrs, fixed=fixed)
+    ds = merge_shards(grid, shard_dir, coords_on=coords_on, dim_attrs=dim_attrs, fixed=fixed)
+    if code_changed == "reuse": ds.attrs["code_changed"] = "reuse"   # the caller's choice: shards of other code may be kept
+    return ds
 

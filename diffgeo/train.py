@@ -24,6 +24,7 @@ import xarray as xr
 from torch import nn
 
 from .core import check_choice, check_images, check_int, check_scalar, module_device, progress as _progress
+from . import results
 from .results import _atomic, cf_attrs, resolve_path
 
 # %% auto #0
@@ -172,6 +173,7 @@ def train(
     progress:bool=True, # show a progress bar over epochs
     on_epoch=None, # called as `on_epoch(epoch, row)` after each epoch is saved (e.g. logging)
     amp:str|None=None, # mixed precision: "bf16" or "fp16" (with loss scaling); None: full precision, or `mixed_precision`'s
+    code_changed:str|None=None, # a checkpoint written by other code: "recompute" (train afresh), "reuse" (resume it), "error"; None: `results.code_change_policy()`
 ) -> TrainResult:
     "Train `model` with cross-entropy as in App. E.1; return the best-validation-epoch network and its history."
     check_choice(optimizer, "optimizer", OPTIMIZERS)
@@ -198,9 +200,18 @@ def train(
                   n_train=len(train_split.images), n_val=None if val_split is None else len(val_split.images))
     if amp is not None: config["amp"] = amp
     state = {"epoch": 0, "rows": [], "best": None, "best_epoch": 0, "best_error": math.inf}
-    path = resolve_path(checkpoint) if checkpoint is not None else None
-    if path is not None and path.exists():
-        saved = torch.load(path, map_location=dev, weights_only=False)
+    path, code = resolve_path(checkpoint) if checkpoint is not None else None, results.code_version()
+    policy = results.code_change_policy(code_changed)
+    saved = torch.load(path, map_location=dev, weights_only=False) if path is not None and path.exists() else None
+    theirs = (saved or {}).get("code") or {"commit": "not recorded", "source_hash": "not recorded"}
+    if saved is not None and theirs["source_hash"] != code["source_hash"] and policy != "reuse":
+        said = (f"checkpoint {path} was written by other code (commit {theirs['commit']}, source {theirs['source_hash'][:12]}) "
+                f"than this process runs (commit {code['commit']}, source {code['source_hash'][:12]})")
+        if policy == "error":
+            raise ValueError(f"{said}; pass code_changed='recompute' to train afresh, or code_changed='reuse' to resume it.")
+        print(f"{said}: training afresh (code_changed='reuse' resumes it).", flush=True)
+        saved = None
+    if saved is not None:
         if saved["config"] != config:
             raise ValueError(f"checkpoint {path} was made with {saved['config']}, not {config}; "
                              "delete it to start afresh, or pass the settings it was made with.")
@@ -219,7 +230,7 @@ def train(
         if score < state["best_error"]:
             state.update(best=copy.deepcopy(model.state_dict()), best_epoch=epoch + 1, best_error=score)
         if path is not None:
-            blob = {"config": config, "model": model.state_dict(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "state": state}
+            blob = {"config": config, "code": code, "model": model.state_dict(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "state": state}
             if scaler.is_enabled(): blob["scaler"] = scaler.state_dict()
             _atomic(path, lambda tmp: torch.save(blob, tmp))
         if progress: bar.set_postfix({k: f"{v:.3g}" for k, v in row.items() if "error" in k})

@@ -22,7 +22,7 @@ from diffgeo.results import (PROFILE_NAMES, check_cf, git_commit, load_dataset, 
                              project_root, provenance, resolve_path, save_dataset, save_figure, select_profile, stamp)
 
 TABLE = {"smoke": {"n": 8, "seeds": 1}, "cpu": {"n": 64, "seeds": 3}, "paper": {"n": 320, "seeds": 10}}
-PROVENANCE_KEYS = {"parameters", "diffgeo_version", "git_commit", "torch_version", "device", "processor", "cpu_threads", "start_time", "end_time"}
+PROVENANCE_KEYS = {"parameters", "diffgeo_version", "git_commit", "code_hash", "torch_version", "device", "processor", "cpu_threads", "start_time", "end_time"}
 
 
 def make_dataset(stamped: bool = True) -> xr.Dataset:
@@ -115,6 +115,114 @@ class TestResolvePath:
     def test_home(self, tmp_path, monkeypatch):
         monkeypatch.setenv("HOME", str(tmp_path))
         assert resolve_path("~/x.nc") == tmp_path / "x.nc"
+
+
+class TestOutputRoot:
+    "Default outputs go under the project root from anywhere inside the checkout, else under the working directory."
+    def test_at_the_root_relative(self, monkeypatch):
+        monkeypatch.chdir(project_root())
+        assert results.output_root() == Path(".")
+
+    @pytest.mark.parametrize("sub", ["nbs", "tests", "diffgeo/experiments"])
+    def test_inside_the_checkout_the_root(self, sub, monkeypatch):
+        monkeypatch.chdir(project_root() / sub)
+        assert results.output_root() == project_root() and results.output_root().is_absolute()
+
+    def test_outside_the_checkout_the_working_directory(self, tmp_path, monkeypatch):
+        monkeypatch.chdir(tmp_path)
+        assert results.output_root() == Path(".")
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _toy_experiment(figure: str):
+    "A one-axis sweep experiment with one figure, registered under `petrini_<figure>` (remove it from REGISTRY after use)."
+    from diffgeo.scaffold import Experiment, Var
+    exp = Experiment("petrini", figure, {"smoke": {"n": 3}, "cpu": {"n": 5}},
+                     {"x": Var(("seed", "draw"), "draws"), "seed": Var(("seed",), "seed"), "draw": Var(("draw",), "draw")},
+                     grid=lambda p: {"seed": [0, 1]})
+
+    @exp.cell
+    def cell(seed: int, n: int):
+        return xr.Dataset({"x": ("draw", np.random.default_rng(seed).standard_normal(n))}, coords={"draw": np.arange(n)})
+
+    @exp.figure(figure)
+    def draw(ds):
+        fig, ax = plt.subplots()
+        ax.plot(ds.x.mean("draw"))
+        return fig
+    return exp
+
+
+class TestDefaultOutputs:
+    "An experiment run from anywhere inside the checkout writes to the same folders, each ignored by git or committed on purpose."
+    @pytest.fixture
+    def fake_checkout(self, tmp_path, monkeypatch):
+        "A stand-in checkout (results.project_root() is it), so that runs never write into the real one."
+        root = tmp_path / "checkout"
+        (root / "nbs").mkdir(parents=True)
+        (root / "pyproject.toml").touch()
+        monkeypatch.setattr(results, "project_root", lambda: root)
+        return root
+
+    @pytest.fixture
+    def toy(self):
+        from diffgeo.scaffold import REGISTRY
+        exp = _toy_experiment("outputs_toy")
+        yield exp
+        del REGISTRY[exp.name]
+
+    def test_main_from_nbs_and_from_the_root_writes_the_same_files(self, fake_checkout, toy, monkeypatch, capsys):
+        monkeypatch.chdir(fake_checkout / "nbs")   # JupyterLab's kernel, nbdev-test
+        from_nbs = toy.paths("smoke")
+        a = toy.main("smoke", show=False)
+        plt.close("all")
+        assert not any((fake_checkout / "nbs").iterdir())  # nothing beside the notebooks
+        assert (fake_checkout / "out" / "smoke" / "results" / "petrini_outputs_toy.nc").exists()
+        assert (fake_checkout / "out" / "smoke" / "figures" / "petrini_outputs_toy.png").exists()
+        monkeypatch.chdir(fake_checkout)            # papermill from the root
+        from_root = toy.paths("smoke")
+        for x, y in [(from_nbs.dataset, from_root.dataset), (from_nbs.work, from_root.work), *zip(from_nbs.figures.values(), from_root.figures.values())]:
+            assert resolve_path(x) == resolve_path(y)
+        b = toy.main("smoke", show=False)
+        plt.close("all")
+        np.testing.assert_array_equal(a.cell_start.values, b.cell_start.values)   # the same shards, read back
+        assert sorted(p.name for p in fake_checkout.iterdir()) == ["nbs", "out", "pyproject.toml"]
+        assert toy.paths("cpu").dataset == Path("results/petrini_outputs_toy.nc")  # from the root: relative, as before
+        monkeypatch.chdir(fake_checkout / "nbs")
+        assert toy.paths("cpu").dataset == fake_checkout / "results" / "petrini_outputs_toy.nc"
+        assert toy.paths("smoke", out_dir="run").dataset == Path("run/results/petrini_outputs_toy.nc")  # explicit: from the cwd
+
+    def test_outside_a_checkout_the_working_directory(self, toy, tmp_path, monkeypatch):
+        monkeypatch.chdir(tmp_path)
+        assert toy.paths("smoke").dataset == Path("out/smoke/results/petrini_outputs_toy.nc")
+        assert toy.paths("cpu").work.parts[:3] == ("out", "work", "petrini_outputs_toy")
+
+    @pytest.mark.skipif(not (ROOT / ".git").exists(), reason="not a git checkout")
+    def test_every_output_folder_is_ignored_or_committed(self, monkeypatch):
+        "Every file or folder an experiment run (from the root or nbs/) or nbdev-test creates is ignored by git, or is the cpu profile's committed results/ and figures/."
+        import importlib
+        from diffgeo.scaffold import REGISTRY
+        for f in sorted((ROOT / "diffgeo" / "experiments").glob("[a-z]*.py")): importlib.import_module(f"diffgeo.experiments.{f.stem}")
+        made, committed = [], []
+        for cwd in (ROOT, ROOT / "nbs"):
+            monkeypatch.chdir(cwd)
+            for exp in REGISTRY.values():
+                for profile in exp.profiles:
+                    p = exp.paths(profile, settings={"n": 1})
+                    for path in [p.dataset, *p.figures.values(), p.work / "shards" / "x.nc", p.work / "checkpoints" / "x.pt",
+                                 p.work / "submitit" / "1" / "log.out"]:
+                        rel = resolve_path(path).relative_to(ROOT)
+                        (committed if profile == "cpu" and rel.parts[0] in ("results", "figures") and len(rel.parts) == 2 else made).append(rel)
+        # what runs from nbs/ wrote before default outputs went to the root, and nbdev-test's outputs
+        made += [Path("nbs/out/smoke/results/x.nc"), Path("nbs/results/x.nc"), Path("nbs/figures/x.png"), Path("out/x")]
+        listed = subprocess.run(["git", "check-ignore", "--no-index", "--stdin"], cwd=ROOT, input="\n".join(map(str, made)),
+                                capture_output=True, text=True).stdout.split()
+        assert sorted(set(map(str, made)) - set(listed)) == []
+        assert {p.parts[0] for p in committed} == {"results", "figures"}
+        tracked = subprocess.run(["git", "ls-files", "results", "figures"], cwd=ROOT, capture_output=True, text=True).stdout
+        assert "results/petrini_fig5.nc" in tracked and "figures/petrini_fig15.png" in tracked
 
 
 # ------------------------------------------------------------------------------------------------ provenance

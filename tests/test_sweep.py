@@ -249,6 +249,81 @@ class TestMissing:
         assert len(missing_cells(GRID, "data/toy/shards")) == 4
 
 
+class TestCodeChanges:
+    "A shard records the code that computed it; shards of other code are recomputed, kept on request (and recorded), or refused."
+    OTHER = {"commit": "0123abc-dirty", "source_hash": "f" * 64}
+
+    def other_code(self, monkeypatch):
+        "From here on this process runs 'other code', as after an edit of the package."
+        monkeypatch.setattr(results, "code_version", lambda: dict(self.OTHER))
+
+    def test_shards_record_the_code(self, tmp_path):
+        sweep(tmp_path)
+        shard = results.load_dataset(tmp_path / "P-8_arch-FC_seed-0.nc")
+        code = results.code_version()
+        assert (shard.attrs["code_commit"], shard.attrs["code_hash"]) == (code["commit"], code["source_hash"])
+        assert len(code["source_hash"]) == 64
+
+    def test_recomputed_by_default(self, tmp_path, monkeypatch, capsys):
+        first = sweep(tmp_path)
+        assert sweep_module.cell_states(GRID, tmp_path) == ["done"] * 8
+        self.other_code(monkeypatch)
+        assert sweep_module.cell_states(GRID, tmp_path) == ["stale"] * 8
+        CALLS.clear()
+        ds = sweep(tmp_path)
+        assert CALLS == grid_cells(GRID)
+        said = capsys.readouterr().out
+        assert "8 of 8 shards" in said and "were computed by other code" in said and "code_changed='reuse'" in said
+        assert json.loads(ds.attrs["cell_commits"]) == [{**self.OTHER, "cells": 8}]
+        assert "other_code_cells" not in ds.attrs and "code_changed" not in ds.attrs
+        assert results.load_dataset(tmp_path / "P-8_arch-FC_seed-0.nc").attrs["code_hash"] == "f" * 64
+        xr.testing.assert_identical(ds.drop_attrs(), first.drop_attrs())   # the toy cell itself did not change
+
+    def test_reuse_is_explicit_and_recorded(self, tmp_path, monkeypatch):
+        sweep(tmp_path)
+        before = results.code_version()
+        self.other_code(monkeypatch)
+        CALLS.clear()
+        ds = sweep(tmp_path, code_changed="reuse")
+        assert CALLS == []
+        assert ds.attrs["code_changed"] == "reuse"
+        assert json.loads(ds.attrs["cell_commits"]) == [{**before, "cells": 8}]
+        assert json.loads(ds.attrs["other_code_cells"]) == [cell_id(c) for c in grid_cells(GRID)]
+
+    def test_error_refuses_naming_the_options(self, tmp_path, monkeypatch):
+        sweep(tmp_path)
+        self.other_code(monkeypatch)
+        CALLS.clear()
+        with pytest.raises(ShardError, match="8 of 8 shards .* other code .*code_changed='recompute'.*code_changed='reuse'"):
+            sweep(tmp_path, code_changed="error")
+        assert CALLS == []
+        with pytest.raises(ValueError, match="code_changed 'keep'; valid values are 'recompute', 'reuse', 'error'"):
+            sweep(tmp_path, code_changed="keep")
+
+    def test_shards_without_a_recorded_code_count_as_other_code(self, tmp_path, capsys):
+        sweep(tmp_path)
+        old = tmp_path / "P-8_arch-FC_seed-0.nc"   # as written before shards recorded their code
+        ds = results.load_dataset(old)
+        for k in ("code_commit", "code_hash"): del ds.attrs[k]
+        ds.to_netcdf(old)
+        CALLS.clear()
+        merged = sweep(tmp_path, code_changed="reuse")
+        assert CALLS == [] and json.loads(merged.attrs["other_code_cells"]) == ["P-8_arch-FC_seed-0"]
+        assert {"commit": "unknown", "source_hash": "unknown", "cells": 1} in json.loads(merged.attrs["cell_commits"])
+        sweep(tmp_path)
+        assert CALLS == [{"arch": "FC", "seed": 0, "P": 8}] and "not recorded" in capsys.readouterr().out
+
+    def test_the_cell_sees_the_policy(self, tmp_path):
+        "The policy reaches the code inside a cell (train's checkpoints) through results.code_change_policy()."
+        seen = []
+        def cell(seed):
+            seen.append(results.code_change_policy())
+            return xr.Dataset({"x": ((), float(seed), cf_attrs("x"))})
+        run_sweep(cell, {"seed": [0]}, tmp_path / "a", progress=False, code_changed="reuse")
+        run_sweep(cell, {"seed": [0]}, tmp_path / "b", progress=False)
+        assert seen == ["reuse", "recompute"]
+
+
 # ------------------------------------------------------------------------------------------------ the merged dataset
 
 class TestMerge:
@@ -262,7 +337,9 @@ class TestMerge:
         assert ds.depth.attrs == cf_attrs("number of layers")
         assert ds.arch.attrs == {"long_name": "arch", "units": "1"} and ds.P.attrs == cf_attrs("training set size")
         assert ds.err.attrs == cf_attrs("test error") and ds.epoch.attrs == cf_attrs("training epoch")
-        assert ds.attrs == {"note": "toy", "fixed": "{}", "grid": '{"arch": ["FC", "CNN"], "seed": [0, 1], "P": [8, 32]}'}
+        cell_commits = json.dumps([{**results.code_version(), "cells": 8}])
+        assert ds.attrs == {"note": "toy", "fixed": "{}", "grid": '{"arch": ["FC", "CNN"], "seed": [0, 1], "P": [8, 32]}',
+                            "cell_commits": cell_commits}
         results.check_cf(ds)
         one = toy_cell("CNN", 1, 32)
         np.testing.assert_array_equal(ds.err.sel(arch="CNN", seed=1, P=32).values, one.err.values)
@@ -413,6 +490,15 @@ class TestSubmititLocal:
         xr.testing.assert_identical(run_sweep(toy_cell, grid, tmp_path / "local" / "shards", fixed={"epochs": 2}, **opts),
                                     inline)
         assert CALLS == []
+
+    def test_jobs_record_their_own_code(self, tmp_path, by_value, monkeypatch):
+        "A job records the code its own process runs, not the submitting process's."
+        monkeypatch.setattr(results, "code_version", lambda: {"commit": "parent", "source_hash": "p" * 64})
+        ds = run_sweep(toy_cell, {"arch": ["FC"], "seed": [0], "P": [8]}, tmp_path / "shards", executor="local",
+                       executor_options={"timeout_min": 2}, **OPTS)
+        monkeypatch.undo()
+        assert json.loads(ds.attrs["cell_commits"]) == [{**results.code_version(), "cells": 1}]
+        assert json.loads(ds.attrs["other_code_cells"]) == ["P-8_arch-FC_seed-0"]   # other than the merging process's
 
     def test_failed_jobs_reported(self, tmp_path, by_value):
         with pytest.raises(RuntimeError, match=r"(?s)1 of 2 cells failed: seed-1; .*Logs: .*submitit.*seed 1 diverged"):

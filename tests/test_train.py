@@ -4,7 +4,7 @@ import torch
 import xarray as xr
 from torch import nn
 
-from diffgeo import data, models, train
+from diffgeo import data, models, results, train
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +45,43 @@ def test_deterministic_and_resumable(tiny, tmp_path):
     d = run(checkpoint=tmp_path / "ck.pt")  # a finished checkpoint returns at once with the same result
     xr.testing.assert_identical(a.history, d.history)
 
+
+
+def test_checkpoint_of_other_code_is_not_resumed_silently(tiny, tmp_path, monkeypatch, capsys):
+    "A checkpoint records the code that wrote it; after an edit of the package, training restarts (by default), resumes on request, or stops."
+    fit, val, _ = tiny
+    fit = fit.subset(128)
+    def run(**kw):
+        torch.manual_seed(1)
+        epochs = []
+        train.train(models.build("LeNet", 1, 10, 28), fit, val, epochs=3, batch_size=32, progress=False,
+                    on_epoch=lambda e, r: epochs.append(e), **kw)
+        return epochs
+    def stop(epoch, row):
+        if epoch == 2: raise KeyboardInterrupt
+    ck = tmp_path / "ck.pt"
+    def interrupted():
+        "A checkpoint after epoch 2 of 3, written by the code `results.code_version()` names now."
+        ck.unlink(missing_ok=True)
+        with pytest.raises(KeyboardInterrupt):
+            train.train(models.build("LeNet", 1, 10, 28), fit, val, epochs=3, batch_size=32, progress=False, checkpoint=ck, on_epoch=stop)
+    interrupted()
+    assert torch.load(ck, weights_only=False)["code"] == results.code_version()
+    assert run(checkpoint=ck) == [3]                           # the same code resumes
+    interrupted()
+    monkeypatch.setattr(results, "code_version", lambda: {"commit": "edited", "source_hash": "e" * 64})
+    with pytest.raises(ValueError, match="written by other code .*code_changed='recompute'.*code_changed='reuse'"):
+        run(checkpoint=ck, code_changed="error")
+    with results.on_code_change("error"), pytest.raises(ValueError, match="other code"):
+        run(checkpoint=ck)
+    with results.on_code_change("reuse"):
+        assert run(checkpoint=ck) == [3]                       # resumed, as asked
+    interrupted()
+    capsys.readouterr()
+    monkeypatch.setattr(results, "code_version", lambda: {"commit": "edited again", "source_hash": "a" * 64})
+    assert run(checkpoint=ck) == [1, 2, 3]                     # the default: trained afresh
+    assert "training afresh (code_changed='reuse' resumes it)" in capsys.readouterr().out
+    assert torch.load(ck, weights_only=False)["code"]["source_hash"] == "a" * 64
 
 def test_cosine_schedule_reaches_zero_and_adam_is_flat(tiny):
     fit, _, _ = tiny
