@@ -4,7 +4,7 @@
 #   2. the native pass: nbdev-test on the library notebooks and pytest on every test (which runs every experiment
 #      notebook once, at profile=smoke, through papermill: tests/test_experiments.py), two workers with one torch
 #      thread each;
-#   3. the portable kernel pass: the library notebooks and the numerical tests (`pytest -m kernels`, the modules listed
+#   3. the portable kernel pass: the numerical library notebooks and tests (`pytest -m kernels`, the modules listed
 #      in tests/conftest.py) again, with PyTorch's, numba's, MKL's and oneDNN's CPU dispatch forced to their portable
 #      paths (ATEN_CPU_CAPABILITY=default, NUMBA_CPU_NAME=generic, MKL_CBWR=COMPATIBLE, ONEDNN_MAX_CPU_ISA=SSE41).
 #      A tolerance that only this CPU's SIMD kernels meet fails here, on the developer's machine, rather than on a
@@ -33,11 +33,12 @@ echo "nbdev-clean, nbdev-export and README leave no diff"
 
 export OMP_NUM_THREADS=1 DIFFGEO_PROGRESS=0
 library='^(fig5|template|petrini_|detlefsen_|zavatoneveth_|moskalev_|rousseau_)'   # experiment notebooks: pytest runs them
+numerical='^(0[5-9]|[1-4][0-9]|6[0-9])_'   # the numerical layers, maps (05) to the measures (40-49) and riemann (60)
 xdist=(-n 2 --dist loadgroup)                     # two workers; the Slurm test's cluster stays on one (its xdist_group)
 
 if [ -n "${CI:-}" ] || [ -n "${DIFFGEO_TEST_SLURM:-}" ]; then bash scripts/install_slurm.sh; fi
 python -c 'import torch; print(f"native kernels: PyTorch {torch.backends.cpu.get_cpu_capability()}")'
-nbdev-test --n-workers 2 --skip-file-re "$library"
+nbdev-test --n-workers 2 --timing --skip-file-re "$library"
 took "nbdev-test, native"
 python -m pytest -q "${xdist[@]}" "$@"
 took "pytest, native"
@@ -45,7 +46,7 @@ took "pytest, native"
 if [ "${DIFFGEO_KERNEL_PASSES:-both}" = native ]; then echo "portable kernel pass skipped (DIFFGEO_KERNEL_PASSES=native)"; exit 0; fi
 export ATEN_CPU_CAPABILITY=default NUMBA_CPU_NAME=generic MKL_CBWR=COMPATIBLE ONEDNN_MAX_CPU_ISA=SSE41 DIFFGEO_KERNEL_PATH=portable
 python -c 'import torch; print(f"portable kernel pass: PyTorch {torch.backends.cpu.get_cpu_capability()}, numba generic, MKL compatible, oneDNN SSE4.1")'
-nbdev-test --n-workers 2 --skip-file-re "$library"
+nbdev-test --n-workers 2 --timing --file-re "$numerical"
 took "nbdev-test, portable kernels"
 python -m pytest -q "${xdist[@]}" -m kernels "$@"
 took "pytest -m kernels, portable kernels"
