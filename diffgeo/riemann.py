@@ -66,28 +66,34 @@ def log_volume_element(
     output:int|str|None=None, # which element of a tuple or dict output
     memory:float=2**30, # bytes the Jacobian's batched passes may hold at once (`diffgeo.maps.jacobian_matrix`)
     method:str="svd", # "svd" (every singular value to its last digit) or "cholesky" (faster; see `log_volume`)
-) -> torch.Tensor: # `[B]` float64: Σ log s_i(J) over the min(m, d) singular values; -inf where J loses rank
+) -> torch.Tensor: # `[B]` float64: Σ log s_i(J) over the min(m, d) singular values; -inf where J loses rank (`log_volume`)
     "Exact log volume element ½ log det g of the pulled-back metric; for a submersion (m < d), of its nonzero part."
     if isinstance(model, nn.Module): model = jacobian_ready(model)  # the same function, a cheaper Jacobian (bench/riemann.py)
     return log_volume(jacobian_matrix(feature_map(model, layer, output), x, memory), method)
 
 def log_volume(
-    J:torch.Tensor, # `[B, m, d]` Jacobians (any float dtype; computed in float64)
+    J:torch.Tensor, # `[B, m, d]` Jacobians in the dtype they were computed in (it sets the rank tolerance); logs in float64
     method:str="svd", # "svd", or "cholesky": the Gram on J's smaller side, SVD where κ(J) ≳ 1e3
-) -> torch.Tensor: # `[B]` float64 Σ log s_i(J) over the min(m, d) singular values
-    "The log volume element from Jacobians: the sum of the logs of their singular values."
+) -> torch.Tensor: # `[B]` float64 Σ log s_i(J) over the min(m, d) singular values; -inf where J's numerical rank is below min(m, d)
+    "The log volume element from Jacobians: the sum of the logs of their singular values, -inf where J loses rank."
     check_choice(method, "method", ("svd", "cholesky"))
     if not isinstance(J, torch.Tensor) or J.ndim != 3 or not J.is_floating_point():
         raise ValueError(f"J must be a float tensor [B, m, d] of Jacobians, got {getattr(J, 'shape', type(J).__name__)}.")
+    rtol = max(J.shape[1:]) * torch.finfo(J.dtype).eps          # numpy.linalg.matrix_rank's, in J's own precision
     J = J.double()
-    if method == "svd": return torch.linalg.svdvals(J).log().sum(-1)
+    if method == "svd": return _sum_log_svdvals(J, rtol)
     G = J.mT @ J if J.shape[1] >= J.shape[2] else J @ J.mT
     L, info = torch.linalg.cholesky_ex(G)
     diag = L.diagonal(dim1=-2, dim2=-1)
     out = diag.log().sum(-1)
-    redo = (info != 0) | (diag.amax(-1) > 1e3 * diag.amin(-1))
-    if redo.any(): out[redo] = torch.linalg.svdvals(J[redo]).log().sum(-1)
+    redo = (info != 0) | (diag.amax(-1) > min(1e3, 1 / rtol) * diag.amin(-1))
+    if redo.any(): out[redo] = _sum_log_svdvals(J[redo], rtol)
     return out
+
+def _sum_log_svdvals(J:torch.Tensor, rtol:float) -> torch.Tensor:
+    "Σ log s_i(J) [B], -inf where the smallest s_i is at most rtol s_1: rounding, not a direction that J keeps."
+    s = torch.linalg.svdvals(J)
+    return s.log().sum(-1).masked_fill(s[..., -1] <= rtol * s[..., 0], -math.inf)
 
 # %% ../nbs/60_riemann.ipynb #a41eb899
 def _gram_product(fn:Callable, x0:torch.Tensor) -> tuple[Callable, int]:
