@@ -58,7 +58,7 @@ def figure_table(
         raise FileNotFoundError(f"no figures/ folder in {root}: the stored figures are in a clone of the repository, not in the installed package.")
     rows = []
     for exp in experiments(paper):
-        for name, rel in exp.paths("cpu").figures.items():
+        for name, rel in exp.paths("cpu", out_dir=".").figures.items():   # relative to the repository, wherever we run
             path, page = root / rel, _page(exp)
             cellhtml = (f'<a href="{page}"><img src="{thumbnail(path, width)}" width="{width}" alt="{html.escape(rel.name)}"></a>'
                         if path.exists() else "<em>no stored figure: the notebook has not been run at the cpu profile</em>")
