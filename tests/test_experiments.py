@@ -184,3 +184,12 @@ def test_plan_without_a_cost_model_says_so(capsys):
     table = EXPERIMENTS["detlefsen_tab2"].plan("smoke", out_dir="/nonexistent/plan")
     assert table.hours.isna().all()
     assert "No estimate: detlefsen_tab2 declares no cost model" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", ["petrini_fig3", "petrini_fig6", "petrini_fig12", "petrini_tab2"])
+def test_probe_interpolations_checked_when_resolved(name):
+    "A misspelt interpolation is refused when the settings are resolved, not in the first cell's probe hours into a GPU run."
+    with pytest.raises(ValueError, match="interps"):
+        EXPERIMENTS[name].resolve("paper", interps=["bilinaer"])
+    with pytest.raises(ValueError, match="must not repeat"):
+        EXPERIMENTS[name].resolve("paper", interps=["bilinear", "bilinear"])

@@ -16,7 +16,7 @@ from .. import diffeo, results, stability, train
 from ..core import check_choice, check_scalar
 from . import petrini_fig5
 from .petrini_fig5 import logmean, logstd, resolve_archs, setup, train_network
-from .petrini_fig6 import plain_log_ticks, probe
+from .petrini_fig6 import check_interps, plain_log_ticks, probe
 from ..results import span
 from ..scaffold import Experiment, Var
 
@@ -130,6 +130,7 @@ def settings(p:dict, profile:str, overrides:dict) -> dict:
     "Check the data set, the augmentations and their parameters; resolve the architectures."
     for a in p["augmentations"]: check_choice(a, "augmentations", AUGMENTATIONS)
     check_scalar(p["T"], "T", low=0); check_scalar(p["c_augment"], "c_augment", low=1)
+    check_interps(p["interps"])
     return resolve_archs(p, [p["dataset"]])
 
 @EXPERIMENT.derive

@@ -14,7 +14,7 @@ from .. import models, results, stability, train
 from ..core import check_int
 from . import petrini_fig5
 from .petrini_fig5 import logmean, logstd, resolve_archs, setup, train_network
-from .petrini_fig6 import _dataset_name, plain_log_ticks, probe
+from .petrini_fig6 import _dataset_name, check_interps, plain_log_ticks, probe
 from ..results import span
 from ..scaffold import Experiment, Var
 
@@ -160,6 +160,7 @@ def settings(p:dict, profile:str, overrides:dict) -> dict:
     if list(p["noise_scales"]) != sorted(p["noise_scales"]) or len(p["noise_scales"]) < 3:
         raise ValueError(f"noise_scales must be at least three increasing radii, got {p['noise_scales']}.")
     check_int(p["every"], "every", low=1)
+    check_interps(p["interps"])
     return resolve_archs(p, [p["dataset"]])
 
 # %% ../../nbs/petrini_fig3.ipynb #45c738f0

@@ -22,8 +22,9 @@ from ..results import span
 from ..scaffold import Experiment, Var
 
 # %% auto #0
-__all__ = ['CPU_WIDTH', 'COMMON', 'PROFILES', 'STATES', 'VARIABLES', 'EXPERIMENT', 'probe', 'cell', 'settings', 'finish',
-           'derive', 'plain_log_ticks', 'draw_fig6', 'draw_fig22', 'draw_fig13', 'draw_fig18', 'check_claims', 'quoted']
+__all__ = ['CPU_WIDTH', 'COMMON', 'PROFILES', 'STATES', 'VARIABLES', 'EXPERIMENT', 'probe', 'cell', 'check_interps', 'settings',
+           'finish', 'derive', 'plain_log_ticks', 'draw_fig6', 'draw_fig22', 'draw_fig13', 'draw_fig18', 'check_claims',
+           'quoted']
 
 # %% ../../nbs/petrini_fig6.ipynb #af434c23
 #: The cpu profile's width multipliers (`models.build`): ResNet18 at an eighth of its channels.
@@ -147,15 +148,22 @@ def cell(
     return out.assign_coords(depth=info.depth, n_params=models.n_params(net))
 
 # %% ../../nbs/petrini_fig6.ipynb #47388e0e
+def check_interps(
+    interps:list, # the probes' interpolations, the main one first
+) -> list:
+    "`interps`, checked: known interpolations without repeats (at resolve time, not in a cell hours into a GPU run)."
+    for i in interps: check_choice(i, "interps", INTERPOLATIONS)
+    if len(set(interps)) != len(interps): raise ValueError(f"interps must not repeat, got {interps}.")
+    return list(interps)
+
 @EXPERIMENT.settings
 def settings(p:dict, profile:str, overrides:dict) -> dict:
     "Check the data set, sizes, cut-offs and interpolations; resolve the architectures and their steps, widths and rates."
     P = [check_int(v, "P", low=2) for v in p["P"]]
     if P != sorted(set(P)): raise ValueError(f"P must be increasing without repeats, got {P}.")
     if sum(v >= p["fit_from"] for v in P) < 2: raise ValueError(f"need two P >= fit_from = {p['fit_from']} to fit a slope, got {P}.")
-    for i in p["interps"]: check_choice(i, "interps", INTERPOLATIONS)
-    if len(set(p["cs"])) != len(p["cs"]) or len(set(p["interps"])) != len(p["interps"]):
-        raise ValueError(f"cs and interps must not repeat, got {p['cs']} and {p['interps']}.")
+    check_interps(p["interps"])
+    if len(set(p["cs"])) != len(p["cs"]): raise ValueError(f"cs must not repeat, got {p['cs']}.")
     return {**resolve_archs(p, [p["dataset"]]), "P": P}
 
 @EXPERIMENT.finish

@@ -16,7 +16,7 @@ from .. import results, train
 from .petrini_fig3 import _medians
 from . import petrini_fig5
 from .petrini_fig5 import CPU_LR, logmean, resolve_archs, setup, train_network
-from .petrini_fig6 import plain_log_ticks, probe
+from .petrini_fig6 import check_interps, plain_log_ticks, probe
 from ..results import span
 from ..scaffold import Experiment, Var
 
@@ -117,6 +117,7 @@ def settings(p:dict, profile:str, overrides:dict) -> dict:
     if len(set(p["datasets"])) != len(p["datasets"]): raise ValueError(f"datasets must not repeat, got {p['datasets']}.")
     if 1.0 not in [float(d) for d in p["deltas"]]: raise ValueError(f"deltas must include 1 (the paper's δ), got {p['deltas']}.")
     if len(p["archs"]) < 3: raise ValueError(f"a correlation over architectures needs at least three, got {p['archs']}.")
+    check_interps(p["interps"])
     return {**resolve_archs(p, p["datasets"]), "deltas": [float(d) for d in p["deltas"]]}
 
 # %% ../../nbs/petrini_tab2.ipynb #37d61e04
