@@ -126,6 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--tag", default="", help="as the notebook's tag")
     q.add_argument("--work-dir", help="as the notebook's work_dir")
     q.add_argument("--out-dir", help="as the notebook's out_dir")
+    q.add_argument("--code-changed", default="recompute", choices=list(results.CODE_CHANGED),
+                   help="as the notebook's code_changed: what the shards of other code count as (recompute: to run; reuse: done)")
     q.add_argument("--no-estimate", action="store_true", help="skip the measurement and the estimate")
     return p
 
@@ -185,7 +187,7 @@ def plan_command(args:argparse.Namespace) -> int:
     "Run `diffgeo plan`."
     experiment(args.experiment).plan(args.profile, args.device, tag=args.tag, work_dir=args.work_dir, out_dir=args.out_dir,
                                      executor=args.executor, executor_options=_pairs(args.option, "--option") or None,
-                                     estimate=not args.no_estimate, **_pairs(args.set, "--set"))
+                                     code_changed=args.code_changed, estimate=not args.no_estimate, **_pairs(args.set, "--set"))
     return 0
 
 def main(argv:list[str]|None=None) -> int: # the exit status

@@ -1,5 +1,5 @@
-"""End-to-end tests of the `diffgeo stability` command: the installed entry point, --help, a weights file, an image
-folder, the written dataset, and bad names that list the valid ones."""
+"""End-to-end tests of the `diffgeo` commands: `stability` (the installed entry point, --help, a weights file, an image
+folder, the written dataset, and bad names that list the valid ones) and `plan` (shards of other code)."""
 
 import os
 import subprocess
@@ -71,3 +71,19 @@ def test_bad_names_list_the_valid_ones(args, says, capsys):
     assert cli.main(list(args)) == 2
     err = capsys.readouterr().err
     assert says in err, err
+
+
+def test_plan_counts_shards_of_other_code_as_the_run_would(tmp_path, capsys, monkeypatch):
+    "diffgeo plan --code-changed: a shard of other code is 'stale', to run again under recompute and kept under reuse."
+    from diffgeo import results
+    from diffgeo.experiments import petrini_fig5
+    work = str(tmp_path / "work")
+    petrini_fig5.EXPERIMENT.run("smoke", archs=["FullConnL2"], work_dir=work)
+    monkeypatch.setattr(results, "_code_version", lambda: ("other", "0" * 64))   # as after an edit of the package
+    args = ["plan", "fig5", "--profile", "smoke", "--set", 'archs=["FullConnL2"]', "--work-dir", work, "--no-estimate"]
+    assert cli.main(args) == 0
+    assert "1 stale (computed by other code: to run again" in capsys.readouterr().out
+    assert cli.main([*args, "--code-changed", "reuse"]) == 0
+    assert "1 stale (computed by other code: kept" in capsys.readouterr().out
+    with pytest.raises(SystemExit): cli.main([*args, "--code-changed", "keep"])
+    assert "recompute" in capsys.readouterr().err
