@@ -10,7 +10,7 @@
 #      A tolerance that only this CPU's SIMD kernels meet fails here, on the developer's machine, rather than on a
 #      user's CPU: every x86-64 machine can select these paths, so every machine checks the same second path.
 #      DIFFGEO_KERNEL_PASSES=native skips it (a quick run; CI and the README's command keep it).
-# Arguments go to both pytest runs. The Slurm test runs where CI is set or with DIFFGEO_TEST_SLURM=1: only then are
+# Arguments go to both pytest runs. The Slurm test runs where CI is set (not 0 or false) or with DIFFGEO_TEST_SLURM=1: only then are
 # Debian's Slurm, munge and MariaDB installed (as root, scripts/install_slurm.sh); otherwise it is skipped, saying so.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -36,7 +36,8 @@ library='^(fig5|template|petrini_|detlefsen_|zavatoneveth_|moskalev_|rousseau_)'
 numerical='^(0[5-9]|[1-4][0-9]|6[0-9])_'   # the numerical layers, maps (05) to the measures (40-49) and riemann (60)
 xdist=(-n 2 --dist loadgroup)                     # two workers; the Slurm test's cluster stays on one (its xdist_group)
 
-if [ -n "${CI:-}" ] || [ -n "${DIFFGEO_TEST_SLURM:-}" ]; then bash scripts/install_slurm.sh; fi
+case "${CI:-}" in ""|0|false|False|FALSE) ci="" ;; *) ci=1 ;; esac
+if [ -n "$ci" ] || [ "${DIFFGEO_TEST_SLURM:-}" = 1 ]; then bash scripts/install_slurm.sh; fi
 python -c 'import torch; print(f"native kernels: PyTorch {torch.backends.cpu.get_cpu_capability()}")'
 nbdev-test --n-workers 2 --timing --skip-file-re "$library"
 took "nbdev-test, native"
@@ -48,5 +49,5 @@ export ATEN_CPU_CAPABILITY=default NUMBA_CPU_NAME=generic MKL_CBWR=COMPATIBLE ON
 python -c 'import torch; print(f"portable kernel pass: PyTorch {torch.backends.cpu.get_cpu_capability()}, numba generic, MKL compatible, oneDNN SSE4.1")'
 nbdev-test --n-workers 2 --timing --file-re "$numerical"
 took "nbdev-test, portable kernels"
-python -m pytest -q "${xdist[@]}" -m kernels "$@"
+python -m pytest -q "${xdist[@]}" "$@" -m kernels     # after "$@": a -m given to the script selects the native pass only
 took "pytest -m kernels, portable kernels"

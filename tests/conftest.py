@@ -16,8 +16,9 @@ torch.set_num_threads(1 if os.environ.get("PYTEST_XDIST_WORKER") else min(2, os.
 #: The test modules whose results depend on which CPU kernels compute them (SIMD reductions, BLAS, oneDNN, numba's
 #: code): scripts/test.sh runs them again (`pytest -m kernels`) with PyTorch's, numba's, MKL's and oneDNN's dispatch
 #: forced to their portable paths, so that a tolerance that only one CPU's kernels meet fails on the developer's machine.
-KERNEL_MODULES = {"test_cpab", "test_diffeo", "test_distort", "test_flows", "test_invariance", "test_map_contract",
-                  "test_maps", "test_models", "test_riemann", "test_stability", "test_stripe", "test_transformers"}
+KERNEL_MODULES = {"test_cpab", "test_diffeo", "test_distort", "test_exp_detlefsen_fig4", "test_exp_moskalev", "test_flows",
+                  "test_hardening", "test_invariance", "test_kernel_path", "test_map_contract", "test_maps", "test_models",
+                  "test_riemann", "test_stability", "test_stripe", "test_transformers"}
 
 
 def pytest_collection_modifyitems(config, items):

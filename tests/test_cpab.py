@@ -27,8 +27,9 @@ def scipy_flow(p, theta, tess, t=1.0):
     "T(p) [B, N, d] of points p [N, d] under each θ [B, dim] by scipy's DOP853, every path a component of one system."
     B, (N, d) = len(theta), p.shape
     f = lambda s, z: cpab.velocity(torch.as_tensor(z).view(B, N, d), theta, tess).reshape(-1).numpy()
-    # max_step: the field has kinks on the cell edges, which an adaptive step can skip over unnoticed; rtol and atol hold
-    # for each component, so the error control is that of each path alone (the shared steps are only smaller)
+    # max_step: the field has kinks on the cell edges, which an adaptive step can skip over unnoticed. scipy controls the
+    # root-mean-square of the scaled error over all B N d components, so one path may err by up to √(B N d) times its
+    # own share: with rtol = atol = 1e-12 and at most a few hundred components, still far inside the tests' 1e-8
     z0 = p.expand(B, N, d).reshape(-1).numpy()
     return solve_ivp(f, (0, t), z0, method="DOP853", rtol=1e-12, atol=1e-12, max_step=0.02).y[:, -1].reshape(B, N, d)
 

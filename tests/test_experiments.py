@@ -97,7 +97,8 @@ def test_a_dataset_of_another_experiment_is_refused():
         fig8.run("laptop")
 
 
-def test_default_paths_keep_smoke_runs_away_from_committed_results():
+def test_default_paths_keep_smoke_runs_away_from_committed_results(monkeypatch):
+    monkeypatch.chdir(ROOT)   # at the root, default paths are relative to it (absolute from a subfolder: tests/test_results.py)
     exp = EXPERIMENTS["petrini_fig5"]
     assert exp.paths("cpu").dataset == Path("results/petrini_fig5.nc")
     assert exp.paths("cpu").figures["fig15"] == Path("figures/petrini_fig15.png")
@@ -193,3 +194,6 @@ def test_probe_interpolations_checked_when_resolved(name):
         EXPERIMENTS[name].resolve("paper", interps=["bilinaer"])
     with pytest.raises(ValueError, match="must not repeat"):
         EXPERIMENTS[name].resolve("paper", interps=["bilinear", "bilinear"])
+    for bad in ("bilinear", []):
+        with pytest.raises(ValueError, match=r"non-empty list of interpolations, e.g. \['bilinear'\]"):
+            EXPERIMENTS[name].resolve("paper", interps=bad)

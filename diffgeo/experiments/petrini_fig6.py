@@ -151,7 +151,9 @@ def cell(
 def check_interps(
     interps:list, # the probes' interpolations, the main one first
 ) -> list:
-    "`interps`, checked: known interpolations without repeats (at resolve time, not in a cell hours into a GPU run)."
+    "`interps`, checked: a non-empty list of known interpolations without repeats (at resolve time, not in a cell hours into a GPU run)."
+    if isinstance(interps, str) or not isinstance(interps, (list, tuple)) or not interps:
+        raise ValueError(f"interps must be a non-empty list of interpolations, e.g. ['bilinear'], got {interps!r}.")
     for i in interps: check_choice(i, "interps", INTERPOLATIONS)
     if len(set(interps)) != len(interps): raise ValueError(f"interps must not repeat, got {interps}.")
     return list(interps)
