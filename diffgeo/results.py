@@ -15,8 +15,10 @@ import hashlib
 import json
 import os
 import platform
+import stat
 import subprocess
 import tempfile
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -47,10 +49,14 @@ def select_profile(
     return {**table[profile], **{k: v for k, v in overrides.items() if v is not None}}
 
 # %% ../nbs/01_results.ipynb #592a0eef
+def _checkout() -> Path|None:
+    "The diffgeo checkout this package was loaded from (`pyproject.toml` and `nbs/` beside the package), or None when installed from a wheel."
+    here = Path(diffgeo.__file__).resolve().parents[1]
+    return here if (here / "pyproject.toml").exists() and (here / "nbs").is_dir() else None
+
 def project_root() -> Path:
     "The diffgeo checkout this package was loaded from, or the working directory when installed from a wheel."
-    here = Path(diffgeo.__file__).resolve().parents[1]
-    return here if (here / "pyproject.toml").exists() and (here / "nbs").is_dir() else Path.cwd()
+    return _checkout() or Path.cwd()
 
 def output_root() -> Path:
     """The folder default outputs go under: the project root when the working directory is inside the diffgeo checkout,
@@ -66,28 +72,78 @@ def resolve_path(
 
 
 # %% ../nbs/01_results.ipynb #e21f3861
-def git_commit() -> str:
-    "The git commit of the project root, with `-dirty` when there are uncommitted changes; `unknown` outside git."
+def git_commit(
+    root:str|os.PathLike|None=None, # a git repository; None: the checkout diffgeo was loaded from
+) -> str:
+    """The git commit of `root`, with `-dirty` when there are uncommitted changes; `unknown` outside git, and for
+    diffgeo installed from a wheel (in no checkout: the repository the working directory is in is not its code)."""
+    root = _checkout() if root is None else Path(root)
+    if root is None: return "unknown"
     try:
-        run = lambda *a: subprocess.run(["git", *a], cwd=project_root(), capture_output=True, text=True, timeout=10)
+        run = lambda *a: subprocess.run(["git", *a], cwd=root, capture_output=True, text=True, timeout=10)
         head = run("rev-parse", "HEAD")
         if head.returncode: return "unknown"
         dirty = run("status", "--porcelain", "--untracked-files=no").stdout.strip()
         return head.stdout.strip() + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError): return "unknown"
 
+def _source_files(
+    pkg:Path, # the package folder
+) -> list[tuple[Path, int, int]]: # (file, mtime in ns, size), sorted
+    """The package's `.py` source files: regular files only, not hidden ones (editor lock files such as Emacs's
+    `.#core.py`, a dangling symlink) nor those in hidden folders or `__pycache__`."""
+    found = []
+    for folder, dirs, files in os.walk(pkg):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d != "__pycache__"]
+        for name in files:
+            if not name.endswith(".py") or name.startswith("."): continue
+            f = Path(folder, name)
+            try: st = f.stat()
+            except OSError: continue                       # a dangling symlink, or removed meanwhile
+            if stat.S_ISREG(st.st_mode): found.append((f, st.st_mtime_ns, st.st_size))
+    return sorted(found)
+
+def _source_state(
+    pkg:Path|None=None, # the package folder (None: diffgeo's)
+) -> tuple[str, list]: # (the hash, the files' (path, mtime, size))
+    "SHA-256 of the package's source files, their paths (relative to the package) and bytes in sorted order; and what the files were."
+    pkg, h = Path(pkg or diffgeo.__path__[0]).resolve(), hashlib.sha256()
+    files = _source_files(pkg)
+    for f, *_ in files:
+        try: data = f.read_bytes()
+        except OSError: continue                           # removed meanwhile (its stat then tells the change)
+        h.update(f.relative_to(pkg).as_posix().encode() + b"\0" + data + b"\0")
+    return h.hexdigest(), [(f.relative_to(pkg).as_posix(), t, n) for f, t, n in files]
+
 def _source_hash() -> str:
-    "SHA-256 of the package's `.py` files: their paths (relative to the package) and bytes, in sorted order."
-    pkg, h = Path(diffgeo.__path__[0]).resolve(), hashlib.sha256()
-    for f in sorted(pkg.rglob("*.py")):
-        h.update(f.relative_to(pkg).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
-    return h.hexdigest()
+    "SHA-256 of the package's source files as they are on disk now."
+    return _source_state()[0]
+
+_PACKAGE = Path(diffgeo.__path__[0]).resolve()
+_IMPORTED = list(_source_state(_PACKAGE))   # the source this process imported (the modules are loaded when results is)
+_EDITED = "+edited-since-import"            # appended to the hash when the source changed since: it matches no real hash
+_warned = []
 
 @functools.cache
-def _code_version() -> tuple[str, str]: return git_commit(), _source_hash()
+def _commit() -> str: return git_commit()
+
+def _code_version() -> tuple[str, str]:
+    "(git commit, source hash) of the code this process runs: the source hashed at import, marked if it changed on disk since."
+    source, files = _IMPORTED
+    if [(f.relative_to(_PACKAGE).as_posix(), t, n) for f, t, n in _source_files(_PACKAGE)] == files: return _commit(), source
+    disk, disk_files = _source_state(_PACKAGE)   # touched only? (nbdev-export rewrites every module, changed or not)
+    if disk == source: _IMPORTED[1] = disk_files; return _commit(), source
+    if not _warned:
+        _warned.append(True)
+        warnings.warn(f"the diffgeo source in {_PACKAGE} changed on disk since this process imported it, but the "
+                      "process still runs the old code: results it saves now record the source hash "
+                      f"{source[:12]}...{_EDITED}, which no other run matches. Restart the process (the Jupyter kernel) "
+                      "to run and record the new code.", stacklevel=3)
+    return _commit(), source + _EDITED
 
 def code_version() -> dict: # {"commit": `git_commit()`, "source_hash": SHA-256 of the package source}
-    "The code this process runs: its git commit and a hash of the package's source, which counts uncommitted edits too (computed once per process)."
+    """The code this process runs: its git commit and a hash of the package's source, which counts uncommitted edits
+    too (hashed when the package is imported; `<hash>+edited-since-import` if the source changed on disk since)."""
     commit, source = _code_version()
     return {"commit": commit, "source_hash": source}
 
@@ -141,9 +197,10 @@ def provenance(
     end:str|None=None, # end time of the computation (None: now)
     **names, # further attributes, e.g. paper="petrini", experiment="petrini_fig5"
 ) -> dict:
-    "Provenance attributes for a results dataset."
+    "Provenance attributes for a results dataset; `git_commit` and `code_hash` name the code this process runs (`code_version`)."
+    code = code_version()
     return {**{k: str(v) for k, v in names.items()}, "parameters": json.dumps(params, sort_keys=True, default=str),
-            "diffgeo_version": diffgeo.__version__, "git_commit": git_commit(), "code_hash": code_version()["source_hash"],
+            "diffgeo_version": diffgeo.__version__, "git_commit": code["commit"], "code_hash": code["source_hash"],
             "torch_version": torch.__version__, "python_version": platform.python_version(),
             "device": str(device), "processor": processor(device), "cpu_threads": str(torch.get_num_threads()),
             "start_time": start, "end_time": end or now()}

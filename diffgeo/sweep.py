@@ -149,12 +149,18 @@ def _run_cell(
     runtime:dict|None=None, # keyword arguments every cell gets that do not change its result (not recorded)
     rerun:bool=False, # compute even if the shard exists
     code_changed:str="recompute", # a shard computed by other code: "recompute" it, or keep it ("reuse", "error")
-) -> str: # "computed"; "claimed": another process holds the cell; "done": its shard appeared meanwhile
+) -> str: # "computed"; "claimed": another process holds the cell; "done": its shard appeared meanwhile (by this code, or kept under "reuse")
     "Claim the cell, compute `fn(**cell, **fixed, **runtime)` and write it atomically to the shard `path` (in this process, or as a job)."
     path, code = Path(path), results.code_version()   # the code of this process, which computes the cell
     with _claim(path) as mine:
         if not mine: return "claimed"
-        if path.exists() and not rerun and (code_changed != "recompute" or _shard_code(path) == code["source_hash"]): return "done"
+        if path.exists() and not rerun:   # written since the sweep looked: kept if this code's, else by the policy
+            if code_changed == "reuse": return "done"
+            attrs = _shard_attrs(path) if code_changed == "error" else {"code_hash": _shard_code(path)}
+            if attrs.get("code_hash") == code["source_hash"]: return "done"
+            if code_changed == "error":
+                raise ShardError(f"{_other_code(f'the shard {path}, written since the sweep started, was', [attrs], code)}; "
+                                 f"{_OPTIONS}")
         with results.on_code_change(code_changed): ds = fn(**cell, **fixed, **(runtime or {}))
         name = getattr(fn, "__qualname__", repr(fn))
         if not isinstance(ds, xr.Dataset):
@@ -189,6 +195,14 @@ def _code_names(attrs:list[dict]) -> str:
     names = sorted({f"commit {a['code_commit']}, source {a['code_hash'][:12]}" if "code_hash" in a
                     else "not recorded (written before shards recorded their code)" for a in attrs})
     return "; ".join(names[:3]) + ("; ..." if len(names) > 3 else "")
+
+def _other_code(what:str, attrs:list[dict], code:dict) -> str:
+    "`what` (say, 'the shard ... was') computed by other code, naming it and this process's code `code`."
+    return (f"{what} computed by other code ({_code_names(attrs)}) than this process runs "
+            f"(commit {code['commit']}, source {code['source_hash'][:12]})")
+
+_OPTIONS = ("pass code_changed='recompute' to compute them again, or code_changed='reuse' to keep them "
+            "(the merged dataset records it).")
 
 def _check_shard(attrs:dict, path:Path, cell:Mapping, fixed_json:str|None):
     "Raise a `ShardError` unless the shard's recorded cell (and fixed arguments, if given) are the requested ones."
@@ -333,7 +347,8 @@ def missing_cells(
     grid:Mapping[str, Sequence], # {dimension: values}
     shard_dir:str|os.PathLike, # the folder of shards (relative paths from the working directory)
 ) -> list[dict]: # the cells of `grid` that have no shard yet, in grid order
-    "The cells of `grid` without a shard in `shard_dir`."
+    """The cells of `grid` without a shard in `shard_dir`. A shard computed by other code counts as present, though a
+    run recomputes it by default: `cell_states` tells those apart ("stale")."""
     shard_dir, cells = resolve_path(shard_dir), grid_cells(grid)
     _cell_ids(cells)
     return [c for c in cells if not _shard_path(shard_dir, c).exists()]
@@ -450,27 +465,49 @@ def _run_jobs(ex, kind:str, todo:list, args:tuple, max_parallel:int|None, poll:f
 def cell_states(
     grid:Mapping[str, Sequence], # {dimension: values}
     shard_dir:str|os.PathLike, # the folder of shards (relative paths from the working directory)
-) -> list[str]: # per cell, in grid order: "done", "stale" (its shard was computed by other code), "running elsewhere" (a live claim) or "to run"
+) -> list[str]: # per cell, in grid order: "done", "stale" (its shard was computed by other code), "running elsewhere" (a live claim: computed, or a stale shard recomputed, by another process) or "to run"
     "Where each cell of `grid` stands: what a new run of the sweep would read back, recompute (if stale), wait for, or compute."
     shard_dir, mine = resolve_path(shard_dir), results.code_version()["source_hash"]
     def state(p:Path) -> str:
-        if p.exists(): return "done" if _shard_attrs(p).get("code_hash") == mine else "stale"
-        return "running elsewhere" if _claim_state(_lock_path(p))[0] == "held" else "to run"
+        if p.exists() and _shard_attrs(p).get("code_hash") == mine: return "done"
+        if _claim_state(_lock_path(p))[0] == "held": return "running elsewhere"
+        return "stale" if p.exists() else "to run"
     return [state(_shard_path(shard_dir, c)) for c in grid_cells(grid)]
 
 def _await_others(claimed:list, poll:float) -> list:
-    "Wait until the claim of each `(cell, path)` of `claimed` ends; returns those left without a shard (to compute here)."
-    left, orphaned = list(claimed), []
+    "Wait until the claim of each `(cell, path)` of `claimed` ends; returns them, in the order their claims ended (the caller judges their shards)."
+    left, ended = list(claimed), []
     if left: print(f"waiting for {len(left)} cells that other processes are computing: "
                    + ", ".join(cell_id(c) for c, _ in left[:5]) + (", ..." if len(left) > 5 else ""), flush=True)
     while left:
         still = []
         for c, path in left:   # a shard may exist while its cell is recomputed elsewhere: the claim decides
-            if _claim_state(_lock_path(path))[0] == "held": still.append((c, path))
-            elif not path.exists(): orphaned.append((c, path))
+            (still if _claim_state(_lock_path(path))[0] == "held" else ended).append((c, path))
         left = still
         if left: time.sleep(poll)
-    return orphaned
+    return ended
+
+def _after_others(ended:list, fixed_json:str, code:dict, code_changed:str, retried:set, kept:list) -> list:
+    """The cells of `ended` (claims of other processes, ended) to compute here: those left without a shard (their owner
+    failed) and, under "recompute", those whose shard other code wrote, once each (`retried`: the cell ids recomputed
+    so already), so that a process running other code that keeps recomputing a cell cannot keep this one waiting;
+    a cell written by other code again after that is appended to `kept`. Under "error" such a shard stops the sweep."""
+    todo, other = [], []
+    for c, path in ended:
+        if not path.exists(): todo.append((c, path)); continue
+        attrs = _shard_attrs(path)
+        _check_shard(attrs, path, c, fixed_json)
+        if attrs.get("code_hash") != code["source_hash"] and code_changed != "reuse": other.append((c, path, attrs))
+    if not other: return todo
+    ids = ", ".join(cell_id(c) for c, *_ in other[:10]) + (", ..." if len(other) > 10 else "")
+    said = _other_code(f"the shards of {len(other)} cells ({ids}) that another process held while this one waited were",
+                       [a for *_, a in other], code)
+    if code_changed == "error": raise ShardError(f"{said}; {_OPTIONS}")
+    again = [(c, p) for c, p, _ in other if cell_id(c) not in retried]
+    kept += [(c, a) for c, _, a in other if cell_id(c) in retried]
+    retried.update(cell_id(c) for c, _ in again)
+    if again: print(f"{said}: computing them again (code_changed='reuse' keeps them).", flush=True)
+    return todo + again
 
 def run_sweep(
     fn:Callable[..., xr.Dataset], # module-level `fn(**cell, **fixed, **runtime)` returning one cell's dataset (no sweep dimensions)
@@ -516,13 +553,10 @@ def run_sweep(
             stale.append(attrs)
             if code_changed == "recompute": todo.append((c, path))
     if stale and code_changed != "reuse":
-        said = (f"{len(stale)} of {len(cells)} shards in {shard_dir} were computed by other code ({_code_names(stale)}) than "
-                f"this process runs (commit {code['commit']}, source {code['source_hash'][:12]})")
-        if code_changed == "error":
-            raise ShardError(f"{said}; pass code_changed='recompute' to compute them again, or code_changed='reuse' to keep "
-                             "them (the merged dataset records it).")
+        said = _other_code(f"{len(stale)} of {len(cells)} shards in {shard_dir} were", stale, code)
+        if code_changed == "error": raise ShardError(f"{said}; {_OPTIONS}")
         print(f"{said}: computing them again (code_changed='reuse' keeps them).", flush=True)
-    folder, ex = shard_dir.parent / "submitit", None
+    folder, ex, retried, kept = shard_dir.parent / "submitit", None, set(), []
     poll = SLURM_POLL if executor == "slurm" else 1.0
     while todo:
         free, claimed = [], []
@@ -548,8 +582,13 @@ def run_sweep(
                 raise RuntimeError(f"{len(failed)} of {len(free)} cells failed: {ids}; the others' shards are written, "
                                    f"and running the sweep again retries only the missing cells. Logs: {folder}. "
                                    f"First error:\n{failed[0][1]}") from failed[0][1]
-        todo = _await_others(claimed, poll)
+        todo = _after_others(_await_others(claimed, poll), fixed_json, code, code_changed, retried, kept)
         rerun = False  # a cell computed elsewhere meanwhile counts as recomputed
+    if kept:
+        ids = ", ".join(cell_id(c) for c, _ in kept[:10]) + (", ..." if len(kept) > 10 else "")
+        what = f"the shards of the cells {ids}, written again by another process while this one waited to recompute them, were"
+        warnings.warn(f"{_other_code(what, [a for _, a in kept], code)}: they are kept, and the merged dataset lists them in "
+                      "other_code_cells. Stop the processes that run other code, then run the sweep again.", stacklevel=2)
     ds = merge_shards(grid, shard_dir, coords_on=coords_on, dim_attrs=dim_attrs, fixed=fixed)
     if code_changed == "reuse": ds.attrs["code_changed"] = "reuse"   # the caller's choice: shards of other code may be kept
     return ds

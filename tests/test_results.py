@@ -270,22 +270,72 @@ class TestGitCommit:
         self.git(repo, "add", "a.txt")
         self.git(repo, "commit", "-q", "-m", "first")
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
-        monkeypatch.setattr(results, "project_root", lambda: repo)
-        assert git_commit() == sha
+        assert git_commit(repo) == sha
         (repo / "new.txt").write_text("untracked files do not make the tree dirty")
-        assert git_commit() == sha
+        assert git_commit(repo) == sha
         (repo / "a.txt").write_text("2")
-        assert git_commit() == sha + "-dirty"
+        assert git_commit(repo) == sha + "-dirty"
+
+    def test_the_checkout_by_default(self):
+        assert git_commit() == git_commit(project_root()) != "unknown"
 
     def test_outside_git(self, tmp_path, monkeypatch):
-        monkeypatch.setattr(results, "project_root", lambda: tmp_path)
         monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
-        assert git_commit() == "unknown"
+        assert git_commit(tmp_path) == "unknown"
 
     def test_git_missing(self, monkeypatch):
         def no_git(*args, **kwargs): raise FileNotFoundError("git")
         monkeypatch.setattr(results.subprocess, "run", no_git)
         assert git_commit() == "unknown"
+
+
+    def test_installed_package_records_no_commit_of_the_working_directory(self, tmp_path, monkeypatch):
+        "Installed from a wheel, the package is in no checkout: the repository the user happens to be in is not its commit."
+        repo = tmp_path / "users_repo"
+        repo.mkdir()
+        self.git(repo, "init", "-q")
+        (repo / "a.txt").write_text("1")
+        self.git(repo, "add", "a.txt")
+        self.git(repo, "commit", "-q", "-m", "first")
+        fake = tmp_path / "site-packages" / "diffgeo" / "__init__.py"
+        fake.parent.mkdir(parents=True)
+        fake.touch()
+        monkeypatch.setattr(diffgeo, "__file__", str(fake))
+        monkeypatch.chdir(repo)
+        assert project_root() == repo          # relative paths still go to the working directory
+        assert git_commit() == "unknown"
+
+
+class TestCodeVersion:
+    def package(self, tmp_path, monkeypatch):
+        "A stand-in package folder that `diffgeo.__path__` names."
+        pkg = tmp_path / "pkg"
+        (pkg / "sub").mkdir(parents=True)
+        (pkg / "__init__.py").write_text("x = 1\n")
+        (pkg / "sub" / "mod.py").write_text("y = 2\n")
+        monkeypatch.setattr(diffgeo, "__path__", [str(pkg)])
+        return pkg
+
+    def test_editor_lock_files_and_caches_are_not_source(self, tmp_path, monkeypatch):
+        "Emacs's lock file (a dangling symlink .#name.py), hidden files and __pycache__ are not hashed (nor crash it)."
+        pkg = self.package(tmp_path, monkeypatch)
+        before = results._source_hash()
+        (pkg / ".#__init__.py").symlink_to("user@host.1234:1700000000")       # dangling, as Emacs makes it
+        (pkg / "sub" / ".#mod.py").symlink_to(pkg / "sub" / "mod.py")
+        (pkg / ".hidden.py").write_text("z = 3\n")
+        (pkg / "__pycache__").mkdir()
+        (pkg / "__pycache__" / "stray.py").write_text("w = 4\n")
+        (pkg / "folder.py").mkdir()                                             # not a regular file
+        assert results._source_hash() == before
+        (pkg / "sub" / "mod.py").write_text("y = 3\n")
+        assert results._source_hash() != before
+
+    def test_provenance_commit_is_the_code_versions(self, monkeypatch):
+        "`git_commit` and `code_hash` of the provenance describe the same code: the commit is not looked up afresh."
+        code = results.code_version()
+        monkeypatch.setattr(results, "git_commit", lambda *a, **k: "a commit made after the import")
+        attrs = provenance({"seed": 0}, "cpu", now())
+        assert (attrs["git_commit"], attrs["code_hash"]) == (code["commit"], code["source_hash"])
 
 
 # ------------------------------------------------------------------------------------------------ netCDF

@@ -109,3 +109,39 @@ def test_an_edit_of_the_package_is_not_silently_reused(checkout, tmp_path):
     assert attrs["code_changed"] == "reuse" and json.loads(attrs["other_code_cells"]) == ["seed-0", "seed-1"]
     assert json.loads(attrs["cell_commits"]) == [{**after["code"], "cells": 2}]   # the code that computed the cells
     assert attrs["code_hash"] == kept["code"]["source_hash"] != after["code"]["source_hash"]  # the run's own code
+
+
+EDITED = r'''
+import json, sys, time, warnings
+from pathlib import Path
+from diffgeo import results
+co = Path(sys.argv[1])
+for f in (co / "diffgeo").glob("*.py"): f.write_bytes(f.read_bytes())   # rewritten unchanged, as nbdev-export does
+touched = results.code_version()
+with open(co / "diffgeo" / "core.py", "a") as f: f.write("# an edit, saved after the import\n")   # Jupyter + nbdev-export
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    first, again = results.code_version(), results.code_version()
+print("RESULT " + json.dumps({"touched": touched, "first": first, "again": again, "on_disk": results._source_hash(),
+                              "warnings": [str(w.message) for w in caught]}))
+'''
+
+
+def test_an_edit_after_the_import_is_not_labelled_as_the_new_code(checkout):
+    "A process that imported diffgeo runs the old code after the source is edited on disk: it never claims the new hash."
+    co, _ = checkout
+    script = co.parent / "edited.py"
+    script.write_text(EDITED)
+    env = {**os.environ, "PYTHONPATH": str(co), "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
+    before = subprocess.run([sys.executable, "-c", "from diffgeo import results; print(results.code_version()['source_hash'])"],
+                            cwd=co, env=env, capture_output=True, text=True, timeout=300)
+    assert before.returncode == 0, before.stderr[-3000:]
+    r = subprocess.run([sys.executable, str(script), str(co)], cwd=co, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout.split("RESULT ", 1)[1])
+    imported = before.stdout.strip()
+    assert out["on_disk"] != imported                                   # the edit changed the source
+    assert out["touched"]["source_hash"] == imported                     # files rewritten unchanged: the same code
+    assert out["first"]["source_hash"] != out["on_disk"], "the old code in memory is labelled with the new source's hash"
+    assert out["first"]["source_hash"] == imported + "+edited-since-import" == out["again"]["source_hash"]
+    assert len(out["warnings"]) == 1 and "restart the process" in out["warnings"][0].lower()   # said once

@@ -7,6 +7,7 @@ import os
 import shutil
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -322,6 +323,68 @@ class TestCodeChanges:
         run_sweep(cell, {"seed": [0]}, tmp_path / "a", progress=False, code_changed="reuse")
         run_sweep(cell, {"seed": [0]}, tmp_path / "b", progress=False)
         assert seen == ["reuse", "recompute"]
+
+    # another process (running other code) holds a cell's claim and writes its shard while this one waits
+
+    def claimed_by_other_code(self, monkeypatch, times=1):
+        """Make the cell seed-1 claimed elsewhere `times` times: each time, "the other process" writes its shard from other
+        code and releases its claim, as a process running an older checkout of the package would."""
+        real, taken = sweep_module._run_cell, []
+        def run_cell(fn, cell, fixed, path, *args):
+            if cell == {"seed": 1} and len(taken) < times:
+                assert len(taken) < 5, "the sweep keeps waiting for the other process"
+                taken.append(cell)
+                ds = slow_toy_cell(**cell).assign_attrs(cell=sweep_module._cell_json(cell), fixed=sweep_module._fixed_json(fixed),
+                                                        code_commit=self.OTHER["commit"], code_hash=self.OTHER["source_hash"])
+                results._atomic(Path(path), lambda tmp: ds.to_netcdf(tmp))
+                return "claimed"
+            return real(fn, cell, fixed, path, *args)
+        monkeypatch.setattr(sweep_module, "_run_cell", run_cell)
+        return taken
+
+    def test_a_shard_of_other_code_written_while_waiting_is_recomputed(self, tmp_path, monkeypatch):
+        taken = self.claimed_by_other_code(monkeypatch)
+        ds = run_sweep(slow_toy_cell, {"seed": [0, 1, 2]}, tmp_path, progress=False)
+        assert len(taken) == 1 and sorted(c["seed"] for c in CALLS) == [0, 1, 1, 2]   # seed 1: elsewhere, then here
+        assert "other_code_cells" not in ds.attrs
+        assert json.loads(ds.attrs["cell_commits"]) == [{**results.code_version(), "cells": 3}]
+
+    def test_recomputed_once_only(self, tmp_path, monkeypatch):
+        "A process that keeps writing the cell from other code does not make the sweep wait forever: kept, and said so."
+        taken = self.claimed_by_other_code(monkeypatch, times=10)
+        with pytest.warns(UserWarning, match="seed-1.*other code"):
+            ds = run_sweep(slow_toy_cell, {"seed": [0, 1, 2]}, tmp_path, progress=False)
+        assert len(taken) == 2
+        assert json.loads(ds.attrs["other_code_cells"]) == ["seed-1"]
+
+    def test_a_shard_of_other_code_written_while_waiting_refused_under_error(self, tmp_path, monkeypatch):
+        self.claimed_by_other_code(monkeypatch)
+        with pytest.raises(ShardError, match="seed-1.*other code.*code_changed='recompute'.*code_changed='reuse'"):
+            run_sweep(slow_toy_cell, {"seed": [0, 1, 2]}, tmp_path, progress=False, code_changed="error")
+
+    def test_a_shard_of_other_code_written_while_waiting_kept_under_reuse(self, tmp_path, monkeypatch):
+        taken = self.claimed_by_other_code(monkeypatch)
+        ds = run_sweep(slow_toy_cell, {"seed": [0, 1, 2]}, tmp_path, progress=False, code_changed="reuse")
+        assert len(taken) == 1 and sorted(c["seed"] for c in CALLS) == [0, 1, 2]
+        assert json.loads(ds.attrs["other_code_cells"]) == ["seed-1"] and ds.attrs["code_changed"] == "reuse"
+
+    def test_a_job_refuses_a_shard_of_other_code_under_error(self, tmp_path, monkeypatch):
+        "A shard that appeared between the sweep's scan and the job's claim is checked in the job too."
+        path = tmp_path / "seed-0.nc"
+        sweep_module._run_cell(slow_toy_cell, {"seed": 0}, {}, str(path))
+        self.other_code(monkeypatch)
+        CALLS.clear()
+        with pytest.raises(ShardError, match="other code.*code_changed='recompute'.*code_changed='reuse'"):
+            sweep_module._run_cell(slow_toy_cell, {"seed": 0}, {}, str(path), code_changed="error")
+        assert sweep_module._run_cell(slow_toy_cell, {"seed": 0}, {}, str(path), code_changed="reuse") == "done"
+        assert CALLS == []
+
+    def test_a_stale_cell_recomputed_elsewhere_is_running_elsewhere(self, tmp_path, monkeypatch):
+        sweep(tmp_path)
+        self.other_code(monkeypatch)
+        lock = sweep_module._lock_path(tmp_path / "P-8_arch-FC_seed-0.nc")
+        lock.write_text(json.dumps(sweep_module._owner()))          # a live claim: this process's
+        assert sweep_module.cell_states(GRID, tmp_path) == ["running elsewhere"] + ["stale"] * 7
 
 
 # ------------------------------------------------------------------------------------------------ the merged dataset
