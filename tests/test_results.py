@@ -262,13 +262,17 @@ class TestGitCommit:
         subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", "-c", "commit.gpgsign=false",
                         *args], cwd=repo, check=True, capture_output=True)
 
-    def test_clean_dirty_untracked(self, tmp_path, monkeypatch):
-        repo = tmp_path / "repo"
+    def committed(self, repo):
+        "A new repository at `repo` with one commit of a.txt."
         repo.mkdir()
         self.git(repo, "init", "-q")
         (repo / "a.txt").write_text("1")
         self.git(repo, "add", "a.txt")
         self.git(repo, "commit", "-q", "-m", "first")
+        return repo
+
+    def test_clean_dirty_untracked(self, tmp_path, monkeypatch):
+        repo = self.committed(tmp_path / "repo")
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
         assert git_commit(repo) == sha
         (repo / "new.txt").write_text("untracked files do not make the tree dirty")
@@ -288,15 +292,9 @@ class TestGitCommit:
         monkeypatch.setattr(results.subprocess, "run", no_git)
         assert git_commit() == "unknown"
 
-
     def test_installed_package_records_no_commit_of_the_working_directory(self, tmp_path, monkeypatch):
         "Installed from a wheel, the package is in no checkout: the repository the user happens to be in is not its commit."
-        repo = tmp_path / "users_repo"
-        repo.mkdir()
-        self.git(repo, "init", "-q")
-        (repo / "a.txt").write_text("1")
-        self.git(repo, "add", "a.txt")
-        self.git(repo, "commit", "-q", "-m", "first")
+        repo = self.committed(tmp_path / "users_repo")
         fake = tmp_path / "site-packages" / "diffgeo" / "__init__.py"
         fake.parent.mkdir(parents=True)
         fake.touch()
