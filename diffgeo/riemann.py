@@ -23,9 +23,10 @@ from .maps import _check_batch, _check_eval, jacobian_matrix, jacobian_ready
 from .stability import _check_layers, _check_output, features
 
 # %% auto #0
-__all__ = ['NONSMOOTH', 'ACTIVATIONS', 'feature_map', 'log_volume_element', 'log_volume', 'log_volume_estimate',
-           'ricci_scalar_of_metric', 'ricci_scalar', 'shallow_log_volume_element', 'shallow_ricci_scalar', 'nngp_phi',
-           'nngp_metric', 'nngp_log_volume_element', 'nngp_ricci_scalar', 'simplex_grid']
+__all__ = ['NONSMOOTH', 'ACTIVATIONS', 'feature_map', 'log_volume_element', 'log_volume', 'log_volume_rounding',
+           'log_volume_estimate', 'ricci_scalar_of_metric', 'ricci_scalar', 'ricci_rounding_bounds',
+           'shallow_log_volume_element', 'shallow_ricci_scalar', 'nngp_phi', 'nngp_metric', 'nngp_log_volume_element',
+           'nngp_ricci_scalar', 'simplex_grid']
 
 # %% ../nbs/60_riemann.ipynb #dda58fc8
 NONSMOOTH = (nn.ReLU, nn.ReLU6, nn.LeakyReLU, nn.PReLU, nn.RReLU, nn.Hardtanh, nn.Hardswish, nn.Hardsigmoid,
@@ -94,6 +95,20 @@ def _sum_log_svdvals(J:torch.Tensor, rtol:float) -> torch.Tensor:
     "Σ log s_i(J) [B], -inf where the smallest s_i is at most rtol s_1: rounding, not a direction that J keeps."
     s = torch.linalg.svdvals(J)
     return s.log().sum(-1).masked_fill(s[..., -1] <= rtol * s[..., 0], -math.inf)
+
+# %% ../nbs/60_riemann.ipynb #eea0c100
+def log_volume_rounding(
+    J:torch.Tensor, # `[..., m, d]` Jacobians
+    power:int=1, # 1: through an SVD of J; 2: through its Gram matrix (Cholesky, eigenvalues)
+) -> torch.Tensor: # `[...]` float64
+    """How far rounding moves Σ log s_i(J) in float64: a backward-stable factorisation is exact for J + E with
+    ‖E‖ ≲ 4 max(m, d) ε ‖J‖, which moves each s_i by at most ‖E‖ (Weyl), so log s_i by ‖E‖ / s_i; through the Gram,
+    by 4 max(m, d) ε (s_1/s_i)². The tolerance of a comparison of two routes to `log_volume`."""
+    if not isinstance(J, torch.Tensor) or J.ndim < 2: raise ValueError(f"J must be a tensor [..., m, d] of Jacobians, got {getattr(J, 'shape', type(J).__name__)}.")
+    if power not in (1, 2): raise ValueError(f"power must be 1 (an SVD of J) or 2 (its Gram matrix), got {power!r}.")
+    s = torch.linalg.svdvals(J.double())
+    return 4 * max(J.shape[-2:]) * torch.finfo(torch.float64).eps * ((s[..., :1] / s) ** power).sum(-1)
+
 
 # %% ../nbs/60_riemann.ipynb #a41eb899
 def _gram_product(fn:Callable, x0:torch.Tensor) -> tuple[Callable, int]:
@@ -206,6 +221,43 @@ def ricci_scalar(
     Bf = Ht - torch.einsum("zmk,zkij->zmij", U, torch.einsum("znk,znij->zkij", U, Ht))  # normal parts (U Uᵀ never formed)
     trace = torch.einsum("zmii->zm", Bf)
     return (trace * trace).sum(-1) - (Bf * Bf).sum((1, 2, 3))
+
+# %% ../nbs/60_riemann.ipynb #9a90010d
+def ricci_rounding_bounds(
+    model:nn.Module|Callable, # as for `ricci_scalar`: a smooth network (eval mode) or a function of a batch `[B, d]`
+    x:torch.Tensor, # `[B, d]` points, d <= 8 (in the dtype `ricci_scalar` computes in; its ε sets the bounds)
+    layer:str|None=None, # as for `ricci_scalar`
+    output:int|str|None=None, # as for `ricci_scalar`
+) -> tuple[torch.Tensor, torch.Tensor]: # `[B]`, `[B]`: the bounds of the "gauss" and the "christoffel" route
+    """First-order bounds on the rounding errors of `ricci_scalar(model, x)` by the Gauss and the Christoffel route: how
+    many of its digits to trust, and the tolerance when two routes, or two CPUs' kernels, are compared.
+
+    Gauss: R = |t|² − Σ|B_ij|² with t = Σ B_ii; what cancels is s = |t|² + Σ|B_ij|². Each B_ij is off by ≲ κ(J) ε |H̃|
+    (the frame E = V S⁻¹ carries κ(J) ε, and I − UUᵀ removes tangential parts as large as |H̃| = (Σ|H̃_ij|²)^½), so R is
+    off by ≲ 2 (|t| |δt| + Σ|B_ij| |δB_ij|) ≤ 4d κ(J) ε |H̃| √s, plus ε s for the difference: 4d ε (κ(J) |H̃| √s + s).
+    Christoffel: R = Σ g^ac g^bd R_abcd adds terms whose absolute values sum to S. To first order each carries the
+    inverse's relative error twice (≲ κ(g) ε each: g⁻¹ = (g + E)⁻¹ with |E| ≲ ε|g|) and a few roundings of its own, and
+    the contraction sums d² of them: 8 (κ(g) + d²) ε S."""
+    x = _check_points(x)
+    eps, d = torch.finfo(x.dtype).eps, x.shape[1]
+    jac = jacfwd(_point_map(feature_map(model, layer, output, smooth=True)))
+    H, J = vmap(jacfwd(_and_value(jac), has_aux=True))(x)
+    U, S, Vh = torch.linalg.svd(J, full_matrices=False)
+    E = Vh.mT / S[:, None, :]
+    Ht = torch.einsum("zmab,zai,zbj->zmij", H, E, E)
+    Bf = Ht - torch.einsum("zmk,zkij->zmij", U, torch.einsum("znk,znij->zkij", U, Ht))
+    s = (torch.einsum("zmii->zm", Bf) ** 2).sum(-1) + (Bf ** 2).sum((1, 2, 3))
+    gauss = 4 * d * eps * (S[:, 0] / S[:, -1] * (Ht ** 2).sum((1, 2, 3)).sqrt() * s.sqrt() + s)
+    metric = lambda p: (lambda J: J.mT @ J)(jac(p))
+    g, dg, ddg = vmap(metric)(x), vmap(jacfwd(metric))(x), vmap(jacfwd(jacfwd(metric)))(x)
+    gi = torch.linalg.inv(g)
+    G1 = 0.5 * (dg.permute(0, 1, 3, 2) + dg - dg.permute(0, 3, 1, 2))
+    G1a, G2a = G1.abs(), torch.einsum("zkl,zlij->zkij", gi, G1).abs()
+    T = 0.5 * sum(torch.einsum(f"z{i}->zabcd", ddg.abs()) for i in ("adbc", "bcad", "acbd", "bdac")) \
+        + torch.einsum("zfbc,zfad->zabcd", G1a, G2a) + torch.einsum("zfbd,zfac->zabcd", G1a, G2a)
+    christoffel = 8 * (torch.linalg.cond(g) + d * d) * eps * torch.einsum("zac,zbd,zabcd->z", gi.abs(), gi.abs(), T)
+    return gauss.detach(), christoffel.detach()
+
 
 # %% ../nbs/60_riemann.ipynb #64eaec20
 ACTIVATIONS = {"erf": torch.erf, "tanh": torch.tanh, "sigmoid": torch.sigmoid, "gelu": F.gelu, "softplus": F.softplus,

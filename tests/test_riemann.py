@@ -3,8 +3,9 @@ computation (sympy, 40 digits) of the Ricci scalar, the submersion volume agains
 unchunked Jacobians, networks and named layers, properties (hypothesis), and bad inputs.
 
 Tolerances: the float64 routes are compared with k units of ε times what the computation amplifies (said at each):
-`svd_tol` for log volumes (Weyl's inequality), `rounding_bounds` for the two routes to the Ricci scalar (first-order bounds
-from the sizes of the terms each cancels, themselves checked against 50-digit references below).
+`riemann.log_volume_rounding` (here `svd_tol`) for log volumes (Weyl's inequality), `riemann.ricci_rounding_bounds` for the
+two routes to the Ricci scalar (first-order bounds from the sizes of the terms each cancels, themselves checked against
+50-digit references below).
 """
 
 import math
@@ -17,9 +18,10 @@ from hypothesis import strategies as st
 from torch import nn
 
 from diffgeo.maps import jacobian_matrix, pullback_metric
-from diffgeo.riemann import (_and_value, _point_map, feature_map, log_volume, log_volume_element, log_volume_estimate,
-                             nngp_log_volume_element, nngp_metric, nngp_ricci_scalar, ricci_scalar, ricci_scalar_of_metric,
+from diffgeo.riemann import (feature_map, log_volume, log_volume_element, log_volume_estimate, nngp_log_volume_element,
+                             nngp_metric, nngp_ricci_scalar, ricci_rounding_bounds, ricci_scalar, ricci_scalar_of_metric,
                              shallow_log_volume_element, shallow_ricci_scalar)
+from diffgeo.riemann import log_volume_rounding as svd_tol
 
 F64 = torch.float64
 EPS = torch.finfo(F64).eps
@@ -34,38 +36,6 @@ def erf_net(n, d=2, scale=1.0, seed=1):
     g = gen(seed)
     W, b = scale * torch.randn(n, d, dtype=F64, generator=g), scale * torch.randn(n, dtype=F64, generator=g)
     return W, b, (lambda z: torch.erf(z @ W.T + b) / math.sqrt(n))
-
-
-def svd_tol(J, k=4, power=1):
-    """How far rounding moves Σ log s_i(J) [B]: a backward-stable factorisation is exact for J + E with ‖E‖ ≤ k max(m, d) ε ‖J‖,
-    which moves each s_i by at most ‖E‖ (Weyl), so log s_i by ‖E‖ / s_i; through the Gram (power=2), by k max(m, d) ε (s_1/s_i)²."""
-    s = torch.linalg.svdvals(J.double())
-    return k * max(J.shape[-2:]) * EPS * ((s[..., :1] / s) ** power).sum(-1)
-
-
-def rounding_bounds(fn, x):
-    """First-order bounds [B], [B] on the rounding errors of `ricci_scalar(fn, x)` by the Gauss and the Christoffel route
-    (as in nbs/60_riemann.ipynb, where they are derived): 4d ε (κ(J) |H̃| √s + s), s = |Σ B_ii|² + Σ|B_ij|² the two sums
-    that cancel; and 8 (κ(g) + d²) ε S, S the sum of the absolute values of the terms of g^ac g^bd R_abcd."""
-    eps, d = torch.finfo(x.dtype).eps, x.shape[1]
-    jac = torch.func.jacfwd(_point_map(fn))
-    H, J = torch.func.vmap(torch.func.jacfwd(_and_value(jac), has_aux=True))(x)
-    U, S, Vh = torch.linalg.svd(J, full_matrices=False)
-    E = Vh.mT / S[:, None, :]
-    Ht = torch.einsum("zmab,zai,zbj->zmij", H, E, E)
-    Bf = Ht - torch.einsum("zmk,zkij->zmij", U, torch.einsum("znk,znij->zkij", U, Ht))
-    s = (torch.einsum("zmii->zm", Bf) ** 2).sum(-1) + (Bf ** 2).sum((1, 2, 3))
-    gauss = 4 * d * eps * (S[:, 0] / S[:, -1] * (Ht ** 2).sum((1, 2, 3)).sqrt() * s.sqrt() + s)
-    metric = lambda p: (lambda J: J.mT @ J)(jac(p))
-    jf, vm = torch.func.jacfwd, torch.func.vmap
-    g, dg, ddg = vm(metric)(x), vm(jf(metric))(x), vm(jf(jf(metric)))(x)
-    gi = torch.linalg.inv(g)
-    G1 = 0.5 * (dg.permute(0, 1, 3, 2) + dg - dg.permute(0, 3, 1, 2))
-    G1a, G2a = G1.abs(), torch.einsum("zkl,zlij->zkij", gi, G1).abs()
-    T = 0.5 * sum(torch.einsum(f"z{i}->zabcd", ddg.abs()) for i in ("adbc", "bcad", "acbd", "bdac")) \
-        + torch.einsum("zfbc,zfad->zabcd", G1a, G2a) + torch.einsum("zfbd,zfac->zabcd", G1a, G2a)
-    christoffel = 8 * (torch.linalg.cond(g) + d * d) * eps * torch.einsum("zac,zbd,zabcd->z", gi.abs(), gi.abs(), T)
-    return gauss.detach(), christoffel.detach()
 
 
 def mp_ricci_tanh(net, x, digits=50):
@@ -121,7 +91,7 @@ class TestRicciHighPrecision:
         # the closed form has no cancellation between large terms here: a few hundred ε
         torch.testing.assert_close(shallow_ricci_scalar(W, b, x), ref, rtol=1e3 * EPS, atol=0)
         # the Gauss route cancels two sums: within its rounding bound
-        assert ((ricci_scalar(phi, x) - ref).abs() <= rounding_bounds(phi, x)[0] + 2 * EPS * ref.abs()).all()
+        assert ((ricci_scalar(phi, x) - ref).abs() <= ricci_rounding_bounds(phi, x)[0] + 2 * EPS * ref.abs()).all()
 
     def test_saturated_network_gauss_beats_christoffel(self):
         """Weights ×8 (the notebook's figure): each route within its rounding bound, which guarantees the Gauss route 5
@@ -132,7 +102,7 @@ class TestRicciHighPrecision:
         ref = torch.tensor(sympy_ricci(W.tolist(), b.tolist(), x.tolist()), dtype=F64)
         torch.testing.assert_close(shallow_ricci_scalar(W, b, x), ref, rtol=1e-12, atol=0)
         phi = lambda z: torch.erf(z @ W.T + b) / math.sqrt(3)
-        bound_gauss, bound_christoffel = rounding_bounds(phi, x)
+        bound_gauss, bound_christoffel = ricci_rounding_bounds(phi, x)
         assert (ricci_scalar(phi, x) - ref).abs() <= bound_gauss and bound_gauss < 1e-5 * ref.abs()
         assert (ricci_scalar(phi, x, method="christoffel") - ref).abs() <= bound_christoffel and bound_christoffel > ref.abs()
 
@@ -147,7 +117,7 @@ class TestRicciHighPrecision:
             ref = mp_ricci_tanh(net, x)
             with torch.no_grad():
                 gauss, christoffel = ricci_scalar(net, x), ricci_scalar(net, x, method="christoffel")
-            bound_gauss, bound_christoffel = rounding_bounds(net, x)
+            bound_gauss, bound_christoffel = ricci_rounding_bounds(net, x)
             assert ((gauss - ref).abs() <= bound_gauss + 2 * EPS * ref.abs()).all(), (seed, gauss - ref, bound_gauss)
             assert ((christoffel - ref).abs() <= bound_christoffel + 2 * EPS * ref.abs()).all(), (seed, christoffel - ref, bound_christoffel)
 
@@ -386,3 +356,9 @@ class TestBadInputs:
     def test_wrong_output_batch(self):
         with pytest.raises(ValueError, match="same B"):
             jacobian_matrix(lambda z: z.sum(0), torch.zeros(3, 2))
+
+
+def test_rounding_helpers_refuse_bad_input():
+    with pytest.raises(ValueError, match=r"J must be a tensor \[..., m, d\]"): svd_tol(torch.ones(3))
+    with pytest.raises(ValueError, match="power must be 1"): svd_tol(torch.eye(2), power=3)
+    with pytest.raises(ValueError, match="d <= 8"): ricci_rounding_bounds(lambda p: p, torch.zeros(1, 9, dtype=F64))
