@@ -96,7 +96,7 @@ def _sum_log_svdvals(J:torch.Tensor, rtol:float) -> torch.Tensor:
     s = torch.linalg.svdvals(J)
     return s.log().sum(-1).masked_fill(s[..., -1] <= rtol * s[..., 0], -math.inf)
 
-# %% ../nbs/60_riemann.ipynb #eea0c100
+# %% ../nbs/60_riemann.ipynb #39ffaac8
 def log_volume_rounding(
     J:torch.Tensor, # `[..., m, d]` Jacobians
     power:int=1, # 1: through an SVD of J; 2: through its Gram matrix (Cholesky, eigenvalues)
@@ -222,7 +222,7 @@ def ricci_scalar(
     trace = torch.einsum("zmii->zm", Bf)
     return (trace * trace).sum(-1) - (Bf * Bf).sum((1, 2, 3))
 
-# %% ../nbs/60_riemann.ipynb #9a90010d
+# %% ../nbs/60_riemann.ipynb #9a8c2387
 def ricci_rounding_bounds(
     model:nn.Module|Callable, # as for `ricci_scalar`: a smooth network (eval mode) or a function of a batch `[B, d]`
     x:torch.Tensor, # `[B, d]` points, d <= 8 (in the dtype `ricci_scalar` computes in; its ε sets the bounds)

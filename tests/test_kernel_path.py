@@ -6,8 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-PORTABLE = os.environ.get("DIFFGEO_KERNEL_PATH") == "portable"
-pytestmark = pytest.mark.kernels
+PORTABLE = os.environ.get("DIFFGEO_KERNEL_PATH") == "portable"   # a kernels module (tests/conftest.py)
 
 
 @pytest.mark.skipif(not PORTABLE, reason="checks the portable kernel pass of scripts/test.sh (DIFFGEO_KERNEL_PATH=portable)")

@@ -208,8 +208,8 @@ def test_every_experiment_has_a_unit():
         assert (shape[2] if len(shape) == 3 else 1, shape[0]) == _SHAPES[name][:2], name
 
 
-#: Broken paper profiles the units must refuse: experiment -> (setting, its broken value, what the error says). The first
-#: is refused when the profile is resolved, the others only when a cell runs (no settings check sees them).
+#: Broken paper profiles the units must refuse: experiment -> (setting, its broken value, what the error says). Petrini
+#: et al.'s are refused when the profile is resolved, Zavatone-Veth et al.'s only when a cell runs (no settings check sees them).
 BROKEN = {
     "petrini_fig5": ("archs", lambda v: [*v[:-1], "EfficientNetB9"], "EfficientNetB9"),  # an unknown architecture
     "petrini_fig12": ("interps", lambda v: ["bilinaer"], "bilinaer"),  # a misspelt interpolation

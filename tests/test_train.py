@@ -46,7 +46,6 @@ def test_deterministic_and_resumable(tiny, tmp_path):
     xr.testing.assert_identical(a.history, d.history)
 
 
-
 def test_checkpoint_of_other_code_is_not_resumed_silently(tiny, tmp_path, monkeypatch, capsys):
     "A checkpoint records the code that wrote it; after an edit of the package, training restarts (by default), resumes on request, or stops."
     fit, val, _ = tiny
@@ -82,6 +81,7 @@ def test_checkpoint_of_other_code_is_not_resumed_silently(tiny, tmp_path, monkey
     assert run(checkpoint=ck) == [1, 2, 3]                     # the default: trained afresh
     assert "training afresh (code_changed='reuse' resumes it)" in capsys.readouterr().out
     assert torch.load(ck, weights_only=False)["code"]["source_hash"] == "a" * 64
+
 
 def test_cosine_schedule_reaches_zero_and_adam_is_flat(tiny):
     fit, _, _ = tiny
