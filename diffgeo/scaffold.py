@@ -133,6 +133,7 @@ class Experiment:
         self.variables = {**variables, **(CELL_RECORD if grid is not None else {})}
         self.notebook, self.constants = notebook or f"{self.name}.ipynb", dict(constants or {})
         self.figures, self._cell, self._derive, self._finish, self._settings, self._cost = {}, None, None, None, None, None
+        self.claims = {}  # key -> claims.Claim, declared with `Experiment.claim` (diffgeo.claims)
         REGISTRY[self.name] = self
 
     def __repr__(self): return f"Experiment({self.name!r}, {len(self.figures)} figure(s))"

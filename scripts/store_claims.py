@@ -1,0 +1,73 @@
+"""Store the output of every `claims.show(...)` cell: the ledger's tables, which the docs pages show.
+
+    python scripts/store_claims.py                      # every notebook under nbs/ with such a cell, in place
+    python scripts/store_claims.py nbs/petrini_fig3.ipynb
+    python scripts/store_claims.py --check              # change nothing; exit 1 and list the stale ones
+
+A cell whose code is `claims.show(...)` (after an optional `from diffgeo import claims` line) gets, as its only output,
+the Markdown that `claims.show` displays, computed here from the committed datasets; the experiment notebooks need not
+be executed again (their cells train networks for minutes to hours). `tests/test_claims.py` checks that every stored
+table is current. Run it after changing a claim or a committed dataset, then nbdev-clean."""
+import argparse
+import ast
+import sys
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def show_call(source: str):
+    "The arguments of the cell's `claims.show(...)` call as (args, kwargs), or None if the cell is not such a cell."
+    lines = [l for l in source.splitlines() if l.strip() and not l.lstrip().startswith("#")]
+    lines = [l for l in lines if l.strip() != "from diffgeo import claims"]
+    if len(lines) != 1 or not lines[0].startswith("claims.show("): return None
+    call = ast.parse(lines[0]).body[0].value
+    return [ast.literal_eval(a) for a in call.args], {k.arg: ast.literal_eval(k.value) for k in call.keywords}
+
+
+def rendered(args, kwargs) -> str:
+    from diffgeo import claims
+    from diffgeo.scaffold import REGISTRY
+    from diffgeo import site
+    site.experiments()
+    which = args[0] if args else kwargs.get("which")
+    if which is None: return claims.summary_table()
+    criteria = kwargs.get("criteria", args[1] if len(args) > 1 else None)
+    return claims.status_table(which, criteria=which in REGISTRY if criteria is None else criteria)
+
+
+def output(md: str) -> dict:
+    return nbformat.v4.new_output("display_data", data={"text/markdown": md, "text/plain": "<IPython.core.display.Markdown object>"})
+
+
+def stored(cell) -> str:
+    return "".join(o.get("data", {}).get("text/markdown", "") for o in cell.get("outputs", []))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("notebooks", nargs="*", type=Path)
+    ap.add_argument("--check", action="store_true")
+    a = ap.parse_args(argv)
+    paths = a.notebooks or sorted((ROOT / "nbs").glob("*.ipynb"))
+    stale = []
+    for path in paths:
+        nb, changed = nbformat.read(path, as_version=4), False
+        for cell in nb.cells:
+            call = show_call(cell.source) if cell.cell_type == "code" else None
+            if call is None: continue
+            md = rendered(*call)
+            if stored(cell) != md:
+                changed = True
+                cell.outputs = [output(md)]
+        if changed:
+            stale.append(str(path))
+            if not a.check: nbformat.write(nb, path)
+    if stale: print(("stale: " if a.check else "stored: ") + ", ".join(stale))
+    return 1 if a.check and stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

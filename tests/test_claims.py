@@ -1,0 +1,110 @@
+"""The claims ledger: every experiment declares its paper's claims; every criterion gives "not" on each of its
+mutations of the committed dataset (and "reproduced" on its `passes` datasets); a claim our data do not reproduce shows
+that its criterion can pass; the site's status tables are the ledger's, rendered now; no status word is typed."""
+import importlib
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from diffgeo import claims, site
+from diffgeo.scaffold import REGISTRY
+
+ROOT = Path(__file__).resolve().parents[1]
+NBS = ROOT / "nbs"
+EXPS = site.experiments()
+CLAIMS = [c for e in EXPS for c in e.claims.values()]
+sys.path.insert(0, str(ROOT / "scripts"))
+store_claims = importlib.import_module("store_claims")
+
+
+def _main(exp):
+    "The experiment's main committed cpu dataset."
+    return claims.committed(exp, ROOT)["cpu"]
+
+
+def _derived(exp, ds):
+    return exp._derive(ds) if exp._derive else ds
+
+
+def test_every_experiment_declares_claims():
+    bare = [e.name for e in EXPS if not e.claims]
+    assert not bare, f"experiments without claims: {bare}; declare their paper's claims with @EXPERIMENT.claim"
+
+
+@pytest.mark.parametrize("claim", CLAIMS, ids=lambda c: c.id)
+def test_claim_is_declared_in_full(claim):
+    for f in ("where", "words", "statistic", "reproduced", "partly"):
+        assert getattr(claim, f).strip(), f"{claim.id}: empty {f}"
+    assert re.search(r"Fig\.|Table|Eq\.|§|App\.|Prop\.|Theorem|Sec\.", claim.where), f"{claim.id}: where = {claim.where!r}"
+
+
+@pytest.mark.parametrize("claim", CLAIMS, ids=lambda c: c.id)
+def test_claim_evaluates_on_every_committed_dataset(claim):
+    for label, ds in claims.committed(claim.experiment, ROOT).items():
+        v = claim(ds)
+        assert v.status in claims.STATUSES, (label, v)
+        if v.status != "not run": assert v.value, f"{claim.id} on {label}: a verdict without our value"
+
+
+@pytest.mark.parametrize("claim", CLAIMS, ids=lambda c: c.id)
+def test_claim_fails_on_its_mutations(claim):
+    "Each mutation of the committed cpu dataset (derived again) makes the criterion say 'not'; each `passes` dataset, 'reproduced'."
+    exp = REGISTRY[claim.experiment]
+    ds = _main(exp)
+    if claim(ds).status == "not run": pytest.skip("the cpu dataset cannot speak to this claim")
+    for name, mutate in claim.mutations.items():
+        v = claim(_derived(exp, mutate(ds)))
+        assert v.status == "not", f"{claim.id}: the criterion gives {v.status!r} on the mutation {name!r} ({v.value}; {v.note})"
+    for name, make in claim.passes.items():
+        v = claim(_derived(exp, make(ds)))
+        assert v.status == "reproduced", f"{claim.id}: {v.status!r} on {name!r}, which should pass ({v.value}; {v.note})"
+
+
+@pytest.mark.parametrize("claim", CLAIMS, ids=lambda c: c.id)
+def test_a_claim_not_reproduced_can_pass(claim):
+    "A criterion that says 'not' on our data names a dataset on which it says 'reproduced': 'not' is the data's verdict."
+    if claim(_main(REGISTRY[claim.experiment])).status == "not":
+        assert claim.passes, f"{claim.id} is not reproduced: declare passes={{...}}, a dataset on which its criterion passes"
+
+
+@pytest.mark.parametrize("exp", [e for e in EXPS if e._derive], ids=lambda e: e.name)
+def test_deriving_again_changes_no_verdict(exp):
+    "The mutation tests derive the mutated dataset again; on the unmutated one that changes no verdict."
+    ds = _main(exp)
+    again = _derived(exp, ds.copy())
+    for c in exp.claims.values():
+        assert c(again) == c(ds), c.id
+
+
+def _show_cells():
+    for path in sorted(NBS.glob("*.ipynb")):
+        nb = json.loads(path.read_text())
+        for i, cell in enumerate(nb["cells"]):
+            if cell["cell_type"] == "code" and store_claims.show_call("".join(cell["source"])) is not None:
+                yield path, i
+
+
+def test_pages_show_the_ledger():
+    "Each paper page, each experiment notebook with claims, and the landing page (the README) show a ledger table."
+    have = {p.stem for p, _ in _show_cells()}
+    want = {"index", *(f"paper_{k}" for k in ("petrini", "zavatoneveth", "moskalev", "detlefsen", "rousseau")),
+            *(e.notebook.removesuffix(".ipynb") for e in EXPS if e.claims)}
+    assert not want - have, f"no claims.show(...) cell in {sorted(want - have)}"
+
+
+def test_stored_tables_are_current():
+    stale = store_claims.main(["--check"])
+    assert stale == 0, "a stored ledger table is stale: run python scripts/store_claims.py, then nbdev-clean"
+
+
+STATUS_WORDS = re.compile(r"\*\*(reproduced|partly|not reproduced|not at cpu scale|not run)\b", re.I)
+
+
+def test_no_status_word_is_typed_on_the_pages():
+    for page in ["index", "gallery", *(f"paper_{k}" for k in ("petrini", "zavatoneveth", "moskalev", "detlefsen", "rousseau"))]:
+        nb = json.loads((NBS / f"{page}.ipynb").read_text())
+        typed = [m.group(0) for c in nb["cells"] if c["cell_type"] == "markdown" for m in STATUS_WORDS.finditer("".join(c["source"]))]
+        assert not typed, f"{page}.ipynb types status words {typed}: render them from the ledger (claims.show)"
