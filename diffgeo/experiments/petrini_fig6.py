@@ -22,9 +22,9 @@ from ..results import span
 from ..scaffold import Experiment, Var
 
 # %% auto #0
-__all__ = ['CPU_WIDTH', 'COMMON', 'PROFILES', 'STATES', 'VARIABLES', 'EXPERIMENT', 'probe', 'cell', 'check_interps', 'settings',
-           'finish', 'derive', 'plain_log_ticks', 'draw_fig6', 'draw_fig22', 'draw_fig13', 'draw_fig18', 'check_claims',
-           'quoted']
+__all__ = ['CPU_WIDTH', 'COMMON', 'PROFILES', 'STATES', 'VARIABLES', 'EXPERIMENT', 'SOTA', 'probe', 'cell', 'check_interps',
+           'settings', 'finish', 'derive', 'plain_log_ticks', 'draw_fig6', 'draw_fig22', 'draw_fig13', 'draw_fig18',
+           'check_regression', 'quoted']
 
 # %% ../../nbs/petrini_fig6.ipynb #af434c23
 #: The cpu profile's width multipliers (`models.build`): ResNet18 at an eighth of its channels.
@@ -297,8 +297,8 @@ def _main(ds:xr.Dataset, k:str="R_f", state:str="trained") -> xr.DataArray:
     "`k` at the main probe (first cut-off and interpolation) in `state`, per architecture, P and seed."
     return ds[k].sel(state=state).isel(c=0, interpolation=0)
 
-def check_claims(ds:xr.Dataset):
-    "The claims of the prose above, on a cpu-profile dataset (every seed); an AssertionError names the one that fails."
+def check_regression(ds:xr.Dataset):
+    "Checks that a run still shows what the committed cpu run showed (regression, not the paper's claims); an AssertionError names the statement that fails."
     R0, R, G, D = _main(ds, state="init"), _main(ds), _main(ds, "G_f"), _main(ds, "D_f")
     for a in ("FullConnL4", "ResNet18"):
         assert ((R0.sel(arch=a) > 0.9) & (R0.sel(arch=a) < 1.15)).all(), f"{a}: R_f at initialisation is not within [0.9, 1.15]"
@@ -347,3 +347,124 @@ def quoted(ds:xr.Dataset) -> list[str]:
         f"at $P={ds.P.values[0]}$ LeNet's $R_f$ is {lm.sel(arch='LeNet').isel(P=0).item() / lm.sel(arch='ResNet18').isel(P=0).item():.0f} times ResNet18's",
         f"our $P$ spans {np.log10(ds.P.values[-1] / ds.P.values[0]):.1f} decades",
     ]
+
+# %% ../../nbs/petrini_fig6.ipynb #a4cdf273
+from .. import claims
+
+SOTA = ("ResNet18", "EfficientNetB0")
+_D = ("d_diffeo", "d_noise", "d_pair")
+
+def _dataset(ds:xr.Dataset) -> str: return results.parameters(ds).get("dataset", "")
+
+def _sota(ds:xr.Dataset) -> list: return [a for a in SOTA if a in ds.arch.values]
+
+def _reverse_P(ds:xr.Dataset) -> xr.Dataset:
+    "The networks' distances put at the training-set sizes in reverse order."
+    return ds.assign({v: ds[v].copy(data=np.flip(ds[v].values, ds[v].get_axis_num("P"))) for v in _D})
+
+def _scale(var:str, f, state:str="trained"):
+    "A dataset whose `var` in `state` is multiplied by f (a number, or a function of the dataset)."
+    def make(ds):
+        k = f(ds) if callable(f) else f
+        return ds.assign({var: ds[var] * xr.where(ds.state == state, k, 1.0)})
+    return make
+
+def _beyond_se(s:xr.DataArray, sign:int) -> bool:
+    "The seed mean of `s` has the sign `sign` by more than its standard error, for every architecture."
+    n = s.sizes["seed"]
+    se = s.std("seed", ddof=1) / np.sqrt(n) if n > 1 else 0 * s.mean("seed")
+    return bool((sign * s.mean("seed") > se).all())
+
+def _slopes(ds:xr.Dataset, k:str, archs:list) -> str:
+    return "; ".join(f"{a} {claims.mean_sd(ds['slope_' + k].sel(arch=a).isel(c=0, interpolation=0))}" for a in archs)
+
+def _one_over_P(ds:xr.Dataset) -> xr.Dataset:
+    "R_f ∝ 1/P exactly: every P's distances those of the smallest, the deformations' scaled by P₀/P."
+    P0 = ds.P.values[0]
+    out = ds.assign({v: ds[v].sel(P=P0, drop=True).broadcast_like(ds[v]).transpose(*ds[v].dims) for v in _D})
+    return out.assign(d_diffeo=out.d_diffeo * (P0 / ds.P))
+
+@EXPERIMENT.claim("one_over_P", where="Fig. 3 (right), Fig. 13, §6", words="for ResNets R_f decreases with P as the 1/P of the stripe model",
+    paper_value="slope −1", statistic="least-squares slope of log R_f against log P past the plateau (fit_from), ResNet18, c = 3, bilinear, per seed",
+    reproduced="seed-mean slope in [−1.3, −0.7] and negative in every seed", partly="negative in every seed",
+    mutations={"P reversed": _reverse_P}, passes={"R_f ∝ 1/P": _one_over_P})
+def _(ds):
+    if "ResNet18" not in ds.arch.values: return claims.not_run("ResNet18 is not in this run")
+    s = ds.slope_R_f.sel(arch="ResNet18").isel(c=0, interpolation=0)
+    k, n = claims.fraction(s < 0)
+    return claims.graded(-1.3 <= float(s.mean()) <= -0.7 and k == n, k == n, claims.mean_sd(s), f"negative in {k} of {n} seeds")
+
+@EXPERIMENT.claim("decreases", where="Fig. 3 (right), Fig. 13", words="past P ∼ 10³, R_f monotonically decreases with P (ResNet18 and EfficientNetB0)",
+    statistic="slope of log R_f against log P past the plateau, c = 3, bilinear, per seed and SOTA architecture",
+    reproduced="negative in every seed of every SOTA architecture", partly="the seed mean negative by more than its standard error for every SOTA architecture",
+    mutations={"P reversed": _reverse_P}, passes={"R_f ∝ 1/P": _one_over_P})
+def _(ds):
+    archs = _sota(ds)
+    if not archs: return claims.not_run("no SOTA architecture in this run")
+    s = ds.slope_R_f.sel(arch=archs).isel(c=0, interpolation=0)
+    k, n = claims.fraction(s < 0)
+    return claims.graded(k == n, _beyond_se(s, -1), _slopes(ds, "R_f", archs), f"negative in {k} of {n} networks")
+
+@EXPERIMENT.claim("G_f_grows", where="Fig. 6, Fig. 22", words="stability toward noise is always reduced for larger training sets: G_f grows with P",
+    statistic="slope of log G_f against log P past the plateau, per seed, SOTA architectures, every cut-off (bilinear)",
+    reproduced="positive in every seed, architecture and cut-off", partly="the seed mean positive by more than its standard error at c = 3 for every SOTA architecture",
+    mutations={"noise distances × (P₀/P)²": _scale("d_noise", lambda ds: (ds.P[0] / ds.P) ** 2)}, passes={"noise distances × (P/P₀)²": _scale("d_noise", lambda ds: (ds.P / ds.P[0]) ** 2)})
+def _(ds):
+    archs = _sota(ds)
+    if not archs: return claims.not_run("no SOTA architecture in this run")
+    s = ds.slope_G_f.sel(arch=archs).isel(interpolation=0)
+    k, n = claims.fraction(s > 0)
+    return claims.graded(k == n, _beyond_se(s.isel(c=0), 1), _slopes(ds, "G_f", archs) + " (c = 3)",
+                         f"positive in {k} of {n} (network, c)")
+
+@EXPERIMENT.claim("fc", where="Fig. 4 (bottom), §3", words="the fully connected net does not learn relative stability: R_f grows above R_f⁰ ≈ 1 after training, modestly evolving with P",
+    statistic="FullConnL4's trained over initial R_f, c = 3, bilinear, at every P and seed",
+    reproduced="above 1 at every P in every seed", partly="the seed geometric mean above 1 at every P",
+    mutations={"init and trained swapped": claims.roll(*_D, dim="state")})
+def _(ds):
+    if "FullConnL4" not in ds.arch.values: return claims.not_run("FullConnL4 is not in this run")
+    r = (_main(ds) / _main(ds, state="init")).sel(arch="FullConnL4")
+    k, n = claims.fraction(r > 1)
+    return claims.graded(k == n, bool((logmean(r) > 1).all()), f"{float(r.min()):.2f} to {float(r.max()):.2f}", f"above 1 in {k} of {n} networks")
+
+@EXPERIMENT.claim("lenet", where="Fig. 4 (bottom), §3", words="LeNet only becomes slightly insensitive (R_f ≈ 0.6) on CIFAR-10, and otherwise remains larger than unity",
+    paper_value="R_f ≈ 0.6 (CIFAR-10), > 1 otherwise", statistic="LeNet's trained R_f, c = 3, bilinear: seed geometric mean at every P",
+    reproduced="above 1 at every P (CIFAR-10: within a factor 1.5 of 0.6 at the largest P)", partly="within a factor 2 of 1 at every P (CIFAR-10: below 1 at the largest P)",
+    mutations={"deformation distances × 0.2 after training": _scale("d_diffeo", 0.2)})
+def _(ds):
+    if "LeNet" not in ds.arch.values: return claims.not_run("LeNet is not in this run")
+    R = _main(ds).sel(arch="LeNet")
+    gm = logmean(R)
+    k, n = claims.fraction(R > 1)
+    value = f"{float(gm.min()):.2f} to {float(gm.max()):.2f} over P"
+    if _dataset(ds) == "cifar10":
+        last = float(gm.isel(P=-1))
+        return claims.graded(0.4 <= last <= 0.9, last < 1, value, "CIFAR-10, at the largest P")
+    return claims.graded(bool((gm > 1).all()), bool(((gm > 0.5) & (gm < 2)).all()), value, f"above 1 in {k} of {n} networks ({_dataset(ds)})")
+
+@EXPERIMENT.claim("interpolation", where="Fig. 13, App. C", words="the interpolation (bilinear or Gaussian) does not affect R_f(P)",
+    statistic="Gaussian over bilinear trained R_f (seed geometric means), c = 3, every P, SOTA architectures",
+    reproduced="within a factor 1.25 of 1 at every P", partly="within a factor 2 of 1 at every P",
+    mutations={"Gaussian deformation distances × 3": lambda ds: ds.assign(d_diffeo=ds.d_diffeo * xr.where(ds.interpolation == "gaussian", 3.0, 1.0))})
+def _(ds):
+    archs = _sota(ds)
+    if not archs or not {"bilinear", "gaussian"} <= set(ds.interpolation.values): return claims.not_run("no SOTA architecture or one interpolation")
+    lm = ds.R_f_logmean.sel(state="trained", arch=archs).isel(c=0)
+    r = lm.sel(interpolation="gaussian") / lm.sel(interpolation="bilinear")
+    f = float(np.exp(np.abs(np.log(r))).max())
+    return claims.graded(f <= 1.25, f <= 2, f"{float(r.min()):.2f} to {float(r.max()):.2f} over {r.size} (arch, P)", f"largest factor {f:.2f}")
+
+@EXPERIMENT.claim("cnns_similar", where="Fig. 18", words="for a small training set, CNNs behave similarly in the (ε_t, R_f) plane",
+    statistic="largest over smallest R_f and ε_t (seed geometric means, c = 3) among the CNNs at the smallest P",
+    reproduced="both within a factor 2", partly="both within a factor 4",
+    mutations={"LeNet's deformation distances × 10": lambda ds: ds.assign(d_diffeo=ds.d_diffeo * xr.where(ds.arch == "LeNet", 10.0, 1.0))},
+    passes={"LeNet's networks replaced by ResNet18's": lambda ds: ds.assign(
+        {v: ds[v].where(ds.arch != "LeNet", ds[v].sel(arch="ResNet18", drop=True)) for v in (*_D, "test_error")})})
+def _(ds):
+    cnns = [a for a in ("LeNet", *SOTA) if a in ds.arch.values]
+    if len(cnns) < 2: return claims.not_run("fewer than two CNNs in this run")
+    R = ds.R_f_logmean.sel(state="trained", arch=cnns).isel(c=0, interpolation=0, P=0)
+    e = ds.test_error_logmean.sel(state="trained", arch=cnns).isel(P=0)
+    fr, fe = float(R.max() / R.min()), float(e.max() / e.min())
+    return claims.graded(fr <= 2 and fe <= 2, fr <= 4 and fe <= 4, f"R_f × {fr:.1f}, ε_t × {fe:.1f} at P = {int(ds.P[0])}",
+                         ", ".join(f"{a} R_f {float(R.sel(arch=a)):.3f}" for a in cnns))

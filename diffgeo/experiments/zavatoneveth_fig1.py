@@ -313,3 +313,78 @@ def draw(ds:xr.Dataset):
 def draw_xor(ds:xr.Dataset):
     "Figs. I.1–I.4 from the dataset: the same for XOR, from 2 hidden units to many."
     return _draw(ds, "xor")
+
+# %% ../../nbs/zavatoneveth_fig1.ipynb #9a890f64
+from .. import claims
+
+def _sinusoid_contrast(ds:xr.DataArray) -> tuple[xr.DataArray, xr.DataArray]:
+    "The sinusoid networks' boundary contrast (data square) at the first and the last snapshot, by width."
+    c = ds.boundary_contrast.where(ds.task == "sinusoid", drop=True).sortby("width").swap_dims(net="width")
+    return c.sel(snapshot=c.snapshot.min()), c.sel(snapshot=c.snapshot.max())
+
+def _signed(x) -> str: return f"{float(x):+.2f}".replace("-", "−")
+
+def _xor_widths_reversed(ds:xr.Dataset) -> xr.Dataset:
+    "A mutation: the XOR networks' log volume elements given in the reverse order of width."
+    ds = ds.copy()
+    order = sorted(ds.net.values[(ds.task == "xor").values], key=lambda n: int(ds.width.sel(net=n)))
+    lv = ds.log_volume.copy()
+    lv.loc[dict(net=order)] = ds.log_volume.sel(net=order[::-1]).values
+    ds["log_volume"] = lv
+    return ds
+
+def _volume_times_width(ds:xr.Dataset) -> xr.Dataset:
+    "A dataset on which the width claim passes: each network's log volume element multiplied by its width."
+    return ds.assign(log_volume=ds.log_volume * ds.width)
+
+@EXPERIMENT.claim("boundary", where="Fig. 1, §4.1",
+    words="as the decision boundary is molded to the true one, the volume element develops peaks in its vicinity: at all widths "
+          "the final volume elements are largest near the boundary, while at initialisation the peaks lack a relation to the task",
+    statistic="boundary contrast: mean log volume element over the least confident fifth of the grid points in the data square "
+              "minus over the rest, at the end of training, over the sinusoid networks' widths (log volume elements are finite here)",
+    reproduced="the final contrast is positive at every width, and larger than at initialisation at every width",
+    partly="the final contrast is positive at more than half of the widths",
+    mutations={"log volume element negated": claims.transform(np.negative, "log_volume"),
+               "snapshots of the log volume element reversed": claims.transform(lambda a: a[:, ::-1], "log_volume")})
+def _(ds):
+    start, end = _sinusoid_contrast(ds)
+    if end.sizes["width"] == 0: return claims.not_run("no sinusoid network in this dataset")
+    k, n = claims.fraction(end > 0)
+    grew = bool((end > start).all())
+    per = ", ".join(f"n = {w}: {_signed(start.sel(width=w))} → {_signed(end.sel(width=w))}" for w in end.width.values)
+    return claims.graded(k == n and grew, k > n / 2, claims.mean_sd(end, dim="width") + f" nats at the end ({per}, init → end)",
+                         f"positive at {k} of {n} widths; {'larger' if grew else 'not larger'} than at initialisation at every width")
+
+@EXPERIMENT.claim("width", where="Fig. 1, §4.1",
+    words="at small widths the shape of the sinusoid is not well resolved, but at large widths there is a clear peak in the "
+          "close neighbourhood of the decision boundary",
+    statistic="the final boundary contrast (as in `boundary`) against the sinusoid networks' width, one network per width",
+    reproduced="the final contrast increases with width over every sinusoid width, and is positive at the widest",
+    partly="the final contrast is positive at the widest width, but does not increase with width",
+    mutations={"log volume element negated": claims.transform(np.negative, "log_volume")},
+    passes={"log volume element times the width": _volume_times_width})
+def _(ds):
+    _, end = _sinusoid_contrast(ds)
+    if end.sizes["width"] < 2: return claims.not_run("fewer than two sinusoid widths in this dataset")
+    rises, widest = bool((end.diff("width") > 0).all()), float(end.isel(width=-1))
+    per = ", ".join(f"n = {w}: {_signed(end.sel(width=w))}" for w in end.width.values)
+    return claims.graded(rises and widest > 0, widest > 0, f"{per} nats (one network per width, no spread)",
+                         f"{'increases' if rises else 'does not increase'} with width")
+
+@EXPERIMENT.claim("radial", where="§4.1, App. I.1 (Figs. I.1–I.4)",
+    words="at initialisation the volume element has approximate rotational symmetry at large widths, as the infinite-width "
+          "limit predicts (§3); as the XOR networks' hidden layer widens, the volume element gets spherically symmetric",
+    statistic="radial share: the share of the log volume element's variance over the grid that |x| explains, of the XOR "
+              "networks at initialisation and at the end of training, against width (one network per width)",
+    reproduced="the radial share increases with width at initialisation and at the end of training",
+    partly="the radial share increases with width at initialisation only",
+    mutations={"XOR widths reversed": _xor_widths_reversed})
+def _(ds):
+    s = ds.radial_share.where(ds.task == "xor", drop=True).sortby("width").swap_dims(net="width")
+    if s.sizes["width"] < 2: return claims.not_run("fewer than two XOR widths in this dataset")
+    start, end = s.sel(snapshot=s.snapshot.min()), s.sel(snapshot=s.snapshot.max())
+    up0, up1 = bool((start.diff("width") > 0).all()), bool((end.diff("width") > 0).all())
+    fmt = lambda v: " → ".join(f"{x:.2f}" for x in v.values)
+    return claims.graded(up0 and up1, up0, f"init {fmt(start)}, end {fmt(end)} (widths {', '.join(map(str, s.width.values))})",
+                         f"{'increases' if up0 else 'does not increase'} with width at initialisation, "
+                         f"{'increases' if up1 else 'does not increase'} at the end")

@@ -21,8 +21,9 @@ from ..core import check_choice, check_int, resolve_device, seed_everything
 from ..scaffold import Experiment, Var
 
 # %% auto #0
-__all__ = ['COMMON', 'PROFILES', 'VARIABLES', 'EXPERIMENT', 'shallow_classifier', 'choose_anchors', 'slice_geometry',
-           'measure_during_training', 'cell', 'slice_dataset', 'derive', 'draw_slices', 'draw']
+__all__ = ['COMMON', 'PROFILES', 'VARIABLES', 'EXPERIMENT', 'SEGMENTS_SWAPPED', 'shallow_classifier', 'choose_anchors',
+           'slice_geometry', 'measure_during_training', 'cell', 'slice_dataset', 'derive', 'draw_slices', 'draw',
+           'boundary_vs_control', 'triangle', 'peak_at_boundary', 'accuracy']
 
 # %% ../../nbs/zavatoneveth_fig2.ipynb #76bc736e
 COMMON = dict(width=2000, activation="sigmoid", lr=1e-3, batch_size=1000, weight_decay=0.0, n_lines=3, n_same=2, seed=0)
@@ -306,3 +307,114 @@ def draw_slices(
 def draw(ds:xr.Dataset):
     "Fig. 2 from its dataset: log volume element along segments and over a triangle of test digits."
     return draw_slices(ds, title="shallow MNIST network: log volume element of the hidden layer")
+
+# %% ../../nbs/zavatoneveth_fig2.ipynb #22467eee
+from .. import claims, results
+
+def _last(v:xr.DataArray) -> xr.DataArray: return v.sel(epoch=v.epoch.max())
+
+def _between_within(gain:xr.DataArray, same:xr.DataArray) -> tuple[xr.DataArray, xr.DataArray]:
+    "A gain along the segments between classes and along the same-class controls."
+    return gain.where(same == 0, drop=True), gain.where(same == 1, drop=True)
+
+def _fmt(v:xr.DataArray) -> str: return claims.mean_sd(v.values, ".1f", dim="segment")
+
+def boundary_vs_control(ds:xr.Dataset) -> claims.Verdict:
+    "Criterion of `boundary_vs_control`: the trained midpoint gains between classes against the same-class controls'."
+    between, within = _between_within(_last(ds.mid_gain), ds.same_class)
+    if not between.sizes["line"] or not within.sizes["line"]: return claims.not_run("no same-class control segment in this dataset")
+    above = bool(between.min() > within.max())
+    return claims.graded(above and bool(between.min() > 0) and bool(within.max() <= 0), above,
+                         f"between classes {_fmt(between)}, same class {_fmt(within)} nats",
+                         ("every between-class segment above every control" if above else "a control at or above a between-class segment")
+                         + ("; the controls are expanded too" if within.max() > 0 else "; the controls are not expanded"))
+
+def _controls_flat(ds:xr.Dataset) -> xr.Dataset:
+    "A dataset on which `boundary_vs_control` passes: the controls' log volume element made constant along the segment."
+    lv = ds.line_log_volume
+    return ds.assign(line_log_volume=lv.where(ds.same_class == 0, lv.mean("t")))
+
+def _corners_and_centre(ds:xr.Dataset, v:xr.DataArray) -> tuple[xr.DataArray, xr.DataArray]:
+    "`v` on the triangle near its centre (every weight >= 0.2) and near its corners (a weight >= 0.75)."
+    return v.where(ds.weight.min("corner") >= 0.2, drop=True), v.where(ds.weight.max("corner") >= 0.75, drop=True)
+
+def triangle(ds:xr.Dataset) -> claims.Verdict:
+    "Criterion of `triangle`: the trained volume element near the triangle's centre against its corners, and against the entropy."
+    first, last = ds.epoch.min(), ds.epoch.max()
+    centre, corners = _corners_and_centre(ds, ds.plane_log_volume)
+    gain = centre.mean("point") - corners.mean("point")
+    spread = float(centre.sel(epoch=last).std("point", ddof=1))
+    g0, g1 = float(gain.sel(epoch=first)), float(gain.sel(epoch=last))
+    corr = float(np.corrcoef(ds.plane_log_volume.sel(epoch=last), ds.plane_entropy.sel(epoch=last))[0, 1])
+    grew = g1 > g0 and g1 > 0
+    return claims.graded(grew and g1 > spread and corr > 0, grew,
+                         f"centre − corners {g0:+.1f} → {g1:+.1f} nats (init → end; s.d. over the centre points {spread:.1f}); "
+                         f"correlation with the entropy over the triangle {corr:+.2f}".replace("-", "−"),
+                         ("the centre is raised" if grew else "the centre is not raised") +
+                         (", where the prediction is uncertain" if corr > 0 else ", but not where the prediction is uncertain"))
+
+def _entropy_added(scale:float) -> Callable:
+    "A dataset whose log volume element along the segments is shifted by `scale` times the prediction's entropy."
+    def make(ds:xr.Dataset) -> xr.Dataset:
+        return ds.assign(line_log_volume=ds.line_log_volume + scale * _entropy(ds.line_prob))
+    make.__doc__ = f"log volume + {scale:g} × entropy along the segments"
+    return make
+
+def peak_at_boundary(ds:xr.Dataset) -> claims.Verdict:
+    "Criterion of `peak_at_boundary`: the distance along each between-class segment from the volume's peak to the entropy's."
+    gap = abs(_last(ds.peak_t) - _last(ds.boundary_t)).where(ds.same_class == 0, drop=True)
+    if not gap.sizes["line"]: return claims.not_run("no segment between classes in this dataset")
+    k, n = claims.fraction(gap <= 0.2)
+    return claims.graded(k == n, k > n / 2, claims.mean_sd(gap.values, ".2f", dim="segment") + " of the segment's length",
+                         f"within a fifth of the segment in {k} of {n} segments")
+
+def _test_size(ds:xr.Dataset) -> int: return 1000 if results.parameters(ds).get("dataset") == "mnist5k" else 10_000
+
+def accuracy(target:float, floor:float) -> Callable:
+    "Criterion of `accuracy`: the trained test accuracy against the paper's `target`, with its binomial s.d.; partly above `floor`."
+    def criterion(ds:xr.Dataset) -> claims.Verdict:
+        err, n = float(_last(ds.test_error)), _test_size(ds)
+        acc, sd = 1 - err, float(claims.binomial_sd(err, n))
+        return claims.graded(acc + 2 * sd >= target, acc >= floor, f"{100 * acc:.1f} ± {100 * sd:.1f} % (binomial s.d., {n} test images)")
+    return criterion
+
+SEGMENTS_SWAPPED = {"boundary and control segments swapped": claims.transform(lambda s: 1 - s, "same_class"),
+                    "segments' log volumes rolled by two": claims.roll("line_log_volume", dim="line", shift=2)}
+
+# %% ../../nbs/zavatoneveth_fig2.ipynb #2d891637
+EXPERIMENT.claim("boundary_vs_control", where="Fig. 2, §4.2",
+    words="as training progresses, areas near the centre of a path between digits of different classes, which roughly aligns "
+          "with the decision boundary, are expanded, while those near the ends remain small; the expansion belongs to the "
+          "boundary, so paths within one class are not expanded (shown for CIFAR-10, Fig. I.22)",
+    statistic="midpoint gain (log volume element at t = ½ minus its mean at the two ends) at the last epoch, segments between "
+              "classes against same-class control segments (mean ± s.d. over segments)",
+    reproduced="every between-class segment's gain is positive and exceeds every control's, and no control's gain is positive",
+    partly="every between-class segment's gain exceeds every control's, but the controls are expanded too",
+    mutations=SEGMENTS_SWAPPED, passes={"controls flat": _controls_flat})(boundary_vs_control)
+
+EXPERIMENT.claim("triangle", where="Fig. 2, §4.2",
+    words="in the plane of three digits the volume element becomes large near the centroid of the triangle, where multiple "
+          "decision boundaries intersect",
+    statistic="mean log volume element over the triangle's centre (every barycentric weight ≥ 0.2) minus over its corners "
+              "(a weight ≥ 0.75), at initialisation and at the end; and its correlation with the prediction's entropy over the triangle",
+    reproduced="at the end the centre exceeds the corners by more than the centre points' s.d., more than at initialisation, and "
+               "the volume element is positively correlated with the entropy (large where the boundaries are)",
+    partly="the centre is raised above the corners by training, but not where the prediction is uncertain",
+    mutations={"triangle's log volume negated": claims.transform(np.negative, "plane_log_volume")},
+    passes={"log volume + 100 × entropy": lambda ds: ds.assign(plane_log_volume=ds.plane_log_volume + 100 * _entropy(ds.plane_prob))})(triangle)
+
+EXPERIMENT.claim("peak_at_boundary", where="Fig. 2, §4.2",
+    words="the volume element is expanded where the path crosses the decision boundary",
+    statistic="distance along each between-class segment, at the last epoch, from the volume element's peak to the prediction's "
+              "entropy peak, in units of the segment's length (mean ± s.d. over segments)",
+    reproduced="within a fifth of the segment on every between-class segment",
+    partly="within a fifth of the segment on more than half of them",
+    mutations={"log volume − 10⁴ × entropy": _entropy_added(-1e4)},
+    passes={"log volume + 10⁴ × entropy": _entropy_added(1e4)})(peak_at_boundary)
+
+EXPERIMENT.claim("accuracy", where="§4.2, App. I.2", paper_value="above 95 % (train and test, within 200 epochs)",
+    words="all networks reach above 95 % train and test accuracy within 200 epochs",
+    statistic="test accuracy at the last epoch, with its binomial s.d.",
+    reproduced="at least 95 % within two binomial s.d.", partly="at least 90 %",
+    mutations={"test error at chance": claims.transform(lambda e: np.full_like(e, 0.9), "test_error")},
+    passes={"test error 3 %": claims.transform(lambda e: np.full_like(e, 0.03), "test_error")})(accuracy(0.95, 0.90))

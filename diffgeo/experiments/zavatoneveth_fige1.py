@@ -171,3 +171,78 @@ def draw(ds:xr.Dataset):
                  f"{ds.sizes['draw']} draws × {ds.sizes['angle']} directions per width")
     fig.tight_layout()
     return fig
+
+# %% ../../nbs/zavatoneveth_figE1.ipynb #827bf1e7
+from .. import claims
+
+def _widest(ds:xr.Dataset, activation:str) -> xr.Dataset:
+    "The widest networks of one activation."
+    return ds.sel(activation=activation, width=ds.width.max())
+
+@EXPERIMENT.claim("convergence", where="Fig. E.1, App. E",
+    words="the empirical geometry (volume element and Ricci scalar) of finite random shallow networks converges to the "
+          "infinite-width (NNGP) result as the width grows",
+    statistic="rms deviation from the NNGP values, over draws, radii and directions, of the log volume element and (relative to "
+              "the NNGP's rms) of the Ricci scalar, against width; quoted: the fitted power of n over the widest widths "
+              "(mean ± s.d. over the activations)",
+    reproduced="both deviations fall at every step in width, for every activation",
+    partly="both deviations are smaller at the widest width than at the narrowest, for every activation",
+    mutations={"widths reversed": claims.transform(lambda a: a[:, ::-1], "log_volume", "ricci")})
+def _(ds):
+    err = [ds.log_volume_error, ds.ricci_error]
+    if ds.sizes["width"] < 2: return claims.not_run("fewer than two widths in this dataset")
+    every = all(bool((e.diff("width") < 0).all()) for e in err)
+    ends = all(bool((e.isel(width=-1) < e.isel(width=0)).all()) for e in err)
+    k = sum(int((e.diff("width") < 0).all("width").sum()) for e in err)
+    return claims.graded(every, ends, f"power of n: log volume {claims.mean_sd(ds.log_volume_slope, dim='activation')}, "
+                                      f"Ricci {claims.mean_sd(ds.ricci_slope, dim='activation')}",
+                         f"falls at every step in {k} of {2 * ds.sizes['activation']} (quantity, activation) pairs")
+
+@EXPERIMENT.claim("erf_curvature", where="App. E.2, Eq. E.27–E.28",
+    words="for the error function the volume element falls with the radius, and the Ricci scalar is negative for all radii and "
+          "monotonically decreasing, so curvature becomes increasingly negative with increasing radius",
+    statistic="the widest erf networks' Ricci scalar and log volume element, mean over draws and directions, against the radius, "
+              "with the standard error over draws",
+    reproduced="the mean R is below zero by more than two standard errors at every radius and falls at every step in radius, "
+               "and the mean log volume element falls at every step",
+    partly="the mean R is negative at every radius",
+    mutations={"Ricci scalar negated": claims.transform(np.negative, "ricci")})
+def _(ds):
+    if "erf" not in ds.activation.values: return claims.not_run("no erf networks in this dataset")
+    w = _widest(ds, "erf")
+    R, lv = w.ricci.mean("angle"), w.log_volume.mean(("draw", "angle"))
+    m, se = R.mean("draw"), R.std("draw", ddof=1) / np.sqrt(R.sizes["draw"])
+    neg, sure = bool((m < 0).all()), bool((m + 2 * se < 0).all())
+    falls, vol = bool((m.diff("radius") < 0).all()), bool((lv.diff("radius") < 0).all())
+    sig = lambda x: f"{float(x):.3g}".replace("-", "−")
+    return claims.graded(sure and falls and vol, neg,
+                         f"R from {sig(m.isel(radius=0))} ± {float(se.isel(radius=0)):.2g} at |x| = {float(m.radius[0]):g} to "
+                         f"{sig(m.isel(radius=-1))} ± {float(se.isel(radius=-1)):.2g} at {float(m.radius[-1]):g} (n = {int(w.width)}, "
+                         f"± s.e. over {R.sizes['draw']} draws)",
+                         f"R {'negative' if neg else 'not negative'} at every radius, {'falling' if falls else 'not falling'}; "
+                         f"volume element {'falling' if vol else 'not falling'}")
+
+@EXPERIMENT.claim("cubic_curvature", where="App. E.2, Eq. E.49–E.51",
+    words="for a monomial of degree k ≥ 3 the Ricci scalar is non-monotonic in the radius: an initial decrease followed by a "
+          "gradual increase towards zero, consistent with Fig. E.1",
+    statistic="the widest cubic networks' Ricci scalar, mean over draws and directions, against the radius",
+    reproduced="the mean R falls from the smallest radius to a minimum inside the range, then rises towards zero (|R| at the largest "
+               "radius below a hundredth of its largest)",
+    partly="the mean R is negative and rises towards zero at large radii, without the initial decrease",
+    mutations={"Ricci scalar negated": claims.transform(np.negative, "ricci")},
+    passes={"Ricci scalar's first radius raised": lambda ds: ds.assign(
+        ricci=ds.ricci.where(ds.radius != ds.radius.min(), ds.ricci.sel(radius=ds.radius.min()) / 10))})
+def _(ds):
+    if "cubic" not in ds.activation.values: return claims.not_run("no cubic networks in this dataset")
+    R = _widest(ds, "cubic").ricci.mean("angle")
+    m, se = R.mean("draw"), R.std("draw", ddof=1) / np.sqrt(R.sizes["draw"])
+    low = int(m.argmin("radius"))
+    neg, zero = bool((m < 0).all()), bool(abs(m.isel(radius=-1)) < 0.01 * abs(m).max())
+    dip = 0 < low < m.sizes["radius"] - 1
+    sig = lambda x: f"{float(x):.3g}".replace("-", "−")
+    return claims.graded(dip and neg and zero, neg and zero,
+                         f"R {sig(m.isel(radius=0))} ± {float(se.isel(radius=0)):.2g} (s.e. over draws) at |x| = {float(m.radius[0]):g}, minimum {sig(m.isel(radius=low))} at "
+                         f"{float(m.radius[low]):g}, {sig(m.isel(radius=-1))} at {float(m.radius[-1]):g} (mean over "
+                         f"{ds.sizes['draw']} draws and {ds.sizes['angle']} directions)",
+                         ("a minimum inside the range" if dip else "no initial decrease over these radii (the minimum is at the smallest)")
+                         + "; in d = 2 whether R first falls depends on σ_b/σ_w (E.50)")
