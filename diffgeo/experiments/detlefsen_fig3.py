@@ -21,8 +21,8 @@ from ..scaffold import Experiment, Var
 
 # %% auto #0
 __all__ = ['FAMILIES', 'REFERENCE', 'INVERTIBLE', 'COLORS', 'LABELS', 'KAPPA', 'PROBE_SIDE', 'TESS_SIZE', 'COMMON', 'PROFILES',
-           'VARIABLES', 'EXPERIMENT', 'probe_points', 'destructiveness', 'probe_steps', 'build', 'cell', 'settings',
-           'finish', 'derive', 'draw']
+           'VARIABLES', 'EXPERIMENT', 'TEST_DIGITS', 'probe_points', 'destructiveness', 'probe_steps', 'build', 'cell',
+           'settings', 'finish', 'derive', 'draw']
 
 # %% ../../nbs/detlefsen_fig3.ipynb #20bb9f2f
 FAMILIES = ("affine_diffeo", "cpab", "affine", "tps")  # the paper's order: invertible (blue, green), then not (yellow, red)
@@ -257,3 +257,89 @@ def draw(ds:xr.Dataset):
     for ax in (ax1, ax2):
         ax.set_xticks(lrs, [f"{v:g}" for v in lrs]); ax.minorticks_off()
     return fig
+
+# %% ../../nbs/detlefsen_fig3.ipynb #adb2566e
+from .. import claims
+
+TEST_DIGITS = {"mnist5k": 1_000, "mnist": 10_000}  # test digits when n_test is None
+
+def _n_test(ds:xr.Dataset) -> int:
+    "The number of test digits behind test_accuracy."
+    p = results.parameters(ds)
+    return int(p["n_test"]) if p.get("n_test") else TEST_DIGITS[p["dataset"]]
+
+def _lacks(ds:xr.Dataset, families) -> claims.Verdict|None:
+    "A not-run verdict naming the families the dataset lacks, else None."
+    miss = [f for f in families if f not in ds.family.values]
+    return claims.not_run(f"the dataset has no {', '.join(miss)}") if miss else None
+
+def _probed(f) -> callable:
+    "A mutation: `f` applied to the probed maps' κ and min det, the network without a transformer (NaN) left alone."
+    return claims.transform(lambda v: np.where(np.isnan(v), v, f(v)), "cond", "min_det")
+
+@EXPERIMENT.claim("affine_destructive", where="Fig. 3",
+    words="during training the affine maps can become destructive: singular or with too large a condition number",
+    statistic="the largest κ(∇T) of the probed ST-Affine maps over every probe, rate and seed, and their smallest det ∇T",
+    reproduced="some probed affine map destructive: κ above the run's κ* (10) or det ≤ 0",
+    partly="some probed affine map with κ above κ*/2, approaching destructive",
+    mutations={"every map the identity": _probed(np.ones_like)},
+    passes={"κ of every map ten times larger": claims.transform(lambda c: 10 * c, "cond")})
+def _(ds):
+    if v := _lacks(ds, ["affine"]): return v
+    kappa = results.parameters(ds).get("kappa", KAPPA)
+    a = ds.sel(family="affine")
+    cmax, dmin = a.cond.max().item(), a.min_det.min().item()
+    bad, n = claims.fraction(((a.cond > kappa) | (a.min_det <= 0)).values)
+    return claims.graded(cmax > kappa or dmin <= 0, cmax > kappa / 2,
+                         f"largest κ {cmax:.2f} (κ* = {kappa:g}), smallest det {dmin:.3f}; destructive in {bad} of {n} probed maps",
+                         f"{ds.sizes['lr']} rates × {ds.sizes['seed']} seed(s)")
+
+@EXPERIMENT.claim("invertible_never_fold", where="§3.2, Fig. 3",
+    words="invertible families (AffineDiff, CPAB) cannot become singular nor fold the image; affine and TPS maps can",
+    statistic="the probed maps with det ∇T ≤ 0 somewhere on the 7×7 grid, over every probe, rate and seed: AffineDiff and CPAB against Affine and TPS",
+    reproduced="no AffineDiff or CPAB map folds, and some Affine or TPS map does",
+    partly="no AffineDiff or CPAB map folds, and no Affine or TPS map either (the contrast not seen)",
+    mutations={"det ∇T negated": claims.transform(np.negative, "min_det"),
+               "families rolled by two": claims.roll("cond", "min_det", dim="family", shift=2)})
+def _(ds):
+    if v := _lacks(ds, ["affine_diffeo", "cpab", "affine", "tps"]): return v
+    inv, non = ds.min_det.sel(family=["affine_diffeo", "cpab"]), ds.min_det.sel(family=["affine", "tps"])
+    k_inv, n_inv = claims.fraction((inv <= 0).values)
+    folds = {f: claims.fraction((ds.min_det.sel(family=f) <= 0).values) for f in ("affine", "tps")}
+    value = (f"AffineDiff, CPAB: {k_inv} of {n_inv} probed maps fold (smallest det {inv.min().item():.3f}); "
+             + ", ".join(f"{LABELS[f].removeprefix('ST-')}: {k} of {n}" for f, (k, n) in folds.items()))
+    none_inv = k_inv == 0 and bool(inv.notnull().all())
+    return claims.graded(none_inv and any(k > 0 for k, _ in folds.values()), none_inv, value,
+                         f"{ds.sizes['lr']} rates × {ds.sizes['seed']} seed(s) × {ds.sizes['step']} probes × {ds.sizes['sample']} images")
+
+def _non_invertible_fail(ds:xr.Dataset) -> xr.Dataset:
+    "Affine and TPS networks at chance (0.1) at the largest rate."
+    ds = ds.copy()
+    a = ds.test_accuracy.copy(deep=True)
+    a.loc[dict(family=["affine", "tps"], lr=ds.lr.values[-1])] = 0.1
+    ds["test_accuracy"] = a
+    return ds
+
+@EXPERIMENT.claim("lr_robust", where="Fig. 3",
+    words="the invertible families (AffineDiff, CPAB) are significantly more robust to the learning rate than the non-invertible ones (Affine, TPS)",
+    statistic="each family's test accuracy averaged over the learning-rate grid (the area under its curve in Fig. 3, right), "
+              "seed means, with the binomial s.d. of the test digits (and the s.e. over seeds where there are several)",
+    reproduced="both invertible families ahead of both non-invertible ones by more than 2 s.d. of the difference",
+    partly="both invertible families ahead of one of the non-invertible ones by more than 2 s.d.",
+    mutations={"accuracies rolled by two along family": claims.roll("test_accuracy", dim="family", shift=2)},
+    passes={"Affine and TPS at chance at the largest rate": _non_invertible_fail})
+def _(ds):
+    if v := _lacks(ds, ["affine_diffeo", "cpab", "affine", "tps"]): return v
+    a, k, n = ds.test_accuracy, ds.sizes["seed"], _n_test(ds)
+    m = a.mean("seed")
+    var = m * (1 - m) / n + (a.var("seed", ddof=1) / k if k > 1 else 0)
+    mean, sd = m.mean("lr"), np.sqrt(var.sum("lr")) / ds.sizes["lr"]
+    z = {(f, g): ((mean.sel(family=f) - mean.sel(family=g)) / np.hypot(sd.sel(family=f), sd.sel(family=g))).item()
+         for f in ("affine_diffeo", "cpab") for g in ("affine", "tps")}
+    beaten = [g for g in ("affine", "tps") if all(z[(f, g)] > 2 for f in ("affine_diffeo", "cpab"))]
+    value = (", ".join(f"{LABELS[f].removeprefix('ST-')} {mean.sel(family=f).item():.3f} ± {sd.sel(family=f).item():.3f}"
+                       for f in ("affine_diffeo", "cpab", "affine", "tps"))
+             + "; invertible − non-invertible: " + ", ".join(f"{v:+.1f}" for v in z.values()) + " s.d.")
+    return claims.graded(len(beaten) == 2, len(beaten) >= 1, value,
+                         f"ahead of {', '.join(LABELS[g] for g in beaten) or 'neither'}; {ds.sizes['lr']} rates, {n} test digits, "
+                         + ("one seed" if k == 1 else f"{k} seeds"))

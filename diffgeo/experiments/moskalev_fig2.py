@@ -18,7 +18,7 @@ from ..scaffold import Experiment, Var
 
 # %% auto #0
 __all__ = ['MODELS', 'COMMON', 'PROFILES', 'VARIABLES', 'EXPERIMENT', 'penultimate', 'orbit_neighbours', 'cell', 'derive',
-           'summary', 'draw', 'check_claims']
+           'summary', 'draw', 'check_regression']
 
 # %% ../../nbs/moskalev_fig2.ipynb #844fa993
 MODELS = ("DA", "IR", "WT")
@@ -230,11 +230,53 @@ def draw(ds:xr.Dataset):
     return fig
 
 # %% ../../nbs/moskalev_fig2.ipynb #7d7aa5f4
-def check_claims(ds:xr.Dataset):
-    "The claims of the prose above, on a cpu- or paper-profile dataset (every seed); an AssertionError names the one that fails."
+def check_regression(ds:xr.Dataset):
+    "Checks that a run still shows what the committed cpu run showed (regression, not the paper's claims), on a cpu- or paper-profile dataset (every seed); an AssertionError names the one that fails."
     da, ir, wt = (ds.sel(model=m) for m in ("DA", "IR", "WT"))
     assert (da.median_rank <= 2).all() and (da.distance_ratio < 0.5).all(), "DA's typical turned copy is no longer near its original: update the prose"
     assert (da.rank_p90 > 10).all(), "DA's far-flung copies are rarer than one in ten: update the prose"
     assert (da.distance_ratio > 5 * ir.distance_ratio).all() and (wt.distance_ratio < 1e-6).all(), "DA's orbits are not spread more than IR's"
     assert (abs(ds.neighbour_agreement - ds.orbit_accuracy) < 0.03).all(), "neighbour agreement and orbit accuracy part"
+
+
+# %% ../../nbs/moskalev_fig2.ipynb #b41ae1cf
+from .. import claims
+
+def _pm(v, fmt:str=".2f") -> str:
+    "“m ± s” over seeds (claims.mean_sd without its parenthesis)."
+    return claims.mean_sd(v, fmt).split(" (")[0]
+
+def _sd(v) -> float: return float(v.std("seed", ddof=1)) if v.sizes.get("seed", 1) > 1 else np.inf
+
+@EXPERIMENT.claim("orientations_far_apart", where="Fig. 2, §4.2", words="different orientations of a single sample are mapped to distant points in the latent space of the DA model",
+    statistic="DA's median distance ‖φ(gx) − φ(x)‖ over test images and g ≠ e, relative to the median distance between two test images of the same class; the 90th percentile of the neighbour rank",
+    reproduced="in every seed DA's median turned copy lies at least as far from its original as two images of its class lie apart (ratio ≥ 1)",
+    partly="far copies are a tail: in every seed one DA copy in ten has more than 10 other test images nearer its original, and DA's ratio exceeds IR's and WT's by more than 2 s.d. over seeds",
+    mutations={"models rolled": claims.roll("orbit_distance", "orbit_rank", dim="model")},
+    passes={"DA's copies three times farther": claims.transform(lambda a: 3 * a, "orbit_distance")})
+def _(ds):
+    if not {"DA", "IR", "WT"} <= set(ds.model.values): return claims.not_run("needs the DA, IR and WT models")
+    r = ds.distance_ratio
+    far = bool((r.sel(model="DA") >= 1).all())
+    gap = all(float((r.sel(model="DA") - r.sel(model=m)).mean()) > 2 * _sd(r.sel(model="DA") - r.sel(model=m)) for m in ("IR", "WT"))
+    tail = bool((ds.rank_p90.sel(model="DA") > 10).all())
+    value = (f"DA's distance ratio {_pm(r.sel(model='DA'))} (IR {_pm(r.sel(model='IR'), '.3f')}, WT {_pm(r.sel(model='WT'), '.3f')}); DA's median rank "
+             f"{_pm(ds.median_rank.sel(model='DA'), '.1f')}, 90th percentile {_pm(ds.rank_p90.sel(model='DA'), '.1f')} (mean ± s.d. over {ds.sizes['seed']} seeds)")
+    return claims.graded(far, tail and gap, value, "the median copy lies " + ("beyond" if far else "within") + " the class distance")
+
+@EXPERIMENT.claim("within_class", where="Fig. 2, §4.2", words="different orientations of one sample land still within the boundaries of its class",
+    statistic="DA's neighbour agreement (turned copies whose 10 nearest test images are mostly of the digit's class) beside its orbit accuracy, over test images and g ≠ e",
+    reproduced="in every seed most turned copies sit among their class (agreement > 0.5), no fewer than are classified correctly within 2 binomial s.d. of the difference",
+    partly="most turned copies sit among their class in the mean over seeds",
+    mutations={"agreement flipped": claims.transform(lambda a: 1 - a, "neighbour_agrees")})
+def _(ds):
+    if "DA" not in ds.model.values: return claims.not_run("needs the DA model")
+    da = ds.sel(model="DA")
+    n = ds.sizes["sample"] * int((ds.element >= 1).sum())
+    a, acc = da.neighbour_agreement, da.orbit_accuracy
+    se = np.hypot(claims.binomial_sd(a, n), claims.binomial_sd(acc, n))
+    ok = bool(((a > 0.5) & (a >= acc - 2 * se)).all())
+    value = f"DA's agreement {_pm(a, '.3f')}, orbit accuracy {_pm(acc, '.3f')} (mean ± s.d. over {ds.sizes['seed']} seeds; binomial s.d. of the difference {float(se.max()):.3f})"
+    k, m = claims.fraction((a > 0.5) & (a >= acc - 2 * se))
+    return claims.graded(ok, float(a.mean()) > 0.5, value, f"holds in {k} of {m} seeds")
 
