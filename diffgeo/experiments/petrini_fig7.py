@@ -17,7 +17,7 @@ from ..results import span
 from ..scaffold import Experiment, Var
 
 # %% auto #0
-__all__ = ['COMMON', 'PROFILES', 'VARIABLES', 'EXPERIMENT', 'cell', 'derive', 'draw', 'check_claims', 'quoted']
+__all__ = ['COMMON', 'PROFILES', 'VARIABLES', 'EXPERIMENT', 'cell', 'derive', 'draw', 'check_regression', 'quoted']
 
 # %% ../../nbs/petrini_fig7.ipynb #92710c82
 COMMON = dict(d=30, boundaries=list(stripe.QUARTILES), radius=1e-3, fit_from=256)
@@ -120,8 +120,8 @@ def draw(ds:xr.Dataset):
     return fig
 
 # %% ../../nbs/petrini_fig7.ipynb #ba25fb4b
-def check_claims(ds:xr.Dataset):
-    "The claims of the prose above, on a cpu- or paper-profile dataset (every seed); an AssertionError names the one that fails."
+def check_regression(ds:xr.Dataset):
+    "Checks that a run still shows what the committed cpu run showed (regression, not the paper's claims): the statements of the prose above, every seed; an AssertionError names the one that fails."
     assert (ds.converged == 1).all(), "a network did not reach margin 1 on every training point"
     assert (abs(ds.R_f / ds.R_f_limit - 1) < 0.1).all(), "R_f and its small-noise limit differ by more than 10%"
     first = ds.isel(P=0)
@@ -149,3 +149,46 @@ def quoted(ds:xr.Dataset) -> list[str]:
         *(f"{s:.2f} from {lo} to {hi}".replace("-", "−") for s, lo, hi in zip(local, ds.P.values[:-1], ds.P.values[1:]) if lo >= fit[0]),
         f"from {span(first.test_error, '.2f')} at $P={first.P.item()}$ to {span(last.test_error, '.3f')} at $P={last.P.item()}$",
     ]
+
+# %% ../../nbs/petrini_fig7.ipynb #9480aac0
+from .. import claims
+
+def _reversed(name:str, dim:str):
+    "A mutation: the values of `name` in the reverse order of `dim`."
+    def mutate(ds):
+        ds = ds.copy()
+        ds[name] = ds[name].copy(data=ds[name].isel({dim: slice(None, None, -1)}).values)
+        return ds
+    return mutate
+
+_MUTATIONS = {"R_f reversed along P": _reversed("R_f", "P"), "R_f × P (flat)": lambda ds: ds.assign(R_f=ds.R_f * ds.P)}
+
+@EXPERIMENT.claim("slope", where="Fig. 7, §6", paper_value="−1",
+    words="R_f(P) ∼ P^−1 for the stripe model in d = 30: the slope of the curve is −1",
+    statistic="least-squares slope of log R_f against log P over the fitted range, per seed",
+    reproduced="mean slope over seeds in [−1.2, −0.8] and negative in every seed",
+    partly="mean slope in [−1.5, −0.5]: a power-law decay, not the paper's −1",
+    mutations=_MUTATIONS)
+def _(ds):
+    s = ds.slope
+    k, n = claims.fraction(s < 0)
+    m = float(s.mean())
+    fit = ds.P.values[ds.in_fit.values > 0]
+    return claims.graded(-1.2 <= m <= -0.8 and k == n, -1.5 <= m <= -0.5, claims.mean_sd(s),
+                         f"fitted over {fit[0]} ≤ P ≤ {fit[-1]}; negative in {k} of {n} seeds")
+
+@EXPERIMENT.claim("power_law", where="Fig. 7 (right)",
+    words="R_f falls as one power law P^−1 over the range of P: a straight line of slope −1 in log-log",
+    statistic="local slope of log R_f between consecutive P of the fitted range, mean ± s.e. over seeds",
+    reproduced="every local slope in [−1.5, −0.5], up to two standard errors", partly="every local slope negative: R_f falls, but not as one power law",
+    mutations=_MUTATIONS)
+def _(ds):
+    fit = ds.P.values[ds.in_fit.values > 0]
+    local = ds.local_slope.sel(P_mid=ds.P_mid.values[ds.P_mid.values > fit[0]])
+    n = ds.sizes["seed"]
+    mean = local.mean("seed").values
+    se = local.std("seed", ddof=1).values / np.sqrt(n) if n > 1 else np.zeros_like(mean)
+    value = ", ".join(f"{m:.2f} ± {s:.2f}" for m, s in zip(mean, se)).replace("-", "−") + f" (mean ± s.e. over {n} seeds, P from {fit[0]} to {fit[-1]})"
+    inside = (mean + 2 * se >= -1.5) & (mean - 2 * se <= -0.5)
+    return claims.graded(bool(inside.all()), bool((mean < 0).all()), value,
+                         f"{int(inside.sum())} of {inside.size} local slopes in [−1.5, −0.5] up to 2 s.e.; steepest {mean.min():.2f}, shallowest {mean.max():.2f}".replace("-", "−"))

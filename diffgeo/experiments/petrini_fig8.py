@@ -103,3 +103,62 @@ def draw(ds:xr.Dataset):
         ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
+
+# %% ../../nbs/petrini_fig8.ipynb #76a5cbcf
+from .. import claims
+
+def _median_se(v:xr.DataArray, dim:str="sample", n_boot:int=200) -> xr.DataArray:
+    "Bootstrap standard error of the median of `v` along `dim` (a fixed generator: the same on every call)."
+    a = np.moveaxis(v.values, v.get_axis_num(dim), -1)
+    idx = np.random.default_rng(0).integers(0, a.shape[-1], (n_boot, a.shape[-1]))
+    meds = np.median(a[..., idx], axis=-1)                    # [..., n_boot]
+    return xr.DataArray(meds.std(-1, ddof=1), dims=[d for d in v.dims if d != dim], coords={d: v[d] for d in v.dims if d != dim})
+
+def _within(ratio, se, tol:float) -> np.ndarray:
+    "Whether ratio ± 2 s.e. reaches into [1/(1+tol), 1+tol] (tol = 0.2: within 20% either way, on a log scale)."
+    ratio, se = np.asarray(ratio), np.asarray(se)
+    return (ratio + 2 * se >= 1 / (1 + tol)) & (ratio - 2 * se <= 1 + tol)
+
+@EXPERIMENT.claim("delta_eq3", where="Eq. 3, Fig. 8 (left)", paper_value="δ² = (π/4) n² T ln c",
+    words="for large c the displacement follows δ² ≃ (π/4) n² T ln c",
+    statistic="measured mean δ²/(n² T) over the fields ÷ Eq. 3's (π/4) ln c, at each c ≥ 16, the text's cut-off, ± its sampling s.e.; and the slope of δ²/(n² T) against ln c there",
+    reproduced="between 1/1.2 and 1.2 times Eq. 3 at every c ≥ 16 (up to 2 s.e.), and the slope within 15% of π/4",
+    partly="between 1/1.5 and 1.5 times Eq. 3 at every c ≥ 16 (up to 2 s.e.): the law's form, not its value",
+    mutations={"δ × 2": claims.transform(lambda v: 2 * v, "delta_unit"), "δ ÷ 2": claims.transform(lambda v: v / 2, "delta_unit")})
+def _(ds):
+    if "paper" not in ds.cutoff.values: return claims.not_run("no sample with the text's cut-off")
+    big = ds.c.values[ds.c.values >= 16]
+    if len(big) < 2: return claims.not_run(f"fewer than two cut-offs c ≥ 16 (largest {ds.c.values.max():g})")
+    n = results.parameters(ds)["n"]
+    d2 = (ds.delta_unit.sel(cutoff="paper", c=big) / n) ** 2
+    eq3 = ds.delta2_eq3.sel(c=big)
+    ratio = (d2.mean("sample") / eq3).values
+    se = (d2.std("sample", ddof=1) / np.sqrt(d2.sizes["sample"]) / eq3).values
+    slope = np.polyfit(np.log(big), d2.mean("sample").values, 1)[0] / (np.pi / 4)
+    ok20, ok15 = _within(ratio, se, 0.2), _within(ratio, se, 0.5)
+    return claims.graded(bool(ok20.all()) and abs(slope - 1) <= 0.15, bool(ok15.all()),
+                         f"measured ÷ Eq. 3 from {ratio[0]:.3f} ± {se[0]:.3f} at c = {big[0]:g} to {ratio[-1]:.3f} ± {se[-1]:.3f} at c = {big[-1]:g}; slope {slope:.2f} × π/4",
+                         f"within 20% (up to 2 s.e.) at {int(ok20.sum())} of {ok20.size} cut-offs c ≥ 16")
+
+@EXPERIMENT.claim("xi_eq13", where="Eq. 13, Fig. 8 (right)", paper_value="median max Ξ ≃ (c/2)√(π³ T ln c)",
+    words="the median over fields of max_s Ξ is approximated by (c/2)√(π³ T ln c)",
+    statistic="median over fields of max Ξ/√T ÷ Eq. 13, at each c ≤ n/4, the authors' code cut-off, ± its bootstrap s.e.; the text's cut-off in the note",
+    reproduced="between 1/1.2 and 1.2 times Eq. 13 at every c ≤ n/4 (up to 2 s.e.)",
+    partly="between 1/1.5 and 1.5 times Eq. 13 at every c ≤ n/4 (up to 2 s.e.), and the log-log slope against c√(ln c) in [0.8, 1.2]: Eq. 13's form",
+    mutations={"max Ξ × 2": claims.transform(lambda v: 2 * v, "max_xi_unit"), "max Ξ ÷ 2": claims.transform(lambda v: v / 2, "max_xi_unit")})
+def _(ds):
+    if "code" not in ds.cutoff.values: return claims.not_run("no sample with the authors' code cut-off")
+    n = results.parameters(ds)["n"]
+    cs = ds.c.values[ds.c.values <= n / 4]
+    if len(cs) < 2: return claims.not_run(f"fewer than two cut-offs c ≤ n/4 = {n / 4:g}")
+    def read(cut):
+        xi, eq = ds.max_xi_unit.sel(cutoff=cut, c=cs), ds.max_xi_eq13.sel(c=cs)
+        return (xi.median("sample") / eq).values, (_median_se(xi) / eq).values, xi.median("sample").values
+    ratio, se, med = read("code")
+    slope = np.polyfit(np.log(cs * np.sqrt(np.log(cs))), np.log(med), 1)[0]
+    ok20, ok50 = _within(ratio, se, 0.2), _within(ratio, se, 0.5)
+    other = read("paper")[0] if "paper" in ds.cutoff.values else None
+    note = f"within 20% (up to 2 s.e.) at {int(ok20.sum())} of {ok20.size} cut-offs {cs[0]:g} ≤ c ≤ {cs[-1]:g}; log-log slope {slope:.2f}"
+    if other is not None: note += f"; the text's cut-off: {other.min():.2f} to {other.max():.2f} of Eq. 13"
+    return claims.graded(bool(ok20.all()), bool(ok50.all()) and 0.8 <= slope <= 1.2,
+                         f"measured ÷ Eq. 13 from {ratio.min():.3f} to {ratio.max():.3f} (largest s.e. {se.max():.3f})", note)
