@@ -24,9 +24,9 @@ from ..scaffold import Experiment, Var
 
 # %% auto #0
 __all__ = ['PAPER_ARCHS', 'CPU_WIDTH', 'CPU_LR', 'COMMON', 'PROFILES', 'SMALL_NOISE', 'STATES', 'VARIABLES', 'EXPERIMENT',
-           'train_network', 'Setup', 'setup', 'resolve_archs', 'cell', 'settings', 'seconds_per_step', 'cost',
-           'logmean', 'logstd', 'derive', 'probe_ratios', 'log_ticks', 'draw', 'draw_fig15', 'draw_fig16', 'draw_fig17',
-           'draw_fig19']
+           'PAPER_CORR', 'train_network', 'Setup', 'setup', 'resolve_archs', 'cell', 'settings', 'seconds_per_step',
+           'cost', 'logmean', 'logstd', 'derive', 'probe_ratios', 'log_ticks', 'draw', 'draw_fig15', 'draw_fig16',
+           'draw_fig17', 'draw_fig19']
 
 # %% ../../nbs/fig5.ipynb #0a70fb56
 PAPER_ARCHS = ["FullConnL2", "FullConnL4", "FullConnL6", "LeNet", "AlexNet", "VGG11", "VGG11bn", "VGG16bn", "VGG19bn",
@@ -523,3 +523,175 @@ def draw_fig19(ds:xr.Dataset):
     _scatter(ax, ds, "R_f", errorbars=True, fit=True)
     _decorate(fig, [ax], ds, errorbars=True)
     return fig
+
+# %% ../../nbs/fig5.ipynb #e752f413
+import json
+import warnings
+
+from .. import claims
+
+#: The paper's correlations of log ε_t with log D_f, log G_f, log R_f per data set: CIFAR-10 from Figs. 5, 15, 16 (1/G_f: 0.85), the others from Table 2.
+PAPER_CORR = {"cifar10": (0.62, -0.85, 0.97), "mnist": (0.71, -0.43, 0.75), "svhn": (0.87, -0.28, 0.81), "fashionmnist": (0.72, -0.68, 0.94)}
+
+def _dataset(ds:xr.Dataset) -> str:
+    "The data set of a run, MNIST-5k counted as MNIST."
+    return str(results.parameters(ds).get("dataset", "")).removesuffix("5k")
+
+def _num(v:float) -> str: return f"{v:.2f}".replace("-", "−")
+
+def _corr_seeds(ds:xr.Dataset, k:str, sign:float=1.0) -> xr.DataArray:
+    "corr(log ε_t, log k) over the trained architectures within each seed (times `sign`: −1 gives 1/G_f's)."
+    tr = ds.sel(state="trained")
+    return sign * xr.DataArray([_fit(tr.test_error.sel(seed=s).values, tr[k].sel(seed=s).values)[2] for s in ds.seed.values],
+                               dims="seed", coords={"seed": ds.seed.values})
+
+def _boot_sd(ds:xr.Dataset, stat, n:int=1000) -> float:
+    "S.d. of `stat(err, {k: values})` over resamples of the architectures (seed log-means, trained), the uncertainty of one seed."
+    tr = ds.sel(state="trained")
+    err = tr.test_error_logmean.values
+    rng, A = np.random.default_rng(0), ds.sizes["arch"]
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        v = [stat(err[i], lambda k, i=i: tr[k + "_logmean"].values[i]) for i in (rng.integers(0, A, A) for _ in range(n))]
+    return float(np.nanstd(v, ddof=1))
+
+def _quote(ds:xr.Dataset, ours:float, per:xr.DataArray, stat) -> str:
+    "Our statistic on the seed log-means, with its spread over seeds (one seed: bootstrap over architectures)."
+    if per.sizes["seed"] > 1: return f"{_num(ours)} on the seed log-means; per seed {claims.mean_sd(per)}"
+    return f"{_num(ours)} ± {_boot_sd(ds, stat):.2f} (one seed; bootstrap s.d. over architectures)"
+
+def _follow(k:str, power:float, scale:float=0.2) -> callable:
+    "A dataset change: every network's test error set to scale · k^power (k of the same network, seed and state)."
+    def make(ds:xr.Dataset) -> xr.Dataset:
+        ds = ds.copy()
+        ds["test_error"] = scale * derive(ds.copy())[k].transpose(*ds.test_error.dims) ** power
+        return ds
+    make.__doc__ = f"test error = {scale} {k}^{power}"
+    return make
+
+def _on(dataset:str, change) -> callable:
+    "A dataset change made, and the run labelled as one on `dataset`."
+    def make(ds:xr.Dataset) -> xr.Dataset:
+        ds = change(ds)
+        ds.attrs = {**ds.attrs, "parameters": json.dumps({**results.parameters(ds), "dataset": dataset})}
+        return ds
+    return make
+
+_INVERTED = claims.transform(lambda e: 1e-3 / e, "test_error")  # log ε_t → −log ε_t + const: every correlation changes sign
+
+@EXPERIMENT.claim("correlation", where="Fig. 5",
+    words="the test error correlates remarkably with R_f across architectures (correlation of the logs, footnote 3)",
+    paper_value="corr 0.97 (CIFAR-10, 14 architectures × 5 seeds); MNIST 0.75, SVHN 0.81, FashionMNIST 0.94 (Table 2)",
+    statistic="corr(log ε_t, log R_f) over the trained architectures, on the seed log-means (the paper's) and within each seed; "
+              "one seed: bootstrap s.d. over architectures",
+    reproduced="on the seed log-means at least the paper's value for the data set minus 0.1 (CIFAR-10: 0.87, MNIST: 0.65), "
+               "and positive in every seed",
+    partly="positive on the seed log-means and in most seeds",
+    mutations={"test errors inverted": _INVERTED, "test errors rolled along arch": claims.roll("test_error", dim="arch", shift=3)})
+def _(ds):
+    paper = PAPER_CORR.get(_dataset(ds))
+    if paper is None: return claims.not_run(f"the paper gives no correlation for {_dataset(ds)}")
+    ours, per = float(ds.corr_R_f), _corr_seeds(ds, "R_f")
+    k, n = claims.fraction(per > 0)
+    return claims.graded(ours >= paper[2] - 0.1 and k == n, ours > 0 and k > n / 2, _quote(ds, ours, per, lambda e, x: _fit(e, x("R_f"))[2]),
+                         f"the paper's {_dataset(ds)} value {paper[2]} ({'Fig. 5' if _dataset(ds) == 'cifar10' else 'Table 2'}); "
+                         f"positive in {k} of {n} seeds")
+
+@EXPERIMENT.claim("power_law", where="Fig. 5",
+    words="on CIFAR-10 the test error follows the power law ε_t ≈ 0.2 √R_f (the dashed line)",
+    paper_value="ε_t ≈ 0.2 R_f^0.5 (CIFAR-10)",
+    statistic="least-squares fit log ε_t = log A + b log R_f over the trained architectures' seed log-means; s.d. of b over seeds "
+              "(one seed: bootstrap over architectures)",
+    reproduced="b within 0.15 of 1/2 and A within a factor 2 of 0.2", partly="b positive and within a factor 2 of 1/2 (0.25 to 1)",
+    mutations={"CIFAR-10, ε_t = 0.2 / √R_f": _on("cifar10", _follow("R_f", -0.5))},
+    passes={"CIFAR-10, ε_t = 0.2 √R_f": _on("cifar10", _follow("R_f", 0.5))})
+def _(ds):
+    A, b = float(ds.fit_prefactor), float(ds.fit_exponent)
+    if _dataset(ds) != "cifar10": return claims.not_run(f"the paper fits the power law on CIFAR-10 only; this run is {_dataset(ds)} "
+                                                        f"(its fit: b = {_num(b)}, A = {A:.3f})")
+    tr = ds.sel(state="trained")
+    per = xr.DataArray([_fit(tr.test_error.sel(seed=s).values, tr.R_f.sel(seed=s).values)[1] for s in ds.seed.values], dims="seed")
+    value = _quote(ds, b, per, lambda e, x: _fit(e, x("R_f"))[1])
+    return claims.graded(abs(b - 0.5) <= 0.15 and 0.1 <= A <= 0.4, 0.25 <= b <= 1, f"b = {value}; A = {A:.3f}")
+
+def _ahead(ds:xr.Dataset, other:str, sign:float, expected:float=1.0, suffix:str=""):
+    "ρ_R − ρ_other on the seed log-means and per seed; how many seeds have the `expected` sign; ρ_R on the log-means."
+    r, o = float(ds[f"corr_R_f{suffix}"]), sign * float(ds[f"corr_{other}{suffix}"])
+    per = _corr_seeds(ds, f"R_f{suffix}") - _corr_seeds(ds, f"{other}{suffix}", sign)
+    k, n = claims.fraction(expected * per > 0)
+    value = _quote(ds, r - o, per, lambda e, x: _fit(e, x(f"R_f{suffix}"))[2] - sign * _fit(e, x(f"{other}{suffix}"))[2])
+    return r, r - o, k, n, value
+
+@EXPERIMENT.claim("D_f_weaker", where="Fig. 15",
+    words="D_f alone correlates with the test error much less than R_f",
+    paper_value="corr with D_f 0.62 against R_f 0.97 (CIFAR-10); MNIST 0.71 against 0.75, SVHN 0.87 against 0.81 (Table 2)",
+    statistic="ρ_R − ρ_D: corr(log ε_t, log R_f) minus corr(log ε_t, log D_f), trained nets, on the seed log-means and per seed",
+    reproduced="the paper's sign for the data set (R_f ahead on CIFAR-10, MNIST, FashionMNIST; D_f on SVHN) on the seed log-means "
+               "and in every seed, with ρ_R > 0",
+    partly="the paper's sign on the seed log-means or in most seeds, with ρ_R > 0",
+    mutations={"test errors inverted": _INVERTED, "ε_t = 0.1 √D_f": _follow("D_f", 0.5, 0.1)},
+    passes={"ε_t = 0.2 √R_f (the paper's law)": _follow("R_f", 0.5)})
+def _(ds):
+    paper = PAPER_CORR.get(_dataset(ds))
+    if paper is None: return claims.not_run(f"the paper gives no correlations for {_dataset(ds)}")
+    expected = np.sign(paper[2] - paper[0])
+    r, d, k, n, value = _ahead(ds, "D_f", 1.0, expected)
+    ok = r > 0 and expected * d > 0
+    return claims.graded(ok and k == n, r > 0 and (expected * d > 0 or k > n / 2), value,
+                         f"ρ_R {_num(r)}, ρ_D {_num(float(ds.corr_D_f))} on the seed log-means; the paper's sign in {k} of {n} seeds")
+
+@EXPERIMENT.claim("G_f_weaker", where="Fig. 16",
+    words="the inverse stability to noise 1/G_f correlates with the test error less than R_f",
+    paper_value="corr with 1/G_f 0.85 against R_f 0.97 (CIFAR-10); with G_f −0.43 on MNIST (Table 2)",
+    statistic="ρ_R − ρ_1/G: corr(log ε_t, log R_f) minus corr(log ε_t, −log G_f), trained nets, on the seed log-means and per seed",
+    reproduced="positive on the seed log-means and in every seed, with ρ_R > 0",
+    partly="positive on the seed log-means or in most seeds, with ρ_R > 0",
+    mutations={"test errors inverted": _INVERTED, "ε_t = 0.05 / √G_f": _follow("G_f", -0.5, 0.05)},
+    passes={"ε_t = 0.2 √R_f (the paper's law)": _follow("R_f", 0.5)})
+def _(ds):
+    r, d, k, n, value = _ahead(ds, "G_f", -1.0)
+    return claims.graded(r > 0 and d > 0 and k == n, r > 0 and (d > 0 or k > n / 2), value,
+                         f"ρ_R {_num(r)}, ρ_1/G {_num(-float(ds.corr_G_f))} on the seed log-means; R_f ahead in {k} of {n} seeds")
+
+@EXPERIMENT.claim("means", where="Fig. 17",
+    words="with means instead of medians over samples, R_f still correlates with the test error better than D_f and 1/G_f",
+    statistic="ρ_R − max(ρ_D, ρ_1/G) with the means' D_f, G_f, R_f, trained nets, on the seed log-means and per seed",
+    reproduced="positive on the seed log-means and in every seed, with ρ_R > 0",
+    partly="positive on the seed log-means or in most seeds, with ρ_R > 0",
+    mutations={"test errors inverted": _INVERTED, "ε_t = 0.1 √D_f (means)": _follow("D_f_mean", 0.5, 0.1)},
+    passes={"ε_t = 0.2 √R_f (means)": _follow("R_f_mean", 0.5)})
+def _(ds):
+    r, dd, kd, n, _ = _ahead(ds, "D_f", 1.0, suffix="_mean")
+    _, dg, kg, _, _ = _ahead(ds, "G_f", -1.0, suffix="_mean")
+    per = xr.concat([_corr_seeds(ds, "R_f_mean") - _corr_seeds(ds, "D_f_mean"), _corr_seeds(ds, "R_f_mean") - _corr_seeds(ds, "G_f_mean", -1.0)],
+                    "other").min("other")
+    k, _ = claims.fraction(per > 0)
+    lead = min(dd, dg)
+    value = _quote(ds, lead, per, lambda e, x: _fit(e, x("R_f_mean"))[2] - max(_fit(e, x("D_f_mean"))[2], -_fit(e, x("G_f_mean"))[2]))
+    return claims.graded(r > 0 and lead > 0 and k == n, r > 0 and (lead > 0 or k > n / 2), value,
+                         f"ρ_R {_num(r)}, ρ_D {_num(float(ds.corr_D_f_mean))}, ρ_1/G {_num(-float(ds.corr_G_f_mean))} on the seed log-means; "
+                         f"R_f ahead of both in {k} of {n} seeds")
+
+def _inflate(ds:xr.Dataset) -> xr.Dataset:
+    "Each seed's R_f (through d_diffeo) and test error scaled by its own factor: larger error bars, the same log-means."
+    ds = ds.copy()
+    f = xr.DataArray(10.0 ** np.linspace(-1, 1, ds.sizes["seed"]), dims="seed", coords={"seed": ds.seed})
+    ds["d_diffeo"], ds["test_error"] = ds.d_diffeo * f ** 6, ds.test_error * f
+    return ds
+
+@EXPERIMENT.claim("error_bars", where="Fig. 19",
+    words="Fig. 5 with error bars over 5 seeds: the trend across architectures stands out of the seed-to-seed spread",
+    statistic="spread (s.d.) of log10 ε_t and of log10 R_f across the trained architectures' seed log-means, over the median "
+              "error bar (s.d. of log10 over seeds; one seed: binomial for ε_t, bootstrap over test images for R_f)",
+    reproduced="corr(log ε_t, log R_f) > 0, and both spreads at least twice the median error bar",
+    partly="corr > 0 and one of the two spreads at least twice its median error bar",
+    mutations={"test errors inverted": _INVERTED, "each seed scaled apart (error bars inflated)": _inflate})
+def _(ds):
+    tr = ds.sel(state="trained")
+    spread = lambda v: float(np.log10(v).std(ddof=1))
+    re = spread(tr.test_error_logmean) / float(np.median(_test_errors(ds)))
+    rr = spread(tr.R_f_logmean) / float(np.median(_errors(ds, "R_f")))
+    r = float(ds.corr_R_f)
+    bars = "over seeds" if ds.sizes["seed"] > 1 else "binomial and bootstrap over test images, one seed"
+    return claims.graded(r > 0 and re >= 2 and rr >= 2, r > 0 and (re >= 2 or rr >= 2),
+                         f"spread / error bar: ε_t {re:.1f}, R_f {rr:.1f} (error bars {bars})", f"corr {_num(r)} on the seed log-means")
