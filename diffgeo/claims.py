@@ -102,20 +102,21 @@ def claim(self:Experiment,
     return register
 
 # %% ../nbs/85_claims.ipynb #cd8acbcb
-def _mean_sd(v, fmt:str=".2f", dim:str="seed") -> str:
-    v = v if isinstance(v, xr.DataArray) else xr.DataArray(np.asarray(v, float), dims=[dim])
-    n = v.sizes.get(dim, 1)
-    m, s = float(v.mean(dim)), float(v.std(dim, ddof=1)) if n > 1 else math.nan
-    txt = f"{m:{fmt}}" + (f" ± {s:{fmt}} (mean ± s.d. over {n} {dim}s)" if n > 1 else f" (one {dim})")
-    return txt.replace("-", "−")
+def _num(x:float, fmt:str) -> str: return f"{x:{fmt}}".replace("-", "−")
 
 def mean_sd(
     v, # values along `dim` (a DataArray, or an array of one value per seed)
     fmt:str=".2f", # format of the numbers
     dim:str="seed", # the dimension the spread is over
+    compact:bool=False, # just "m ± s", to quote inside a longer value
 ) -> str:
-    "“m ± s (mean ± s.d. over n seeds)”: a statistic with its spread over seeds, as the ledger quotes it."
-    return _mean_sd(v, fmt, dim)
+    "“m ± s (mean ± s.d. over n seeds)”: a statistic with its spread (the sample standard deviation) over seeds, as the ledger quotes it."
+    v = v if isinstance(v, xr.DataArray) else xr.DataArray(np.asarray(v, float), dims=[dim])
+    n = v.sizes.get(dim, 1)
+    m, s = float(v.mean(dim)), float(v.std(dim, ddof=1)) if n > 1 else math.nan
+    if n == 1: return _num(m, fmt) + ("" if compact else f" (one {dim})")
+    over = f"{n} seeds" if dim == "seed" else f"{n} values of {dim}"
+    return f"{_num(m, fmt)} ± {_num(s, fmt)}" + ("" if compact else f" (mean ± s.d. over {over})")
 
 def binomial_sd(
     error, # a fraction of test points misclassified (any shape)
@@ -156,6 +157,13 @@ def transform(
     return mutate
 
 # %% ../nbs/85_claims.ipynb #e8f7b82a
+_ORDER = ("smoke", "cpu", "long", "paper")  # the profiles, smallest first
+
+def _rank(label:str) -> tuple:
+    "Sort key of a result label ('cpu', 'cpu (cifar10)', 'paper'): by profile, then variant."
+    profile = label.split(" ")[0]
+    return (_ORDER.index(profile) if profile in _ORDER else len(_ORDER), label)
+
 def _group_key(ds:xr.Dataset) -> tuple:
     p = results.parameters(ds)
     return (p.get("profile"), json.dumps({k: v for k, v in p.items() if k not in ("seeds", "tag", "device", "data_root")}, sort_keys=True, default=str))
@@ -184,7 +192,7 @@ def _committed(name:str, root:str, stamp:tuple) -> dict:
     out = {}
     for (profile, _), members in groups.items():
         out[_label(profile, [t for t, _ in members])] = exp.check(_combine(exp, [d for _, d in members]))
-    return dict(sorted(out.items(), key=lambda kv: (results.PROFILE_NAMES.index(kv[0].split(" ")[0]), kv[0])))
+    return dict(sorted(out.items(), key=lambda kv: _rank(kv[0])))
 
 def committed(
     exp:Experiment|str, # an experiment or its name
@@ -213,7 +221,7 @@ def ledger(
     rows = []
     for exp in (site.experiments() if experiments is None else experiments):
         sets = committed(exp, root)
-        labels = list(dict.fromkeys([*SHOWN, *sets]))
+        labels = sorted(dict.fromkeys([*SHOWN, *sets]), key=_rank)
         for c in getattr(exp, "claims", {}).values():
             for label in labels:
                 profile = label.split(" ")[0]
@@ -246,32 +254,37 @@ def status_table(
     df = ledger(exps, root)
     if df.empty: return f"*{which} declares no claims.*"
     labels = list(dict.fromkeys(df.result))
+    idle = {l: sorted(set(df.note[df.result == l])) for l in labels if (df.status[df.result == l] == "not run").all()}
+    labels = [l for l in labels if l not in idle] or labels[:1]
     head = ["claim", "the paper", *(["criterion"] if criteria else []), *labels]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for (exp, key), g in df.groupby(["experiment", "claim"], sort=False):
         c = REGISTRY[exp].claims[key]
         link = f"[{exp}]({REGISTRY[exp].notebook})" if which not in REGISTRY else ""
         first = _md(f"{c.where} {link}".strip() + f" · `{key}`")
-        paper = _md(c.words + (f" (paper: {c.paper_value})" if c.paper_value else "") + f". Ours: {c.statistic}.")
+        paper = _md(c.words + (f" (paper: {c.paper_value})" if c.paper_value else "") + f". Ours: {c.statistic}".rstrip(".") + ".")
         crit = [_md(f"reproduced: {c.reproduced}; partly: {c.partly}")] if criteria else []
         by = {r.result: _cell(r) for r in g.itertuples()}
         lines.append("| " + " | ".join([first, paper, *crit, *(by.get(l, "") for l in labels)]) + " |")
+    gone = [f"`{l}`: {'; '.join(notes)}" for l, notes in idle.items() if l not in labels]
+    if gone: lines.append("\n*Not run for any claim*, so left out of the table: " + "; ".join(gone) + ".")
     return "\n".join(lines)
 
 def summary_table(
     root:str|Path|None=None, # the repository
 ) -> str:
-    "A Markdown table, paper × profile: how many of its claims each profile's committed datasets reproduce, partly, not, or cannot speak to."
+    "A Markdown table, paper × profile: how many of its claims each profile's main committed dataset reproduces, partly, not, or cannot speak to (not run)."
     df = ledger(root=root)
-    df = df[df.main]
-    lines = ["| paper | profile | claims | " + " | ".join(STATUSES) + " |", "|---|---|---|" + "---|" * len(STATUSES)]
+    df = df[df.main.astype(bool)]
+    lines = ["| paper | claims | " + " | ".join(f"`{p}`" for p in SHOWN) + " |", "|---|---|" + "---|" * len(SHOWN)]
     for key in papers.PAPERS:
+        g = df[df.paper == key]
+        if g.empty: continue
+        cells = []
         for profile in SHOWN:
-            g = df[(df.paper == key) & (df.profile == profile)]
-            if g.empty: continue
-            counts = g.status.value_counts()
-            lines.append(f"| [{papers.paper(key).short}](paper_{key}.ipynb) | {profile} | {len(g)} | " +
-                         " | ".join(str(int(counts.get(s, 0))) for s in STATUSES) + " |")
+            n = g.status[g.profile == profile].value_counts()
+            cells.append(" · ".join(f"{int(n[s])} {s}" for s in STATUSES if s in n))
+        lines.append(f"| [{papers.paper(key).short}](paper_{key}.ipynb) | {len(g[g.profile == SHOWN[0]])} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 def show(

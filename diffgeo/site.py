@@ -18,7 +18,7 @@ from . import papers, results
 from .scaffold import REGISTRY
 
 # %% auto #0
-__all__ = ['experiments', 'thumbnail', 'figure_table', 'show_figures']
+__all__ = ['experiments', 'thumbnail', 'claim_counts', 'figure_table', 'show_figures']
 
 # %% ../nbs/80_site.ipynb #ede59afa
 def experiments(paper:str|None=None) -> list:
@@ -47,23 +47,38 @@ def _page(exp) -> str:
     "The site address of the experiment's notebook, relative to a page at the site's root."
     return exp.notebook.removesuffix(".ipynb") + ".html"
 
+def claim_counts(
+    exp, # an experiment
+    root:str|Path|None=None, # the repository
+) -> str:
+    "The experiment's claims at the cpu profile, counted by status as the claims ledger evaluates them: '2 reproduced · 1 partly · 1 not'."
+    from diffgeo import claims
+    df = claims.ledger([exp], root)
+    df = df[df.main.astype(bool) & (df.profile == "cpu")]
+    if df.empty: return "no claims declared"
+    n = df.status.value_counts()
+    return " · ".join(f"{int(n[s])} {s}" for s in claims.STATUSES if s in n)
+
 def figure_table(
     paper:str|None=None, # a key of `papers.PAPERS`; None: every paper (the gallery)
     width:int=320, # thumbnail width in pixels
     root:str|Path|None=None, # the repository (None: `results.project_root()`, the checkout diffgeo was loaded from)
 ) -> str:
-    "An HTML table, one row per figure: the thumbnail of the stored cpu-profile figure, linked to the notebook that regenerates it."
+    "An HTML table, one row per figure: the thumbnail of the stored cpu-profile figure, linked to the notebook that regenerates it, with the status counts of the experiment's claims (`claim_counts`)."
     root = Path(root) if root is not None else results.project_root()
     if not (root / "figures").is_dir():
         raise FileNotFoundError(f"no figures/ folder in {root}: the stored figures are in a clone of the repository, not in the installed package.")
     rows = []
     for exp in experiments(paper):
+        status = html.escape(claim_counts(exp, root))
         for name, rel in exp.paths("cpu", out_dir=".").figures.items():   # relative to the repository, wherever we run
             path, page = root / rel, _page(exp)
             cellhtml = (f'<a href="{page}"><img src="{thumbnail(path, width)}" width="{width}" alt="{html.escape(rel.name)}"></a>'
                         if path.exists() else "<em>no stored figure: the notebook has not been run at the cpu profile</em>")
-            rows.append(f'<tr><td><a href="{page}">{html.escape(exp.name)}</a><br><code>{html.escape(name)}</code></td><td>{cellhtml}</td></tr>')
-    return '<table class="figure-table"><thead><tr><th>notebook, figure</th><th>stored cpu-profile figure</th></tr></thead><tbody>' + "".join(rows) + "</tbody></table>"
+            rows.append(f'<tr><td><a href="{page}">{html.escape(exp.name)}</a><br><code>{html.escape(name)}</code>'
+                        f'<br><small>{status}</small></td><td>{cellhtml}</td></tr>')
+    return ('<table class="figure-table"><thead><tr><th>notebook, figure, its claims at <code>cpu</code> (the ledger)</th>'
+            '<th>stored cpu-profile figure</th></tr></thead><tbody>' + "".join(rows) + "</tbody></table>")
 
 def show_figures(paper:str|None=None, width:int=320):
     "Display `figure_table` in a notebook."

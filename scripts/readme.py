@@ -1,6 +1,7 @@
 """Write README.md from nbs/index.ipynb (nbdev's own `nbdev-readme` needs Quarto, which these machines lack).
 
-Cells marked `#| hide` are left out and `#|` directives are stripped; outputs are kept. The first markdown cell's
+Cells marked `#| hide` are left out and `#|` directives are stripped; outputs are kept. A code cell marked `#| echo: false`
+(the claims ledger's summary) gives its Markdown output alone, as on the site. The first markdown cell's
 frontmatter lines (`- key: value`, e.g. `- skip_showdoc: true`, which nbdev reads as settings of the page) are dropped.
 Links to the site's pages (`[text](cluster.ipynb)`, as the site itself wants them) become links to the published site,
 whose address is pyproject.toml's `Documentation` URL (the one place it is written)."""
@@ -19,6 +20,10 @@ for cell in nb.cells:
     lines = cell.source.splitlines()
     if cell is first_md: lines = [l for l in lines if not re.match(r"^-\s+\S.*:.*\S\s*$", l)]  # as md_frontmatter
     if any(l.strip().replace(" ", "") == "#|hide" for l in lines): continue
+    if cell.cell_type == "code" and any(l.strip().replace(" ", "") == "#|echo:false" for l in lines):  # its output alone
+        shown = "\n\n".join(o.get("data", {}).get("text/markdown", "") for o in cell.get("outputs", []))
+        if shown.strip(): cells.append(nbformat.v4.new_markdown_cell(shown))
+        continue
     cell.source = "\n".join(l for l in lines if not l.lstrip().startswith("#|")).strip()
     if cell.source: cells.append(cell)
 nb.cells = cells

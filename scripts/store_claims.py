@@ -52,13 +52,15 @@ def main(argv=None) -> int:
     ap.add_argument("--check", action="store_true")
     a = ap.parse_args(argv)
     paths = a.notebooks or sorted((ROOT / "nbs").glob("*.ipynb"))
-    stale = []
+    stale, failed = [], []
     for path in paths:
         nb, changed = nbformat.read(path, as_version=4), False
         for cell in nb.cells:
             call = show_call(cell.source) if cell.cell_type == "code" else None
             if call is None: continue
-            md = rendered(*call)
+            try: md = rendered(*call)
+            except Exception as e:  # a broken claim: say which, and go on to the other notebooks
+                print(f"{path.name}: {e}", file=sys.stderr); failed.append(str(path)); continue
             if stored(cell) != md:
                 changed = True
                 cell.outputs = [output(md)]
@@ -66,7 +68,8 @@ def main(argv=None) -> int:
             stale.append(str(path))
             if not a.check: nbformat.write(nb, path)
     if stale: print(("stale: " if a.check else "stored: ") + ", ".join(stale))
-    return 1 if a.check and stale else 0
+    if failed: print("could not render: " + ", ".join(failed), file=sys.stderr)
+    return 1 if failed or (a.check and stale) else 0
 
 
 if __name__ == "__main__":

@@ -170,12 +170,13 @@ def test_landing_page_reaches_everything_in_one_click():
 
 
 def _rows(html: str) -> list[tuple[str, str]]:
-    return re.findall(r'<td><a href="([\w-]+\.html)">[\w-]+</a><br><code>([\w-]+)</code></td>', html)
+    "(page, figure, the claims' status counts) of each row of a figure table."
+    return re.findall(r'<td><a href="([\w-]+\.html)">[\w-]+</a><br><code>([\w-]+)</code><br><small>([^<]*)</small></td>', html)
 
 
 @pytest.mark.parametrize("page,paper", [("gallery", None), *((f"paper_{k}", k) for k in PAPER_KEYS)])
 def test_figure_tables_are_current(page, paper):
-    "The gallery's and each paper page's stored table lists the figures the experiments declare now, each with a picture."
+    "The gallery's and each paper page's stored table lists the figures the experiments declare now, each with a picture and its experiment's claim counts as the ledger gives them now."
     from diffgeo import site
     stored = "".join(o.data.get("text/html", "") for o in outputs(read(NBS / f"{page}.ipynb")) if "data" in o)
     assert _rows(stored) == _rows(site.figure_table(paper, width=16)), \

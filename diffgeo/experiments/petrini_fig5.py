@@ -587,7 +587,8 @@ _INVERTED = claims.transform(lambda e: 1e-3 / e, "test_error")  # log ε_t → �
     reproduced="on the seed log-means at least the paper's value for the data set minus 0.1 (CIFAR-10: 0.87, MNIST: 0.65), "
                "and positive in every seed",
     partly="positive on the seed log-means and in most seeds",
-    mutations={"test errors inverted": _INVERTED, "test errors rolled along arch": claims.roll("test_error", dim="arch", shift=3)})
+    mutations={"test errors inverted": _INVERTED, "test errors rolled along arch": claims.roll("test_error", dim="arch", shift=3)},
+    passes={"ε_t = 0.2 √R_f (the paper's law)": _follow("R_f", 0.5)})
 def _(ds):
     paper = PAPER_CORR.get(_dataset(ds))
     if paper is None: return claims.not_run(f"the paper gives no correlation for {_dataset(ds)}")
@@ -685,7 +686,8 @@ def _inflate(ds:xr.Dataset) -> xr.Dataset:
               "error bar (s.d. of log10 over seeds; one seed: binomial for ε_t, bootstrap over test images for R_f)",
     reproduced="corr(log ε_t, log R_f) > 0, and both spreads at least twice the median error bar",
     partly="corr > 0 and one of the two spreads at least twice its median error bar",
-    mutations={"test errors inverted": _INVERTED, "each seed scaled apart (error bars inflated)": _inflate})
+    mutations={"test errors inverted": _INVERTED, "each seed scaled apart (error bars inflated)": _inflate},
+    passes={"ε_t = 0.2 √R_f (the paper's law)": _follow("R_f", 0.5)})
 def _(ds):
     tr = ds.sel(state="trained")
     spread = lambda v: float(np.log10(v).std(ddof=1))
