@@ -375,6 +375,15 @@ def _scale_trained(var:str, f:float):
         ds = ds.copy(); ds[var] = ds[var] * xr.where(ds.state == "trained", f, 1.0); return ds
     return make
 
+def _probe(ds:xr.Dataset, k:str="R_f", state:str="trained", delta:float=1.0) -> xr.DataArray:
+    "`k` at δ = `delta`, c = 3, bilinear (the paper's probe, selected by value), in `state`, per architecture and seed."
+    return ds[k].sel(state=state, delta=delta, c=3, interpolation="bilinear")
+
+def _no_probe(ds:xr.Dataset) -> str:
+    "Why the dataset has no probe at δ = 1, c = 3, bilinear ('' where it has one)."
+    ok = 3 in ds.c.values and "bilinear" in ds.interpolation.values and 1.0 in ds.delta.values
+    return "" if ok else "no probe at δ = 1, c = 3, bilinear in this run"
+
 _swap_states = claims.roll("m_diffeo", "m_noise", "m_pair", dim="state")
 
 @EXPERIMENT.claim("init", where="Fig. 3 (centre), Fig. 4 (top)", words="at initialisation R_f is close to unity for every architecture and data set",
@@ -382,7 +391,8 @@ _swap_states = claims.roll("m_diffeo", "m_noise", "m_pair", dim="state")
     reproduced="every architecture's geometric mean within a factor 1.5 of 1", partly="within a factor 2 of 1",
     mutations={"m_diffeo × 5": claims.transform(lambda v: 5 * v, "m_diffeo")})
 def _(ds):
-    R0 = _one(ds, state="init")
+    if _no_probe(ds): return claims.not_run(_no_probe(ds))
+    R0 = _probe(ds, state="init")
     f = np.exp(np.abs(np.log(logmean(R0))))  # factor away from 1, per architecture
     worst = str(f.idxmax("arch").item())
     return claims.graded(bool((f <= 1.5).all()), bool((f <= 2).all()), "; ".join(f"{a} {_g(R0.sel(arch=a))}" for a in R0.arch.values),
@@ -391,7 +401,8 @@ def _(ds):
 def _trained_sota(arch:str):
     def verdict(ds):
         if arch not in ds.arch.values: return claims.not_run(f"{arch} is not in this run")
-        R = _one(ds).sel(arch=arch)
+        if _no_probe(ds): return claims.not_run(_no_probe(ds))
+        R = _probe(ds).sel(arch=arch)
         gm, (k, n) = float(logmean(R)), claims.fraction(R < 1)
         return claims.graded(1e-2 <= gm <= 1e-1, gm < 1 and k == n, _g(R), f"R_f < 1 in {k} of {n} seeds ({_dataset(ds)})")
     return verdict
@@ -410,34 +421,40 @@ for _a in SOTA:
     mutations={"init and trained swapped": _swap_states})
 def _(ds):
     if "FullConnL4" not in ds.arch.values: return claims.not_run("FullConnL4 is not in this run")
-    r = (_one(ds) / _one(ds, state="init")).sel(arch="FullConnL4")
+    if _no_probe(ds): return claims.not_run(_no_probe(ds))
+    r = (_probe(ds) / _probe(ds, state="init")).sel(arch="FullConnL4")
     k, n = claims.fraction(r > 1)
     return claims.graded(k == n, float(logmean(r)) > 1, f"trained/init {_g(r)}", f"above 1 in {k} of {n} seeds")
 
 @EXPERIMENT.claim("lenet", where="Fig. 4 (top)", words="LeNet only becomes slightly insensitive (R_f ≈ 0.6) on CIFAR-10, and otherwise remains larger than unity",
-    paper_value="R_f ≈ 0.6 (CIFAR-10), > 1 (MNIST, FashionMNIST, SVHN)", statistic="LeNet's R_f at δ = 1, c = 3, bilinear, after training: seed geometric mean",
-    reproduced="above 1 by more than the standard error of the seed mean of log R_f (CIFAR-10: within a factor 1.5 of 0.6)",
-    partly="within a factor 2 of 1 (CIFAR-10: below 1)",
+    paper_value="R_f ≈ 0.6 (CIFAR-10), > 1 otherwise", statistic="LeNet's R_f at δ = 1, c = 3, bilinear, after training: seed geometric mean",
+    reproduced="the seed mean of log R_f above 0 by more than twice its standard error (CIFAR-10: within a factor 1.5 of 0.6)",
+    partly="the geometric mean above 1 (CIFAR-10: below 1)",
     mutations={"R_f × 0.2 after training": _scale_trained("m_diffeo", 0.2)})
 def _(ds):
     if "LeNet" not in ds.arch.values: return claims.not_run("LeNet is not in this run")
-    R = _one(ds).sel(arch="LeNet")
+    if _no_probe(ds): return claims.not_run(_no_probe(ds))
+    R = _probe(ds).sel(arch="LeNet")
     gm, k, lr = float(logmean(R)), claims.fraction(R > 1), np.log10(R.values)
     se = lr.std(ddof=1) / np.sqrt(lr.size) if lr.size > 1 else 0.0
     if _dataset(ds) == "cifar10": return claims.graded(0.4 <= gm <= 0.9, gm < 1, _g(R), "CIFAR-10")
-    return claims.graded(lr.mean() > se, 0.5 <= gm <= 2, _g(R), f"above 1 in {k[0]} of {k[1]} seeds ({_dataset(ds)})")
+    return claims.graded(lr.mean() > 2 * se, gm > 1, _g(R), f"above 1 in {k[0]} of {k[1]} seeds; 2 s.e. of the mean log10 {2 * se:.2f} ({_dataset(ds)})")
 
 @EXPERIMENT.claim("interpolation", where="App. C, Fig. 3 (left)", words="the interpolation method only affects the results in the small-displacement limit (δ → 0)",
-    statistic="Gaussian over bilinear trained R_f (seed geometric means) at every δ ≥ 1, cut-off and architecture",
-    reproduced="every ratio within a factor 1.25 of 1", partly="every ratio within a factor 2 of 1",
+    statistic="Gaussian over bilinear trained R_f (seed geometric means) at every δ ≥ 1, cut-off and architecture; and the largest factor away from 1 at the smallest δ",
+    reproduced="every ratio at δ ≥ 1 within a factor 1.25 of 1 (our tolerance; the paper gives no number), and the largest factor at the smallest δ (< 1) above the largest at δ ≥ 1: interpolation matters only as δ → 0",
+    partly="every ratio at δ ≥ 1 within a factor 2 of 1",
     mutations={"Gaussian m_diffeo × 3": lambda ds: ds.assign(m_diffeo=ds.m_diffeo * xr.where(ds.interpolation == "gaussian", 3.0, 1.0))})
 def _(ds):
     if not {"bilinear", "gaussian"} <= set(ds.interpolation.values): return claims.not_run("one interpolation only")
     lm = ds.R_f_logmean.sel(state="trained")
-    r = (lm.sel(interpolation="gaussian") / lm.sel(interpolation="bilinear")).sel(delta=ds.delta >= 1)
+    ratio = lm.sel(interpolation="gaussian") / lm.sel(interpolation="bilinear")
+    r = ratio.sel(delta=ds.delta >= 1)
     f = float(np.exp(np.abs(np.log(r))).max())
-    return claims.graded(f <= 1.25, f <= 2, f"{float(r.min()):.2f} to {float(r.max()):.2f} over {r.size} (arch, δ, c)",
-                         f"largest factor {f:.2f}")
+    d0 = float(ds.delta.min())
+    f0 = float(np.exp(np.abs(np.log(ratio.sel(delta=d0)))).max()) if d0 < 1 else float("nan")
+    return claims.graded(f <= 1.25 and f0 > f, f <= 2, f"{float(r.min()):.2f} to {float(r.max()):.2f} over {r.size} (arch, δ ≥ 1, c)",
+                         f"largest factor {f:.2f} at δ ≥ 1; " + (f"{f0:.2f} at δ = {d0:g}" if d0 < 1 else "no δ < 1 in this run"))
 
 @EXPERIMENT.claim("noise_slope", where="Fig. 11, App. D", words="at small noise G_f ∝ ‖η‖² (slope 2, the linear response)", paper_value="slope 2",
     statistic="slope of log G_f against log ‖η‖ over the three smallest radii, trained networks, every architecture and seed",

@@ -581,17 +581,16 @@ _INVERTED = claims.transform(lambda e: 1e-3 / e, "test_error")  # log ε_t → �
 
 @EXPERIMENT.claim("correlation", where="Fig. 5",
     words="the test error correlates remarkably with R_f across architectures (correlation of the logs, footnote 3)",
-    paper_value="corr 0.97 (CIFAR-10, 14 architectures × 5 seeds); MNIST 0.75, SVHN 0.81, FashionMNIST 0.94 (Table 2)",
+    paper_value="corr 0.97 (CIFAR-10, 15 architectures × 5 seeds)",
     statistic="corr(log ε_t, log R_f) over the trained architectures, on the seed log-means (the paper's) and within each seed; "
-              "one seed: bootstrap s.d. over architectures",
-    reproduced="on the seed log-means at least the paper's value for the data set minus 0.1 (CIFAR-10: 0.87, MNIST: 0.65), "
-               "and positive in every seed",
+              "one seed: bootstrap s.d. over architectures; CIFAR-10 only (the other data sets are Table 2's, in petrini_tab2)",
+    reproduced="on the seed log-means at least the paper's 0.97 minus 0.1 (0.87), and positive in every seed",
     partly="positive on the seed log-means and in most seeds",
     mutations={"test errors inverted": _INVERTED, "test errors rolled along arch": claims.roll("test_error", dim="arch", shift=3)},
     passes={"ε_t = 0.2 √R_f (the paper's law)": _follow("R_f", 0.5)})
 def _(ds):
-    paper = PAPER_CORR.get(_dataset(ds))
-    if paper is None: return claims.not_run(f"the paper gives no correlation for {_dataset(ds)}")
+    if _dataset(ds) != "cifar10": return claims.not_run(f"a Table 2 claim on {_dataset(ds)}: see petrini_tab2")
+    paper = PAPER_CORR["cifar10"]
     ours, per = float(ds.corr_R_f), _corr_seeds(ds, "R_f")
     k, n = claims.fraction(per > 0)
     return claims.graded(ours >= paper[2] - 0.1 and k == n, ours > 0 and k > n / 2, _quote(ds, ours, per, lambda e, x: _fit(e, x("R_f"))[2]),
@@ -615,6 +614,15 @@ def _(ds):
     value = _quote(ds, b, per, lambda e, x: _fit(e, x("R_f"))[1])
     return claims.graded(abs(b - 0.5) <= 0.15 and 0.1 <= A <= 0.4, 0.25 <= b <= 1, f"b = {value}; A = {A:.3f}")
 
+def _paper_gap(ds:xr.Dataset) -> xr.Dataset:
+    "A dataset change: ε_t = 0.2 √R_f · D_f^β, β chosen from the spreads of log R_f and log D_f so that (for weakly related R_f, D_f) ρ_R ≈ 0.86, ρ_D ≈ 0.51: the paper's gap."
+    d = derive(ds.copy())
+    tr = d.sel(state="trained")
+    beta = 0.6 * 0.5 * float(np.log(tr.R_f_logmean).std()) / float(np.log(tr.D_f_logmean).std())
+    ds = ds.copy()
+    ds["test_error"] = (0.2 * d.R_f ** 0.5 * d.D_f ** beta).transpose(*ds.test_error.dims)
+    return ds
+
 def _ahead(ds:xr.Dataset, other:str, sign:float, expected:float=1.0, suffix:str=""):
     "ρ_R − ρ_other on the seed log-means and per seed; how many seeds have the `expected` sign; ρ_R on the log-means."
     r, o = float(ds[f"corr_R_f{suffix}"]), sign * float(ds[f"corr_{other}{suffix}"])
@@ -625,21 +633,24 @@ def _ahead(ds:xr.Dataset, other:str, sign:float, expected:float=1.0, suffix:str=
 
 @EXPERIMENT.claim("D_f_weaker", where="Fig. 15",
     words="D_f alone correlates with the test error much less than R_f",
-    paper_value="corr with D_f 0.62 against R_f 0.97 (CIFAR-10); MNIST 0.71 against 0.75, SVHN 0.87 against 0.81 (Table 2)",
-    statistic="ρ_R − ρ_D: corr(log ε_t, log R_f) minus corr(log ε_t, log D_f), trained nets, on the seed log-means and per seed",
-    reproduced="the paper's sign for the data set (R_f ahead on CIFAR-10, MNIST, FashionMNIST; D_f on SVHN) on the seed log-means "
-               "and in every seed, with ρ_R > 0",
-    partly="the paper's sign on the seed log-means or in most seeds, with ρ_R > 0",
+    paper_value="corr with D_f 0.62 against R_f 0.97 (CIFAR-10): a gap of 0.35",
+    statistic="ρ_R − ρ_D: corr(log ε_t, log R_f) minus corr(log ε_t, log D_f), trained nets, on the seed log-means, with its s.e. "
+              "over seeds (one seed: bootstrap s.d. over architectures); CIFAR-10 only (the other data sets are Table 2's, in petrini_tab2)",
+    reproduced="ρ_R − ρ_D within max(0.15, 2 s.e.) of the paper's 0.35 and at least 0.15 (\"much less\"), with ρ_R > 0",
+    partly="ρ_R − ρ_D within 0.3 of the paper's 0.35, or positive, with ρ_R > 0",
     mutations={"test errors inverted": _INVERTED, "ε_t = 0.1 √D_f": _follow("D_f", 0.5, 0.1)},
-    passes={"ε_t = 0.2 √R_f (the paper's law)": _follow("R_f", 0.5)})
+    passes={"ε_t = 0.2 √R_f · D_f^β, β set for ρ_D ≈ 0.5": _paper_gap})
 def _(ds):
-    paper = PAPER_CORR.get(_dataset(ds))
-    if paper is None: return claims.not_run(f"the paper gives no correlations for {_dataset(ds)}")
-    expected = np.sign(paper[2] - paper[0])
-    r, d, k, n, value = _ahead(ds, "D_f", 1.0, expected)
-    ok = r > 0 and expected * d > 0
-    return claims.graded(ok and k == n, r > 0 and (expected * d > 0 or k > n / 2), value,
-                         f"ρ_R {_num(r)}, ρ_D {_num(float(ds.corr_D_f))} on the seed log-means; the paper's sign in {k} of {n} seeds")
+    if _dataset(ds) != "cifar10": return claims.not_run(f"a Table 2 claim on {_dataset(ds)}: see petrini_tab2")
+    paper = PAPER_CORR["cifar10"]
+    gap = paper[2] - paper[0]
+    r, d, k, n, value = _ahead(ds, "D_f", 1.0)
+    per = _corr_seeds(ds, "R_f") - _corr_seeds(ds, "D_f")
+    se = float(per.std(ddof=1)) / np.sqrt(n) if n > 1 else _boot_sd(ds, lambda e, x: _fit(e, x("R_f"))[2] - _fit(e, x("D_f"))[2])
+    tol = max(0.15, 2 * se)
+    return claims.graded(r > 0 and abs(d - gap) <= tol and d >= 0.15, r > 0 and (abs(d - gap) <= 0.3 or d > 0), value,
+                         f"the paper's gap {gap:.2f}, tolerance {tol:.2f} (max of 0.15 and 2 s.e. {se:.2f}); ρ_R {_num(r)}, "
+                         f"ρ_D {_num(float(ds.corr_D_f))} on the seed log-means; R_f ahead in {k} of {n} seeds")
 
 @EXPERIMENT.claim("G_f_weaker", where="Fig. 16",
     words="the inverse stability to noise 1/G_f correlates with the test error less than R_f",
@@ -654,7 +665,7 @@ def _(ds):
     return claims.graded(r > 0 and d > 0 and k == n, r > 0 and (d > 0 or k > n / 2), value,
                          f"ρ_R {_num(r)}, ρ_1/G {_num(-float(ds.corr_G_f))} on the seed log-means; R_f ahead in {k} of {n} seeds")
 
-@EXPERIMENT.claim("means", where="Fig. 17",
+@EXPERIMENT.claim("means", where="Fig. 17 (CIFAR-10)",
     words="with means instead of medians over samples, R_f still correlates with the test error better than D_f and 1/G_f",
     statistic="ρ_R − max(ρ_D, ρ_1/G) with the means' D_f, G_f, R_f, trained nets, on the seed log-means and per seed",
     reproduced="positive on the seed log-means and in every seed, with ρ_R > 0",
@@ -662,6 +673,7 @@ def _(ds):
     mutations={"test errors inverted": _INVERTED, "ε_t = 0.1 √D_f (means)": _follow("D_f_mean", 0.5, 0.1)},
     passes={"ε_t = 0.2 √R_f (means)": _follow("R_f_mean", 0.5)})
 def _(ds):
+    if _dataset(ds) != "cifar10": return claims.not_run(f"Fig. 17 is CIFAR-10 only; this run is {_dataset(ds)}")
     r, dd, kd, n, _ = _ahead(ds, "D_f", 1.0, suffix="_mean")
     _, dg, kg, _, _ = _ahead(ds, "G_f", -1.0, suffix="_mean")
     per = xr.concat([_corr_seeds(ds, "R_f_mean") - _corr_seeds(ds, "D_f_mean"), _corr_seeds(ds, "R_f_mean") - _corr_seeds(ds, "G_f_mean", -1.0)],
@@ -673,6 +685,55 @@ def _(ds):
                          f"ρ_R {_num(r)}, ρ_D {_num(float(ds.corr_D_f_mean))}, ρ_1/G {_num(-float(ds.corr_G_f_mean))} on the seed log-means; "
                          f"R_f ahead of both in {k} of {n} seeds")
 
+def _arch_corrs(err, R, depth, skip) -> tuple[float, float, float]:
+    "corr(log ε_t, log R_f), |corr(log ε_t, log depth)|, |corr(log ε_t, skip)| over the architectures (NaN-free)."
+    le = np.log10(err)
+    c = lambda x: float(np.corrcoef(x, le)[0, 1]) if np.ptp(x) > 0 else 0.0
+    return c(np.log10(R)), abs(c(np.log10(depth))), abs(c(skip))
+
+def _on_depth(ds:xr.Dataset) -> xr.Dataset:
+    "A dataset change: every network's test error set to 0.01 × its depth."
+    ds = ds.copy()
+    ds["test_error"] = (0.01 * ds.depth.astype(float)).broadcast_like(ds.test_error).transpose(*ds.test_error.dims).reset_coords(drop=True)
+    return ds
+
+@EXPERIMENT.claim("not_architecture", where="Fig. 5 (caption), §4",
+    words="R_f strongly correlates to ε_t, much less so to depth or the presence of skip connections (CIFAR-10)",
+    statistic="ρ_R = corr(log ε_t, log R_f) against |corr(log ε_t, log depth)| and |corr(log ε_t, skip)| over the trained "
+              "architectures' seed log-means; the margin ρ_R − max of the two, per seed (one seed: bootstrap s.d. over architectures)",
+    reproduced="ρ_R > 0 and ρ_R ahead of both architecture correlations by at least 0.3 (our margin for \"much less so\"; the paper gives no number)",
+    partly="ρ_R > 0 and ahead of both, by any margin",
+    mutations={"test errors inverted": _INVERTED, "ε_t = 0.01 × depth": _on_depth},
+    passes={"ε_t = 0.2 √R_f (the paper's law)": _follow("R_f", 0.5)})
+def _(ds):
+    tr = ds.sel(state="trained")
+    depth, skip = ds.depth.values.astype(float), ds.skip.values.astype(float)
+    r, dep, sk = _arch_corrs(tr.test_error_logmean.values, tr.R_f_logmean.values, depth, skip)
+    if _dataset(ds) != "cifar10":
+        return claims.not_run(f"Fig. 5 is CIFAR-10; this run is {_dataset(ds)} (its ρ_R {_num(r)}, |ρ_depth| {_num(dep)}, |ρ_skip| {_num(sk)})")
+    m = r - max(dep, sk)
+    if ds.sizes["seed"] > 1:
+        per = [(lambda a: a[0] - max(a[1:]))(_arch_corrs(tr.test_error.sel(seed=s).values, tr.R_f.sel(seed=s).values, depth, skip)) for s in ds.seed.values]
+        spread = f"per seed {claims.mean_sd(per)}"
+    else:
+        rng, A = np.random.default_rng(0), ds.sizes["arch"]
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            bs = [(lambda a: a[0] - max(a[1:]))(_arch_corrs(tr.test_error_logmean.values[i], tr.R_f_logmean.values[i], depth[i], skip[i]))
+                  for i in (rng.integers(0, A, A) for _ in range(1000))]
+        spread = f"± {float(np.nanstd(bs, ddof=1)):.2f} (one seed; bootstrap s.d. over architectures)"
+    return claims.graded(r > 0 and m >= 0.3, r > 0 and m > 0, f"margin {_num(m)} {spread}",
+                         f"ρ_R {_num(r)}, |ρ_depth| {_num(dep)}, |ρ_skip| {_num(sk)} on the seed log-means")
+
+@EXPERIMENT.claim("transfer_learning", where="§4, Fig. 5",
+    words="EfficientNetB0 trained by transfer learning from ImageNet, instead of directly on CIFAR-10, shows a large improvement "
+          "both in performance and in diffeomorphism invariance",
+    statistic="ε_t and R_f of EfficientNetB0 fine-tuned from ImageNet weights against trained from scratch",
+    reproduced="both lower after transfer learning", partly="one of the two lower",
+    mutations={"test errors inverted": _INVERTED})
+def _(ds):
+    return claims.not_run("we train every network from scratch: no ImageNet pre-training or pretrained weights in this experiment")
+
 def _inflate(ds:xr.Dataset) -> xr.Dataset:
     "Each seed's R_f (through d_diffeo) and test error scaled by its own factor: larger error bars, the same log-means."
     ds = ds.copy()
@@ -681,7 +742,7 @@ def _inflate(ds:xr.Dataset) -> xr.Dataset:
     return ds
 
 @EXPERIMENT.claim("error_bars", where="Fig. 19",
-    words="Fig. 5 with error bars over 5 seeds: the trend across architectures stands out of the seed-to-seed spread",
+    words="Fig. 5 with error bars over 5 seeds (the figure states no conclusion; our reading of it: the trend across architectures stands out of the seed-to-seed spread)",
     statistic="spread (s.d.) of log10 ε_t and of log10 R_f across the trained architectures' seed log-means, over the median "
               "error bar (s.d. of log10 over seeds; one seed: binomial for ε_t, bootstrap over test images for R_f)",
     reproduced="corr(log ε_t, log R_f) > 0, and both spreads at least twice the median error bar",

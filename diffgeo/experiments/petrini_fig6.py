@@ -375,8 +375,16 @@ def _beyond_se(s:xr.DataArray, sign:int) -> bool:
     se = s.std("seed", ddof=1) / np.sqrt(n) if n > 1 else 0 * s.mean("seed")
     return bool((sign * s.mean("seed") > se).all())
 
+def _probe(ds:xr.Dataset, k:str="R_f", state:str="trained") -> xr.DataArray:
+    "`k` at c = 3, bilinear (the paper's probe, selected by value) in `state`, per architecture, P and seed."
+    return ds[k].sel(state=state, c=3, interpolation="bilinear")
+
+def _no_probe(ds:xr.Dataset) -> str:
+    "Why the dataset has no probe at c = 3, bilinear ('' where it has one)."
+    return "" if 3 in ds.c.values and "bilinear" in ds.interpolation.values else "no probe at c = 3, bilinear in this run"
+
 def _slopes(ds:xr.Dataset, k:str, archs:list) -> str:
-    return "; ".join(f"{a} {claims.mean_sd(ds['slope_' + k].sel(arch=a).isel(c=0, interpolation=0))}" for a in archs)
+    return "; ".join(f"{a} {claims.mean_sd(ds['slope_' + k].sel(arch=a, c=3, interpolation='bilinear'))}" for a in archs)
 
 def _one_over_P(ds:xr.Dataset) -> xr.Dataset:
     "R_f ∝ 1/P exactly: every P's distances those of the smallest, the deformations' scaled by P₀/P."
@@ -390,7 +398,8 @@ def _one_over_P(ds:xr.Dataset) -> xr.Dataset:
     mutations={"P reversed": _reverse_P}, passes={"R_f ∝ 1/P": _one_over_P})
 def _(ds):
     if "ResNet18" not in ds.arch.values: return claims.not_run("ResNet18 is not in this run")
-    s = ds.slope_R_f.sel(arch="ResNet18").isel(c=0, interpolation=0)
+    if _no_probe(ds): return claims.not_run(_no_probe(ds))
+    s = ds.slope_R_f.sel(arch="ResNet18", c=3, interpolation="bilinear")
     k, n = claims.fraction(s < 0)
     return claims.graded(-1.3 <= float(s.mean()) <= -0.7 and k == n, k == n, claims.mean_sd(s), f"negative in {k} of {n} seeds")
 
@@ -401,7 +410,8 @@ def _(ds):
 def _(ds):
     archs = _sota(ds)
     if not archs: return claims.not_run("no SOTA architecture in this run")
-    s = ds.slope_R_f.sel(arch=archs).isel(c=0, interpolation=0)
+    if _no_probe(ds): return claims.not_run(_no_probe(ds))
+    s = ds.slope_R_f.sel(arch=archs, c=3, interpolation="bilinear")
     k, n = claims.fraction(s < 0)
     return claims.graded(k == n, _beyond_se(s, -1), _slopes(ds, "R_f", archs), f"negative in {k} of {n} networks")
 
@@ -412,44 +422,54 @@ def _(ds):
 def _(ds):
     archs = _sota(ds)
     if not archs: return claims.not_run("no SOTA architecture in this run")
-    s = ds.slope_G_f.sel(arch=archs).isel(interpolation=0)
+    if _no_probe(ds): return claims.not_run(_no_probe(ds))
+    s = ds.slope_G_f.sel(arch=archs, interpolation="bilinear")
     k, n = claims.fraction(s > 0)
-    return claims.graded(k == n, _beyond_se(s.isel(c=0), 1), _slopes(ds, "G_f", archs) + " (c = 3)",
+    return claims.graded(k == n, _beyond_se(s.sel(c=3), 1), _slopes(ds, "G_f", archs) + " (c = 3)",
                          f"positive in {k} of {n} (network, c)")
 
 @EXPERIMENT.claim("fc", where="Fig. 4 (bottom), §3", words="the fully connected net does not learn relative stability: R_f grows above R_f⁰ ≈ 1 after training, modestly evolving with P",
-    statistic="FullConnL4's trained over initial R_f, c = 3, bilinear, at every P and seed",
-    reproduced="above 1 at every P in every seed", partly="the seed geometric mean above 1 at every P",
+    statistic="FullConnL4's trained over initial R_f, c = 3, bilinear, per seed at the largest P (the paper states the growth on the full "
+              "training set; with P it only \"modestly evolves\"), and its seed geometric mean at every P",
+    reproduced="above 1 in every seed at the largest P", partly="the seed geometric mean above 1 at most P",
     mutations={"init and trained swapped": claims.roll(*_D, dim="state")})
 def _(ds):
     if "FullConnL4" not in ds.arch.values: return claims.not_run("FullConnL4 is not in this run")
-    r = (_main(ds) / _main(ds, state="init")).sel(arch="FullConnL4")
-    k, n = claims.fraction(r > 1)
-    return claims.graded(k == n, bool((logmean(r) > 1).all()), f"{float(r.min()):.2f} to {float(r.max()):.2f}", f"above 1 in {k} of {n} networks")
+    if _no_probe(ds): return claims.not_run(_no_probe(ds))
+    r = (_probe(ds) / _probe(ds, state="init")).sel(arch="FullConnL4")
+    last = r.isel(P=-1)
+    k, n = claims.fraction(last > 1)
+    gm = logmean(r)
+    kp, nP = claims.fraction(gm > 1)
+    return claims.graded(k == n, kp > nP / 2, f"{claims.mean_sd(last)} at P = {int(ds.P[-1])}; geometric mean {float(gm.min()):.2f} to {float(gm.max()):.2f} over P",
+                         f"above 1 in {k} of {n} seeds at the largest P; geometric mean above 1 at {kp} of {nP} P")
 
 @EXPERIMENT.claim("lenet", where="Fig. 4 (bottom), §3", words="LeNet only becomes slightly insensitive (R_f ≈ 0.6) on CIFAR-10, and otherwise remains larger than unity",
     paper_value="R_f ≈ 0.6 (CIFAR-10), > 1 otherwise", statistic="LeNet's trained R_f, c = 3, bilinear: seed geometric mean at every P",
-    reproduced="above 1 at every P (CIFAR-10: within a factor 1.5 of 0.6 at the largest P)", partly="within a factor 2 of 1 at every P (CIFAR-10: below 1 at the largest P)",
+    reproduced="the geometric mean above 1 at every P (CIFAR-10: within a factor 1.5 of 0.6 at the largest P)", partly="the geometric mean above 1 at most P (CIFAR-10: below 1 at the largest P)",
     mutations={"deformation distances × 0.2 after training": _scale("d_diffeo", 0.2)})
 def _(ds):
     if "LeNet" not in ds.arch.values: return claims.not_run("LeNet is not in this run")
-    R = _main(ds).sel(arch="LeNet")
+    if _no_probe(ds): return claims.not_run(_no_probe(ds))
+    R = _probe(ds).sel(arch="LeNet")
     gm = logmean(R)
     k, n = claims.fraction(R > 1)
     value = f"{float(gm.min()):.2f} to {float(gm.max()):.2f} over P"
     if _dataset(ds) == "cifar10":
         last = float(gm.isel(P=-1))
         return claims.graded(0.4 <= last <= 0.9, last < 1, value, "CIFAR-10, at the largest P")
-    return claims.graded(bool((gm > 1).all()), bool(((gm > 0.5) & (gm < 2)).all()), value, f"above 1 in {k} of {n} networks ({_dataset(ds)})")
+    kp, nP = claims.fraction(gm > 1)
+    return claims.graded(kp == nP, kp > nP / 2, value, f"geometric mean above 1 at {kp} of {nP} P; above 1 in {k} of {n} networks ({_dataset(ds)})")
 
 @EXPERIMENT.claim("interpolation", where="Fig. 13, App. C", words="the interpolation (bilinear or Gaussian) does not affect R_f(P)",
     statistic="Gaussian over bilinear trained R_f (seed geometric means), c = 3, every P, SOTA architectures",
-    reproduced="within a factor 1.25 of 1 at every P", partly="within a factor 2 of 1 at every P",
+    reproduced="within a factor 1.25 of 1 at every P (our tolerance; the paper gives no number)", partly="within a factor 2 of 1 at every P",
     mutations={"Gaussian deformation distances × 3": lambda ds: ds.assign(d_diffeo=ds.d_diffeo * xr.where(ds.interpolation == "gaussian", 3.0, 1.0))})
 def _(ds):
     archs = _sota(ds)
     if not archs or not {"bilinear", "gaussian"} <= set(ds.interpolation.values): return claims.not_run("no SOTA architecture or one interpolation")
-    lm = ds.R_f_logmean.sel(state="trained", arch=archs).isel(c=0)
+    if 3 not in ds.c.values: return claims.not_run("no probe at c = 3 in this run")
+    lm = ds.R_f_logmean.sel(state="trained", arch=archs, c=3)
     r = lm.sel(interpolation="gaussian") / lm.sel(interpolation="bilinear")
     f = float(np.exp(np.abs(np.log(r))).max())
     return claims.graded(f <= 1.25, f <= 2, f"{float(r.min()):.2f} to {float(r.max()):.2f} over {r.size} (arch, P)", f"largest factor {f:.2f}")
@@ -463,7 +483,8 @@ def _(ds):
 def _(ds):
     cnns = [a for a in ("LeNet", *SOTA) if a in ds.arch.values]
     if len(cnns) < 2: return claims.not_run("fewer than two CNNs in this run")
-    R = ds.R_f_logmean.sel(state="trained", arch=cnns).isel(c=0, interpolation=0, P=0)
+    if _no_probe(ds): return claims.not_run(_no_probe(ds))
+    R = ds.R_f_logmean.sel(state="trained", arch=cnns, c=3, interpolation="bilinear").isel(P=0)
     e = ds.test_error_logmean.sel(state="trained", arch=cnns).isel(P=0)
     fr, fe = float(R.max() / R.min()), float(e.max() / e.min())
     return claims.graded(fr <= 2 and fe <= 2, fr <= 4 and fe <= 4, f"R_f × {fr:.1f}, ε_t × {fe:.1f} at P = {int(ds.P[0])}",

@@ -176,19 +176,3 @@ def _(ds):
     fit = ds.P.values[ds.in_fit.values > 0]
     return claims.graded(-1.2 <= m <= -0.8 and k == n, -1.5 <= m <= -0.5, claims.mean_sd(s),
                          f"fitted over {fit[0]} ≤ P ≤ {fit[-1]}; negative in {k} of {n} seeds")
-
-@EXPERIMENT.claim("power_law", where="Fig. 7 (right)",
-    words="R_f falls as one power law P^−1 over the range of P: a straight line of slope −1 in log-log",
-    statistic="local slope of log R_f between consecutive P of the fitted range, mean ± s.e. over seeds",
-    reproduced="every local slope in [−1.5, −0.5], up to two standard errors", partly="every local slope negative: R_f falls, but not as one power law",
-    mutations=_MUTATIONS)
-def _(ds):
-    fit = ds.P.values[ds.in_fit.values > 0]
-    local = ds.local_slope.sel(P_mid=ds.P_mid.values[ds.P_mid.values > fit[0]])
-    n = ds.sizes["seed"]
-    mean = local.mean("seed").values
-    se = local.std("seed", ddof=1).values / np.sqrt(n) if n > 1 else np.zeros_like(mean)
-    value = ", ".join(f"{m:.2f} ± {s:.2f}" for m, s in zip(mean, se)).replace("-", "−") + f" (mean ± s.e. over {n} seeds, P from {fit[0]} to {fit[-1]})"
-    inside = (mean + 2 * se >= -1.5) & (mean - 2 * se <= -0.5)
-    return claims.graded(bool(inside.all()), bool((mean < 0).all()), value,
-                         f"{int(inside.sum())} of {inside.size} local slopes in [−1.5, −0.5] up to 2 s.e.; steepest {mean.min():.2f}, shallowest {mean.max():.2f}".replace("-", "−"))

@@ -121,9 +121,9 @@ def _within(ratio, se, tol:float) -> np.ndarray:
 
 @EXPERIMENT.claim("delta_eq3", where="Eq. 3, Fig. 8 (left)", paper_value="δ² = (π/4) n² T ln c",
     words="for large c the displacement follows δ² ≃ (π/4) n² T ln c",
-    statistic="measured mean δ²/(n² T) over the fields ÷ Eq. 3's (π/4) ln c, at each c ≥ 16, the text's cut-off, ± its sampling s.e.; and the slope of δ²/(n² T) against ln c there",
-    reproduced="between 1/1.2 and 1.2 times Eq. 3 at every c ≥ 16 (up to 2 s.e.), and the slope within 15% of π/4",
-    partly="between 1/1.5 and 1.5 times Eq. 3 at every c ≥ 16 (up to 2 s.e.): the law's form, not its value",
+    statistic="the slope of the measured mean δ²/(n² T) against ln c at c ≥ 16 (the text's cut-off), ÷ π/4; and the measured mean δ²/(n² T) ÷ the exact mode sum S(c)/2 of which Eq. 3 is the large-c asymptote, at each c ≥ 16, ± its sampling s.e.; the ratio to Eq. 3 itself in the note",
+    reproduced="the slope within 15% of π/4, and the measured δ² within 5% of the exact mode sum at every c ≥ 16 (up to 2 s.e.): Eq. 3 is asymptotic, and the exact sum itself is only 0.78 to 0.85 of it over 16 ≤ c ≤ 64, so its value is not the test",
+    partly="between 1/1.5 and 1.5 times Eq. 3 at every c ≥ 16 (up to 2 s.e.): the law's form and size, not its growth or the exact sum",
     mutations={"δ × 2": claims.transform(lambda v: 2 * v, "delta_unit"), "δ ÷ 2": claims.transform(lambda v: v / 2, "delta_unit")})
 def _(ds):
     if "paper" not in ds.cutoff.values: return claims.not_run("no sample with the text's cut-off")
@@ -135,14 +135,18 @@ def _(ds):
     ratio = (d2.mean("sample") / eq3).values
     se = (d2.std("sample", ddof=1) / np.sqrt(d2.sizes["sample"]) / eq3).values
     slope = np.polyfit(np.log(big), d2.mean("sample").values, 1)[0] / (np.pi / 4)
-    ok20, ok15 = _within(ratio, se, 0.2), _within(ratio, se, 0.5)
-    return claims.graded(bool(ok20.all()) and abs(slope - 1) <= 0.15, bool(ok15.all()),
-                         f"measured ÷ Eq. 3 from {ratio[0]:.3f} ± {se[0]:.3f} at c = {big[0]:g} to {ratio[-1]:.3f} ± {se[-1]:.3f} at c = {big[-1]:g}; slope {slope:.2f} × π/4",
-                         f"within 20% (up to 2 s.e.) at {int(ok20.sum())} of {ok20.size} cut-offs c ≥ 16")
+    if "delta2_exact" in ds: exact = ds.delta2_exact.sel(cutoff="paper", c=big).values
+    else: exact = np.array([diffeo.delta_predicted(1.0, n, c, "paper").item()**2 / n**2 for c in big])
+    rx = d2.mean("sample").values / exact
+    sx = (d2.std("sample", ddof=1) / np.sqrt(d2.sizes["sample"])).values / exact
+    ok5, ok50 = _within(rx, sx, 0.05), _within(ratio, se, 0.5)
+    return claims.graded(bool(ok5.all()) and abs(slope - 1) <= 0.15, bool(ok50.all()),
+                         f"slope {slope:.2f} × π/4; measured ÷ exact mode sum from {rx.min():.3f} to {rx.max():.3f} (largest s.e. {sx.max():.3f}) over {big[0]:g} ≤ c ≤ {big[-1]:g}",
+                         f"measured ÷ Eq. 3 from {ratio[0]:.3f} ± {se[0]:.3f} at c = {big[0]:g} to {ratio[-1]:.3f} ± {se[-1]:.3f} at c = {big[-1]:g} (the exact sum: {(exact / eq3.values)[0]:.3f} to {(exact / eq3.values)[-1]:.3f}); within 5% of the exact sum at {int(ok5.sum())} of {ok5.size} cut-offs")
 
 @EXPERIMENT.claim("xi_eq13", where="Eq. 13, Fig. 8 (right)", paper_value="median max Ξ ≃ (c/2)√(π³ T ln c)",
-    words="the median over fields of max_s Ξ is approximated by (c/2)√(π³ T ln c)",
-    statistic="median over fields of max Ξ/√T ÷ Eq. 13, at each c ≤ n/4, the authors' code cut-off, ± its bootstrap s.e.; the text's cut-off in the note",
+    words="the median over fields of max_s Ξ is approximated by (c/2)√(π³ T ln c) (an empirical law fitted to the authors' own fields, which their code's cut-off drew; graded with that cut-off, not the text's i² + j² ≤ c²)",
+    statistic="median over fields of max Ξ/√T ÷ Eq. 13, at each c ≤ n/4, with the authors' code cut-off (the convention of the measurements Eq. 13 was fitted to), ± its bootstrap s.e.; the text's cut-off i² + j² ≤ c², which gives 0.54 to 0.81 of Eq. 13, in the note",
     reproduced="between 1/1.2 and 1.2 times Eq. 13 at every c ≤ n/4 (up to 2 s.e.)",
     partly="between 1/1.5 and 1.5 times Eq. 13 at every c ≤ n/4 (up to 2 s.e.), and the log-log slope against c√(ln c) in [0.8, 1.2]: Eq. 13's form",
     mutations={"max Ξ × 2": claims.transform(lambda v: 2 * v, "max_xi_unit"), "max Ξ ÷ 2": claims.transform(lambda v: v / 2, "max_xi_unit")})

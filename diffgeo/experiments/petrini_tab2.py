@@ -298,24 +298,25 @@ def _(ds):
     paper_value="R_f against D_f: 0.75 vs 0.71 (MNIST), 0.81 vs 0.87 (SVHN), 0.94 vs 0.72 (FashionMNIST), 0.74 vs 0.69 (Tiny ImageNet)",
     statistic="ρ_R − ρ_D, the difference of the correlations of log ε_t with log R_f and log D_f at the main probe, on the seed "
               "log-means and within each seed, per data set",
-    reproduced="the paper's sign for each data set of Table 2 in the run (positive but on SVHN) on the seed log-means and in every seed, "
-               "with ρ_R > 0",
-    partly="the paper's sign on the seed log-means, or in most seeds, on every such data set, with ρ_R > 0",
+    reproduced="on each data set of Table 2 in the run: ρ_R − ρ_D on the seed log-means within max(0.15, 2 s.e. over seeds) of the "
+               "paper's gap for that data set (MNIST 0.04, SVHN −0.06, FashionMNIST 0.22, Tiny ImageNet 0.05), with ρ_R > 0",
+    partly="on each such data set, ρ_R − ρ_D within 0.3 of the paper's gap, or of the paper's sign, with ρ_R > 0",
     mutations={"test errors inverted": _INVERTED, "ε_t = 0.1 √D_f": lambda ds: ds.assign(
-        test_error=0.1 * np.sqrt((ds.m_diffeo / ds.m_pair).sel(main_probe(ds)).reset_coords(drop=True)).transpose(*ds.test_error.dims))},
-    passes={"ε_t = 0.2 √R_f (the paper's Fig. 5 law)": _law})
+        test_error=0.1 * np.sqrt((ds.m_diffeo / ds.m_pair).sel(main_probe(ds)).reset_coords(drop=True)).transpose(*ds.test_error.dims))})
 def _(ds):
     rows = _rows(ds)
     if not rows: return claims.not_run(_NO_ROW)
     full, part, values, notes = True, True, [], []
     for d, paper in rows:
-        sign = np.sign(paper[2] - paper[0])
+        gap = paper[2] - paper[0]
         (r, pr), (dd, pd) = _at_main(ds, "R_f", d), _at_main(ds, "D_f", d)
-        k, n = claims.fraction(sign * (pr - pd) > 0)
-        full &= r > 0 and sign * (r - dd) > 0 and k == n
-        part &= r > 0 and (sign * (r - dd) > 0 or k > n / 2)
+        k, n = claims.fraction(np.sign(gap) * (pr - pd) > 0)
+        se = float((pr - pd).std(ddof=1)) / np.sqrt(n) if n > 1 else float("nan")
+        tol = max(0.15, 2 * se) if n > 1 else 0.15
+        full &= r > 0 and abs(r - dd - gap) <= tol
+        part &= r > 0 and (abs(r - dd - gap) <= 0.3 or np.sign(gap) * (r - dd) > 0)
         values.append(f"{d}: {_num(r - dd)} on the seed log-means; per seed {claims.mean_sd(pr - pd)}")
-        notes.append(f"{d}: ρ_R {_num(r)}, ρ_D {_num(dd)}; the paper's sign in {k} of {n} seeds")
+        notes.append(f"{d}: the paper's gap {_num(gap)}, tolerance {tol:.2f}; ρ_R {_num(r)}, ρ_D {_num(dd)}; the paper's sign in {k} of {n} seeds")
     return claims.graded(full, part, "; ".join(values), "; ".join(notes))
 
 @EXPERIMENT.claim("G_f_negative", where="Table 2",
@@ -351,7 +352,7 @@ def _invert_off_main(ds:xr.Dataset) -> xr.Dataset:
     statistic="corr(log ε_t, log R_f) on the seed log-means at every probe (δ, c, interpolation) where at least 90% of the drawn "
               "fields are diffeomorphisms (the paper's green panels), against the main probe (δ = 1, c = 3, bilinear); "
               "its spread over seeds at the main probe",
-    reproduced="positive at the main probe, and within 0.2 of it at every such probe",
+    reproduced="positive at every such probe, and within 0.2 of the main probe at every one",
     partly="positive at every such probe, and within 0.2 of the main probe at most of them",
     mutations={"R_f inverted off the main probe": _invert_off_main, "test errors inverted": _INVERTED})
 def _(ds):
@@ -362,7 +363,7 @@ def _(ds):
         main, per = _at_main(ds, "R_f", d)
         near, n = claims.fraction((abs(v - main) <= 0.2).values[green.values])
         pos, _ = claims.fraction((v > 0).values[green.values])
-        full &= main > 0 and near == n
+        full &= main > 0 and pos == n and near == n
         part &= pos == n and near > n / 2
         values.append(f"{d}: {_num(main)} at the main probe (per seed {claims.mean_sd(per)}); {results.span(v.where(green), '.2f')} "
                       f"over the {n} probes with diffeomorphisms")
