@@ -303,36 +303,46 @@ _GAIN = dict(statistic="each ST network's test accuracy minus the plain CNN's, a
     paper_value="ST 0.993–0.996 against 0.991", passes={"Table 3's accuracies on 10,000 test images": _as_paper}, **_GAIN)
 def _(ds):
     d, v = _gate(ds, "mnist")
-    return v or _gain_verdict(ds, d)
+    if v: return v
+    r = _gain_verdict(ds, d)
+    _, _, sd = _gain(ds, d)
+    return claims.Verdict(r.status, r.value, r.note + f"; the paper's effect (+0.33 points mean gain) is "
+                          + ("below" if 0.0033 < 2 * sd else "above") + f" this run's 2 s.d. resolution ({200 * sd:.2f} points)")
 
-@EXPERIMENT.claim("cpab_best", where="Table 3",
-    words="the diffeomorphic CPAB layers give the best transformer networks",
-    paper_value="MNIST: ST-Affine+CPAB 0.996 (ST-TPS 0.996, the others ≤ 0.994); CIFAR-10: ST-CPAB 0.895 (ST-TPS 0.893)",
-    statistic="on MNIST and CIFAR-10 (the columns where the paper's best transformer is a CPAB one), the better of ST-CPAB and "
-              "ST-Affine+CPAB minus the best of Affine, AffineDiff, Homography and TPS, in s.d. of the difference",
-    reproduced="on every such data set of the run, a CPAB network ahead of every other transformer by more than 2 s.d.",
-    partly="ahead by more than 2 s.d. on some of those data sets, not all",
-    mutations={"accuracies rolled along model": claims.roll("test_accuracy", dim="model")},
-    passes={"ST-Affine+CPAB 2 points higher": _raise("ST-Affine+CPAB", 0.02)})
+@EXPERIMENT.claim("cpab_best", where="Table 3, §5.2",
+    words="the diffeomorphic CPAB layers are competitive with the other transformers (the paper does not claim that they are "
+          "best: §5.2 finds \"a small performance gain due to the ST-layers\", and on CIFAR that \"it is not beneficial to use "
+          "the Affine+CPAB model\"; Table 3 has a CPAB network at or tied for the top on MNIST and CIFAR-10)",
+    paper_value="MNIST: ST-Affine+CPAB 0.996 (ST-TPS 0.996); Fashion-MNIST: ST-CPAB 0.917 (ST-AffineDiff 0.920); CIFAR-10: ST-CPAB 0.895 (ST-TPS 0.893)",
+    statistic="on each of MNIST, Fashion-MNIST and CIFAR-10 in the run, the best of Affine, AffineDiff, Homography and TPS minus "
+              "the better of ST-CPAB and ST-Affine+CPAB, in s.d. of the difference",
+    reproduced="on every such data set of the run, no other transformer ahead of the best CPAB network by more than 2 s.d.",
+    partly="on at least half of them",
+    mutations={"every non-CPAB transformer 5 points higher": _raise(_OTHER_ST, 0.05)},
+    passes={"Table 3's accuracies on 10,000 test images": _as_paper})
 def _(ds):
-    sets = [(c, _gate(ds, c)) for c in ("mnist", "cifar10")]
+    sets = [(c, _gate(ds, c)) for c in ("mnist", "fashionmnist", "cifar10")]
     have = [(c, d) for c, (d, _) in sets if d]
     if not have: return sets[0][1][1]
     z, parts = [], []
     for c, d in have:
         m, s = _accuracy(ds, d)
         a, b = str(m.sel(model=_CPAB).idxmax("model").item()), str(m.sel(model=_OTHER_ST).idxmax("model").item())
-        zz = ((m.sel(model=a) - m.sel(model=b)) / np.hypot(s.sel(model=a), s.sel(model=b))).item()
+        zz = ((m.sel(model=b) - m.sel(model=a)) / np.hypot(s.sel(model=a), s.sel(model=b))).item()
         z.append(zz)
-        parts.append(f"{d}: {a} {m.sel(model=a).item():.3f} against {b} {m.sel(model=b).item():.3f} ({zz:+.1f} s.d.)")
-    return claims.graded(min(z) > 2, max(z) > 2, "; ".join(parts), "; ".join(_unc(ds, d) for _, d in have))
+        parts.append(f"{d}: best other {b} {m.sel(model=b).item():.3f} against {a} {m.sel(model=a).item():.3f} ({zz:+.1f} s.d.)")
+    ok = sum(zz <= 2 for zz in z)
+    return claims.graded(ok == len(z), 2 * ok >= len(z), "; ".join(parts),
+                         f"no transformer ahead of the best CPAB net by more than 2 s.d. on {ok} of {len(z)} data sets; "
+                         + "; ".join(_unc(ds, d) for _, d in have))
 
 @EXPERIMENT.claim("fashion_no_gain", where="Table 3",
     words="on Fashion-MNIST the transformers give a small drop: the objects are already centred, the localisation net's parameters are wasted",
     paper_value="plain CNN 0.922, ST 0.913–0.920",
     statistic="each ST network's test accuracy minus the plain CNN's, and their mean in s.d.",
     reproduced="the mean gain not positive, and no ST network ahead of the plain CNN by more than 2 s.d.",
-    partly="no ST network ahead by more than 2 s.d. (a mean gain within the noise)",
+    partly="no ST network ahead by more than 2 s.d., and the mean gain's upper bound (mean + 2 s.d.) at most +0.3 points (a run "
+           "too noisy to exclude a gain is not)",
     mutations={"every ST network 5 points higher": _raise(_ST, 0.05)},
     passes={"Table 3's accuracies on 10,000 test images": _as_paper})
 def _(ds):
@@ -342,7 +352,9 @@ def _(ds):
     m, s = _accuracy(ds, d)
     z = gains / np.sqrt(s.sel(model=_ST) ** 2 + s.sel(model="No transformer") ** 2)
     value = f"gain over the plain CNN {100 * gains.min().item():+.1f} to {100 * gains.max().item():+.1f} points, mean {100 * mean:+.2f} ± {100 * sd:.2f}"
-    return claims.graded(mean <= 0 and bool((z <= 2).all()), bool((z <= 2).all()), value, _unc(ds, d))
+    bound = mean + 2 * sd
+    return claims.graded(mean <= 0 and bool((z <= 2).all()), bool((z <= 2).all()) and bound <= 0.003,
+                         value + f"; upper bound (mean + 2 s.d.) {100 * bound:+.2f} points", _unc(ds, d))
 
 @EXPERIMENT.claim("cifar10_gain", where="Table 3",
     words="on CIFAR-10 (and CIFAR-100) the transformers give a small gain, zooming in on objects not in focus",

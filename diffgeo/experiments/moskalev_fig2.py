@@ -251,7 +251,8 @@ def _sd(v) -> float: return float(v.std("seed", ddof=1)) if v.sizes.get("seed", 
 @EXPERIMENT.claim("orientations_far_apart", where="Fig. 2, §4.2", words="different orientations of a single sample are mapped to distant points in the latent space of the DA model",
     statistic="DA's median distance ‖φ(gx) − φ(x)‖ over test images and g ≠ e, relative to the median distance between two test images of the same class; the 90th percentile of the neighbour rank",
     reproduced="in every seed DA's median turned copy lies at least as far from its original as two images of its class lie apart (ratio ≥ 1)",
-    partly="far copies are a tail: in every seed one DA copy in ten has more than 10 other test images nearer its original, and DA's ratio exceeds IR's and WT's by more than 2 s.d. over seeds",
+    partly="DA's ratio exceeds IR's and WT's by more than 2 s.d. over seeds (DA's copies are farther apart than the invariant "
+           "models', the contrast of Fig. 2), though its median copy lies within the class distance",
     mutations={"models rolled": claims.roll("orbit_distance", "orbit_rank", dim="model")},
     passes={"DA's copies three times farther": claims.transform(lambda a: 3 * a, "orbit_distance")})
 def _(ds):
@@ -259,10 +260,12 @@ def _(ds):
     r = ds.distance_ratio
     far = bool((r.sel(model="DA") >= 1).all())
     gap = all(float((r.sel(model="DA") - r.sel(model=m)).mean()) > 2 * _sd(r.sel(model="DA") - r.sel(model=m)) for m in ("IR", "WT"))
-    tail = bool((ds.rank_p90.sel(model="DA") > 10).all())
+
     value = (f"DA's distance ratio {_pm(r.sel(model='DA'))} (IR {_pm(r.sel(model='IR'), '.3f')}, WT {_pm(r.sel(model='WT'), '.3f')}); DA's median rank "
              f"{_pm(ds.median_rank.sel(model='DA'), '.1f')}, 90th percentile {_pm(ds.rank_p90.sel(model='DA'), '.1f')} (mean ± s.d. over {ds.sizes['seed']} seeds)")
-    return claims.graded(far, tail and gap, value, "the median copy lies " + ("beyond" if far else "within") + " the class distance")
+    return claims.graded(far, gap, value, "the median copy lies " + ("beyond" if far else "within") + " the class distance"
+                         + ("" if far else f" (DA's median ratio {float(r.sel(model='DA').median()):.2f} < 1 contradicts \"mapped to distant points\")")
+                         + ("; DA's ratio above IR's and WT's by more than 2 s.d." if gap else "; DA's ratio not above IR's and WT's by 2 s.d."))
 
 @EXPERIMENT.claim("within_class", where="Fig. 2, §4.2", words="different orientations of one sample land still within the boundaries of its class",
     statistic="DA's neighbour agreement (turned copies whose 10 nearest test images are mostly of the digit's class) beside its orbit accuracy, over test images and g ≠ e",

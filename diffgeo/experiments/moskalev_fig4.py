@@ -215,6 +215,8 @@ def check_regression(ds:xr.Dataset):
 
 
 # %% ../../nbs/moskalev_fig4.ipynb #9de10fe1
+import json
+
 from .. import claims
 
 _NAMES = {"rot4": "R²₄", "shift3": "T²₃"}
@@ -234,14 +236,32 @@ def _drift(ds:xr.Dataset) -> str:
     t = results.parameters(ds).get("target", "?")
     return "drift toward FashionMNIST (the paper's)" if t == "fashionmnist" else f"drift toward {t}, not the paper's FashionMNIST"
 
+def _paper_drift(ds:xr.Dataset) -> bool: return results.parameters(ds).get("target") == "fashionmnist"
+
+def _capped(ds:xr.Dataset, reproduced:bool, partly:bool, value:str) -> claims.Verdict:
+    "The verdict, capped at partly unless the drift runs toward FashionMNIST, the paper's target."
+    if reproduced and not _paper_drift(ds):
+        return claims.Verdict("partly", value, _drift(ds) + "; capped at partly: the paper's drift is toward FashionMNIST")
+    return claims.graded(reproduced, partly, value, _drift(ds))
+
+def _toward_fashion(make=None):
+    "A passes dataset: `make(ds)` (or `ds`) with its drift target recorded as FashionMNIST, which lifts the cap at partly."
+    def passes(ds:xr.Dataset) -> xr.Dataset:
+        ds = make(ds) if make else ds.copy()
+        p = results.parameters(ds); p["target"] = "fashionmnist"
+        ds.attrs = {**ds.attrs, "parameters": json.dumps(p, sort_keys=True)}
+        return ds
+    return passes
+
 def _between(ds:xr.Dataset) -> xr.DataArray: return ds.beta[(ds.beta > 0) & (ds.beta < 1)]
 
 @EXPERIMENT.claim("augmented_invariance_deteriorates", where="Fig. 4, §4.3", words="the invariance learned by data augmentation deteriorates rapidly, even under a slight degree of data drift",
     statistic="DA's DI_f at the slightest drift (the smallest β > 0, at most 0.1) minus its undrifted value, per group (mean ± s.d. over seeds); and the largest such rise over β",
     reproduced="at the slightest drift DA's DI_f rises in every seed of both groups, the mean rise larger than 2 s.d. over seeds",
-    partly="DA's DI_f rises by more than 2 s.d. over seeds at some larger β in both groups, but not at the slightest drift",
+    partly="DA's DI_f rises by more than 2 s.d. over seeds at some β ≤ 0.3 (still a slight drift) in both groups, but not at the "
+           "slightest; capped at partly unless the drift runs toward FashionMNIST, the paper's",
     mutations={"DI constant in β": lambda ds: ds.assign(DI=ds.DI.sel(beta=0).broadcast_like(ds.DI).transpose(*ds.DI.dims))},
-    passes={"DI growing tenfold per unit β": lambda ds: ds.assign(DI=ds.DI * (1 + 10 * ds.beta))})
+    passes={"DI growing tenfold per unit β, drift toward FashionMNIST": _toward_fashion(lambda ds: ds.assign(DI=ds.DI * (1 + 10 * ds.beta)))})
 def _(ds):
     gs = _groups(ds, ("DA",))
     slight = float(ds.beta[ds.beta > 0].min()) if gs else np.nan
@@ -250,15 +270,16 @@ def _(ds):
     rise = da - da.sel(beta=0)
     first = all(bool((rise.sel(group=g, beta=slight) > 0).all()) and float(rise.sel(group=g, beta=slight).mean()) > 2 * _sd(rise.sel(group=g, beta=slight)) for g in gs)
     sig = lambda g, b: float(rise.sel(group=g, beta=b).mean()) > 2 * _sd(rise.sel(group=g, beta=b))
-    later = all(any(sig(g, b) for b in ds.beta.values if b > slight) for g in gs)
+    later = all(any(sig(g, b) for b in ds.beta.values if 0 < b <= 0.3 + 1e-9) for g in gs)
     peak = {g: float(ds.beta[rise.sel(group=g).mean("seed").argmax("beta")]) for g in gs}
     value = "; ".join(f"{_NAMES[g]}: rise at β = {slight:g} {_pm(rise.sel(group=g, beta=slight), '.3f')}, largest at β = {peak[g]:g} {_pm(rise.sel(group=g, beta=peak[g]), '.3f')}"
                       for g in gs) + f" nat (mean ± s.d. over {ds.sizes['seed']} seeds)"
-    return claims.graded(first and len(gs) == 2, later, value, _drift(ds))
+    return _capped(ds, first and len(gs) == 2, later and len(gs) == 2, value)
 
 @EXPERIMENT.claim("genuine_invariance_holds", where="Fig. 4, §4.3", words="models with weight-tying and invariance regularisation maintain low invariance error even under substantial distribution drift",
     statistic="WT's and IR's DI_f over DA's at the same β, largest over β and seeds, per group",
-    reproduced="at every β, in every seed of both groups, WT's and IR's DI_f at most a fifth of DA's",
+    reproduced="at every β, in every seed of both groups, WT's and IR's DI_f at most a fifth of DA's, under the paper's drift "
+               "toward FashionMNIST (capped at partly otherwise)",
     partly="WT's and IR's DI_f below DA's at every β in the mean over seeds",
     mutations={"models rolled": claims.roll("DI", dim="model")})
 def _(ds):
@@ -268,7 +289,7 @@ def _(ds):
     fifth = all(bool((v <= 0.2).all()) for v in q.values())
     below = all(bool((ds.DI_f.sel(group=g, model=m).mean("seed") < ds.DI_f.sel(group=g, model="DA").mean("seed")).all()) for g, m in q)
     value = "; ".join(f"{_NAMES[g]} {m}: at most {float(v.max()):.3f} of DA's" for (g, m), v in q.items()) + f" (over {ds.sizes['beta']} β and {ds.sizes['seed']} seeds)"
-    return claims.graded(fifth and len(gs) == 2, below, value, _drift(ds))
+    return _capped(ds, fifth and len(gs) == 2, below, value)
 
 def _keeps_more(ds:xr.Dataset, g:str, m:str):
     "Per 0 < β < 1: m's accuracy-drop ratio minus DA's (seeds kept)."
@@ -276,7 +297,8 @@ def _keeps_more(ds:xr.Dataset, g:str, m:str):
 
 @EXPERIMENT.claim("weight_tying_keeps_accuracy", where="Fig. 4, §4.3", words="networks with invariant weight-tying sustain higher classification accuracy under the distribution shifts",
     statistic="WT's accuracy-drop ratio Acc(D₁→₂(β))/Acc(D₁) minus DA's, per group, at every 0 < β < 1 (mean over seeds) and at β = 0.5 (mean ± s.d.)",
-    reproduced="WT's ratio above DA's in the mean over seeds at every 0 < β < 1, and in every seed at β = 0.5, in both groups",
+    reproduced="WT's ratio above DA's in the mean over seeds at every 0 < β < 1, and in every seed at β = 0.5, in both groups, "
+               "under the paper's drift toward FashionMNIST (capped at partly otherwise)",
     partly="WT's ratio above DA's in the mean over seeds at more than half the drifts 0 < β < 1 in both groups",
     mutations={"models rolled": claims.roll("orbit_correct", dim="model")})
 def _(ds):
@@ -286,22 +308,24 @@ def _(ds):
     k = {g: claims.fraction(d[g].mean("seed") > 0) for g in gs}
     every = all(a == n for a, n in k.values()) and all(bool((d[g].sel(beta=0.5) > 0).all()) for g in gs)
     value = "; ".join(f"{_NAMES[g]}: above at {k[g][0]} of {k[g][1]} β, at β = 0.5 by {_pm(d[g].sel(beta=0.5), '.3f')}" for g in gs) + f" (mean ± s.d. over {ds.sizes['seed']} seeds)"
-    return claims.graded(every and len(gs) == 2, all(2 * a > n for a, n in k.values()), value, _drift(ds))
+    return _capped(ds, every and len(gs) == 2, all(2 * a > n for a, n in k.values()), value)
 
 @EXPERIMENT.claim("regularised_keeps_accuracy", where="Fig. 4, §4.3", words="higher accuracy under drift also holds for the models trained with invariance regularisation for T²₃, but not for R²₄",
     statistic="IR's accuracy-drop ratio minus DA's, per group, at every 0 < β < 1 (mean over seeds) and at β = 0.5 (mean ± s.d.)",
-    reproduced="for T²₃ IR's ratio above DA's in the mean over seeds at every 0 < β < 1 and in every seed at β = 0.5; for R²₄ below DA's at some β",
+    reproduced="for T²₃ IR's ratio above DA's in the mean over seeds at every 0 < β < 1 and in every seed at β = 0.5; for R²₄ below "
+               "DA's in the mean over seeds and 0 < β < 1; under the paper's drift toward FashionMNIST (capped at partly otherwise)",
     partly="for T²₃ IR's ratio above DA's in the mean at more than half the drifts 0 < β < 1",
     mutations={"models rolled": claims.roll("orbit_correct", dim="model")},
-    passes={"T²₃'s IR given WT's accuracy": lambda ds: ds.assign(orbit_correct=xr.where((ds.group == "shift3") & (ds.model == "IR"),
-                                                                                       ds.orbit_correct.sel(model="WT"), ds.orbit_correct).transpose(*ds.orbit_correct.dims))})
+    passes={"T²₃'s IR given WT's accuracy, drift toward FashionMNIST": _toward_fashion(lambda ds: ds.assign(orbit_correct=xr.where((ds.group == "shift3") & (ds.model == "IR"),
+                                                                                       ds.orbit_correct.sel(model="WT"), ds.orbit_correct).transpose(*ds.orbit_correct.dims)))})
 def _(ds):
     gs = _groups(ds, ("DA", "IR"))
     if "shift3" not in gs or 0.5 not in ds.beta.values: return claims.not_run("needs DA and IR of T²₃ at β = 0, 0.5 and other drifts")
     d = {g: _keeps_more(ds, g, "IR") for g in gs}
     k = {g: claims.fraction(d[g].mean("seed") > 0) for g in gs}
     shift = k["shift3"][0] == k["shift3"][1] and bool((d["shift3"].sel(beta=0.5) > 0).all())
-    rot = "rot4" in gs and k["rot4"][0] < k["rot4"][1]
-    value = "; ".join(f"{_NAMES[g]}: above at {k[g][0]} of {k[g][1]} β, at β = 0.5 by {_pm(d[g].sel(beta=0.5), '.3f')}" for g in gs) + f" (mean ± s.d. over {ds.sizes['seed']} seeds)"
-    return claims.graded(shift and rot, 2 * k["shift3"][0] > k["shift3"][1], value, _drift(ds))
+    rot = "rot4" in gs and float(d["rot4"].mean()) < 0
+    value = "; ".join(f"{_NAMES[g]}: above at {k[g][0]} of {k[g][1]} β, at β = 0.5 by {_pm(d[g].sel(beta=0.5), '.3f')}, "
+                      f"mean over β " + f"{float(d[g].mean()):+.3f}".replace("-", "−") for g in gs) + f" (mean ± s.d. over {ds.sizes['seed']} seeds)"
+    return _capped(ds, shift and rot, 2 * k["shift3"][0] > k["shift3"][1], value)
 

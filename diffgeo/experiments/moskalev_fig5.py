@@ -256,7 +256,10 @@ def _grows(ds:xr.Dataset) -> xr.Dataset:
 
 @EXPERIMENT.claim("prop_3_1", where="Prop. 3.1", words="logit invariance error minimisation implies σ_max(W(t)) ≤ σ_max(W(0)) for a linear network h(x) = Wx (invariance-induced spectral decay)",
     statistic="σ_max(W) of a linear network trained by gradient descent on LI alone: its largest relative increase from one step to the next, its last value over its first, and its largest relative departure from the gradient flow's closed form ‖W(0)exp(−Σt)‖₂ (Eq. 6)",
-    reproduced="σ_max(W) never increases (relative step change ≤ 10⁻⁹) in every group, and follows the closed form of Eq. 6 within 10⁻³",
+    reproduced="σ_max(W) never increases (relative step change ≤ 10⁻⁹) in every group, and follows the closed form of Eq. 6 within "
+               "10⁻³; by construction of the linear run (W ← W − lr·WΣ with lr ≤ 1/λ_max(Σ) cannot raise σ_max), so it checks the "
+               "implementation rather than the world; the paper's \"also holds for more complex networks\" is not tested here (the "
+               "dataset stores no σ_max(W) of the trained MLPs)",
     partly="σ_max(W) never increases, but departs from the closed form",
     mutations={"steps reversed": claims.transform(lambda a: a[..., ::-1].copy(), "linear_sigma", "linear_sigma_flow"), "σ_max growing by 10 %": _grows})
 def _(ds):
@@ -267,5 +270,10 @@ def _(ds):
     last = (s.isel(step=-1) / s.isel(step=0))
     value = (f"largest relative change per step {rise:.1e}; last over first σ_max(W): " + ", ".join(f"{_NAMES.get(g, g)} {float(last.sel(group=g)):.3f}" for g in ds.group.values)
              + f"; departure from Eq. 6 ≤ {off:.1e} (over {ds.sizes['step']} steps)")
-    return claims.graded(rise <= 1e-9 and off <= 1e-3, rise <= 1e-9, value)
+    return claims.graded(rise <= 1e-9 and off <= 1e-3, rise <= 1e-9, value + " — by construction",
+                         "holds by construction of the linear run: each step W ← W − lr·WΣ with lr = 0.1/λ_max(Σ) multiplies W by "
+                         "I − lr·Σ, whose eigenvalues lie in [0.9, 1], so σ_max(W) cannot grow; the criterion checks the implementation "
+                         "and Eq. 6, not a network that could have behaved otherwise. The stored steps start at step 1 (the step from "
+                         "W(0) is not checked). Whether the result also holds for more complex networks is not tested: the dataset "
+                         "stores no σ_max(W) of the trained IR and DA MLPs")
 

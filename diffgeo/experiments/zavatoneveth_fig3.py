@@ -21,8 +21,8 @@ from .zavatoneveth_fig2 import derive as slice_derive
 from ..scaffold import Experiment, Var
 
 # %% auto #0
-__all__ = ['COMMON', 'PROFILES', 'BLOCKS', 'VARIABLES', 'EXPERIMENT', 'gelu_resnet', 'block_outputs', 'cell', 'derive', 'draw',
-           'draw_blocks']
+__all__ = ['COMMON', 'PROFILES', 'BLOCKS', 'VARIABLES', 'EXPERIMENT', 'ACCURACY', 'BLOCK_MUTATIONS', 'gelu_resnet',
+           'block_outputs', 'cell', 'derive', 'draw', 'draw_blocks']
 
 # %% ../../nbs/zavatoneveth_fig3.ipynb #44e16f5e
 COMMON = dict(momentum=0.9, weight_decay=5e-4, n_lines=3, n_same=2, seed=0)
@@ -156,11 +156,16 @@ def draw_blocks(ds:xr.Dataset):
     return fig
 
 # %% ../../nbs/zavatoneveth_fig3.ipynb #906dfce8
+from collections.abc import Callable
+
 import numpy as np
 
 from .. import claims
-from .zavatoneveth_fig2 import (SEGMENTS_SWAPPED, _between_within, _controls_flat, _entropy, _fmt, _last,
-                                                   accuracy, boundary_vs_control, triangle)
+from .zavatoneveth_fig2 import (BOUNDARY_MUTATIONS, _controls_bumped, _entropy, _fmt, _last, _separated,
+                                                   _sig, accuracy, boundary_passes, boundary_vs_control, genuine_segments,
+                                                   triangle)
+
+ACCURACY = accuracy(0.92, 0.80)  # the `accuracy` claim's criterion: a status above partly needs the paper's network
 
 def _block_mid_gain(ds:xr.Dataset) -> xr.DataArray:
     "Each block's log volume element at the segment's midpoint minus its mean at the two ends, at the last epoch."
@@ -177,6 +182,22 @@ def _blocks_scaled_reversed(ds:xr.Dataset) -> xr.Dataset:
     ds = _blocks_scaled(ds)
     return ds.assign(line_block_log_volume=ds.line_block_log_volume.copy(data=ds.line_block_log_volume.values[:, ::-1]))
 
+def _blocks_pass(ds:xr.Dataset) -> xr.Dataset:
+    "`boundary_passes`, and 10⁴ × the entropy added to every block's log volume, the controls' made flat."
+    ds = boundary_passes(ds)
+    v = ds.line_block_log_volume + 1e4 * _entropy(ds.line_prob)
+    return ds.assign(line_block_log_volume=v.where(ds.same_class == 0, v.mean("t")).transpose(*ds.line_block_log_volume.dims))
+
+def _blocks_shifted(fn:Callable) -> Callable:
+    "A mutation: every block's log volume element along the segments plus `fn(ds)` (an (line, t) array)."
+    def mutate(ds:xr.Dataset) -> xr.Dataset:
+        return ds.assign(line_block_log_volume=(ds.line_block_log_volume + fn(ds)).transpose(*ds.line_block_log_volume.dims))
+    return mutate
+
+BLOCK_MUTATIONS = {"every block's log volume − 10⁵ × entropy": _blocks_shifted(lambda ds: -1e5 * _entropy(ds.line_prob)),
+                   "controls expanded by 10⁶ sin(πt) at every block":
+                       _blocks_shifted(lambda ds: (1e6 * np.sin(np.pi * ds.t)).where(ds.same_class == 1, 0))}
+
 def _blocks_as_first(ds:xr.Dataset) -> xr.Dataset:
     "A mutation: every block given the first block's log volume element."
     v = ds.line_block_log_volume
@@ -185,11 +206,16 @@ def _blocks_as_first(ds:xr.Dataset) -> xr.Dataset:
 EXPERIMENT.claim("boundary_vs_control", where="Fig. 3, §5.1, App. I.3 (Fig. I.22)",
     words="in both 1-D and 2-D slices the volume element of the last hidden layer is large near decision boundaries; areas along "
           "slices between points of the same class are not expanded",
-    statistic="midpoint gain (log volume element at t = ½ minus its mean at the two ends) of the last block at the last epoch, "
-              "segments between classes against same-class control segments (mean ± s.d. over segments)",
-    reproduced="every between-class segment's gain is positive and exceeds every control's, and no control's gain is positive",
-    partly="every between-class segment's gain exceeds every control's, but the controls are expanded too",
-    mutations=SEGMENTS_SWAPPED, passes={"controls flat": _controls_flat})(boundary_vs_control)
+    statistic="at the last epoch, the last block's boundary gain (log volume element where the prediction's entropy peaks minus "
+              "its mean at the two ends) of the segments between classes along which the prediction changes, against the "
+              "midpoint gain (t = ½) of genuine controls, as in Fig. I.22: same class, both ends correctly classified, the "
+              "prediction unchanged along the segment (mean ± s.d. over segments; not run without one of each)",
+    reproduced="every between-class segment's gain is positive and exceeds every control's, and no control's gain is positive; "
+               "and the network is near the paper's accuracy (its `accuracy` claim at least partly: capped at partly otherwise)",
+    partly="the between-class mean gain is positive, and either no control is expanded or the between-class mean exceeds the "
+           "controls' by more than two standard errors of the difference",
+    mutations=BOUNDARY_MUTATIONS, passes={"entropy added, controls genuine and flat, test error 3 %": boundary_passes})(
+    lambda ds: boundary_vs_control(ds, ACCURACY))
 
 EXPERIMENT.claim("triangle", where="Fig. 3, §5.1, App. I.3",
     words="over the triangle of three test images the volume element is large near the decision boundaries, where the softmax "
@@ -198,27 +224,37 @@ EXPERIMENT.claim("triangle", where="Fig. 3, §5.1, App. I.3",
               "(a weight ≥ 0.75), at initialisation and at the end; and its correlation with the prediction's entropy over the triangle",
     reproduced="at the end the centre exceeds the corners by more than the centre points' s.d., more than at initialisation, and "
                "the volume element is positively correlated with the entropy (large where the boundaries are)",
-    partly="the centre is raised above the corners by training, but not where the prediction is uncertain",
+    partly="the centre is raised above the corners by training, and the volume element is positively correlated with the "
+           "entropy, but the centre's excess is within its s.d.",
     mutations={"triangle's log volume negated": claims.transform(np.negative, "plane_log_volume")})(triangle)
 
 @EXPERIMENT.claim("blocks_near_boundary", where="Fig. 4, §5.1",
     words="the volume element induced by each of the four blocks is largest near the decision boundary",
-    statistic="each block's midpoint gain at the last epoch, segments between classes against the same-class controls "
-              "(the smallest between-class gain and the largest control's, per block)",
-    reproduced="at every block, every between-class segment's gain is positive and exceeds every control's",
-    partly="at every block, the between-class segments' mean gain exceeds the controls' mean",
-    mutations={"boundary and control segments swapped": claims.transform(lambda s: 1 - s, "same_class"),
-               "segments' block log volumes rolled by two": claims.roll("line_block_log_volume", dim="line", shift=2)})
+    statistic="at the last epoch and per block, the boundary gain (log volume element where the prediction's entropy peaks "
+              "minus its mean at the ends) of the segments between classes along which the prediction changes, against the "
+              "midpoint gain of genuine controls (same class, both ends correctly classified, the prediction unchanged along "
+              "the segment; not run without one of each)",
+    reproduced="at every block, every between-class segment's gain is positive and exceeds every control's, and no control's "
+               "is positive; and the network is near the paper's accuracy (capped at partly otherwise)",
+    partly="at every block, the between-class mean gain is positive, and either no control is expanded or the between-class "
+           "mean exceeds the controls' by more than two standard errors of the difference",
+    mutations=BLOCK_MUTATIONS, passes={"entropy added, controls genuine and flat, test error 3 %": _blocks_pass})
 def _(ds):
-    between, within = _between_within(_block_mid_gain(ds), ds.same_class)
-    if not between.sizes["line"] or not within.sizes["line"]: return claims.not_run("no same-class control segment in this dataset")
-    every = bool(((between.min("line") > 0) & (between.min("line") > within.max("line"))).all())
-    mean = bool((between.mean("line") > within.mean("line")).all())
-    sig = lambda x: f"{float(x):+.1f}".replace("-", "−")
-    per = ", ".join(f"{b}: {sig(between.min('line').sel(block=b))} vs {sig(within.max('line').sel(block=b))}" for b in between.block.values)
-    return claims.graded(every, mean, f"smallest between-class vs largest control gain, nats: {per}",
-                         f"between-class mean above the controls' at {claims.fraction(between.mean('line') > within.mean('line'))[0]} "
-                         f"of {between.sizes['block']} blocks")
+    is_between, is_control = genuine_segments(ds)
+    nb, nc = int(is_between.sum()), int(is_control.sum())
+    if not nb or not nc:
+        return claims.not_run(f"{nb} segment(s) crossing a decision boundary and {nc} genuine control(s) (same class, both ends "
+                              f"correctly classified, prediction unchanged along it) at the last epoch; need at least one of each")
+    between = _last(ds.block_gain).where(is_between, drop=True)
+    control = _block_mid_gain(ds).where(is_control, drop=True)
+    per = {b: _separated(between.sel(block=b), control.sel(block=b)) for b in between.block.values}
+    every, partly = all(v[0] for v in per.values()), all(v[1] for v in per.values())
+    value = "mean boundary gain between classes vs mean midpoint gain of the controls, nats: " + ", ".join(
+        f"{b}: {_sig(between.sel(block=b).mean())} vs {_sig(control.sel(block=b).mean())}" for b in between.block.values)
+    note = f"{nb} between-class segment(s), {nc} control(s); partly's condition holds at {sum(v[1] for v in per.values())} of {len(per)} blocks"
+    if every and (a := ACCURACY(ds)).status == "not":
+        return claims.Verdict("partly", value, note + f"; capped at partly: the network's test accuracy, {a.value}, is far below the paper's")
+    return claims.graded(every, partly, value, note)
 
 @EXPERIMENT.claim("block_contrast", where="Fig. 4, §5.1",
     words="the contrast between the smallest and the largest volume element along an interpolated path is least pronounced at the "
