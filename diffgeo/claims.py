@@ -22,8 +22,8 @@ from . import papers, results
 from .scaffold import Experiment
 
 # %% auto #0
-__all__ = ['STATUSES', 'SHOWN', 'Verdict', 'graded', 'not_run', 'Claim', 'mean_sd', 'binomial_sd', 'fraction', 'roll',
-           'transform', 'committed', 'evaluate', 'ledger', 'status_table', 'summary_table', 'show']
+__all__ = ['STATUSES', 'SHOWN', 'Verdict', 'graded', 'not_run', 'Claim', 'mean_sd', 'binomial_sd', 'median_se', 'fraction',
+           'roll', 'transform', 'committed', 'evaluate', 'ledger', 'status_table', 'summary_table', 'render', 'show']
 
 # %% ../nbs/85_claims.ipynb #1c5bcb7a
 STATUSES = ("reproduced", "partly", "not", "not run")  # best first
@@ -92,7 +92,6 @@ def claim(self:Experiment,
     passes:dict|None=None, # name -> fn(ds) -> ds on which it must give "reproduced"
 ) -> Callable:
     "Declare `fn(ds) -> Verdict` the criterion of one of the paper's claims (see `claims.Claim`)."
-    if not hasattr(self, "claims"): self.claims = {}
     if key in self.claims: raise ValueError(f"{self.name} already declares a claim {key!r}: give each claim its own key.")
     if not mutations: raise ValueError(f"claim {self.name}:{key} declares no mutation: give at least one dataset on which its criterion must fail.")
     def register(fn):
@@ -125,6 +124,17 @@ def binomial_sd(
     "The binomial standard deviation √(p(1−p)/n) of a measured error rate."
     error = np.asarray(error, float)
     return np.sqrt(error * (1 - error) / np.asarray(n, float))
+
+def median_se(
+    v:xr.DataArray, # samples along `dim`
+    dim:str="sample", # the dimension the median is taken over
+    n_boot:int=200, # bootstrap resamples
+) -> xr.DataArray:
+    "The bootstrap standard error of the median of `v` along `dim` (a fixed generator: the same on every call)."
+    a = np.moveaxis(v.values, v.get_axis_num(dim), -1)
+    idx = np.random.default_rng(0).integers(0, a.shape[-1], (n_boot, a.shape[-1]))
+    rest = [d for d in v.dims if d != dim]
+    return xr.DataArray(np.median(a[..., idx], axis=-1).std(-1, ddof=1), dims=rest, coords={d: v[d] for d in rest if d in v.coords})
 
 def fraction(mask) -> tuple[int, int]:
     "(how many are true, how many there are) of a boolean array, NaN-free."
@@ -236,7 +246,6 @@ def ledger(
         for c in getattr(exp, "claims", {}).values():
             for label in labels:
                 profile = label.split(" ")[0]
-                if label not in sets and label not in SHOWN: continue
                 v = evaluate(c, sets[label]) if label in sets else _missing(exp, profile)
                 rows.append(dict(paper=exp.paper, experiment=exp.name, claim=c.key, where=c.where, words=c.words,
                                  paper_value=c.paper_value, statistic=c.statistic, result=label, profile=profile,
@@ -298,12 +307,21 @@ def summary_table(
         lines.append(f"| [{papers.paper(key).short}](paper_{key}.ipynb) | {len(g[g.profile == SHOWN[0]])} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
+def render(
+    which:str|None=None, # a paper key, an experiment name, or None: the summary of every paper
+    criteria:bool|None=None, # show the criteria (default: for an experiment)
+) -> str:
+    "The Markdown table `show` displays: `summary_table` for None, else `status_table` (with the criteria for an experiment)."
+    from diffgeo import site
+    from diffgeo.scaffold import REGISTRY
+    if which is None: return summary_table()
+    site.experiments()
+    return status_table(which, criteria=which in REGISTRY if criteria is None else criteria)
+
 def show(
     which:str|None=None, # a paper key, an experiment name, or None: the summary of every paper
     criteria:bool|None=None, # show the criteria (default: for an experiment)
 ):
-    "Display the ledger's table in a notebook (the docs pages store this output; a test checks that it is current)."
+    "Display `render(which, criteria)` in a notebook (the docs pages store this output; a test checks that it is current)."
     from IPython.display import Markdown, display
-    from diffgeo.scaffold import REGISTRY
-    if which is None: return display(Markdown(summary_table()))
-    display(Markdown(status_table(which, criteria=which in REGISTRY if criteria is None else criteria)))
+    display(Markdown(render(which, criteria)))

@@ -29,13 +29,7 @@ def show_call(source: str):
 
 def rendered(args, kwargs) -> str:
     from diffgeo import claims
-    from diffgeo.scaffold import REGISTRY
-    from diffgeo import site
-    site.experiments()
-    which = args[0] if args else kwargs.get("which")
-    if which is None: return claims.summary_table()
-    criteria = kwargs.get("criteria", args[1] if len(args) > 1 else None)
-    return claims.status_table(which, criteria=which in REGISTRY if criteria is None else criteria)
+    return claims.render(*args, **kwargs)
 
 
 def output(md: str) -> dict:

@@ -242,10 +242,6 @@ def check_regression(ds:xr.Dataset):
 # %% ../../nbs/moskalev_fig2.ipynb #b41ae1cf
 from .. import claims
 
-def _pm(v, fmt:str=".2f") -> str:
-    "“m ± s” over seeds (claims.mean_sd without its parenthesis)."
-    return claims.mean_sd(v, fmt).split(" (")[0]
-
 def _sd(v) -> float: return float(v.std("seed", ddof=1)) if v.sizes.get("seed", 1) > 1 else np.inf
 
 @EXPERIMENT.claim("orientations_far_apart", where="Fig. 2, §4.2", words="different orientations of a single sample are mapped to distant points in the latent space of the DA model",
@@ -261,8 +257,8 @@ def _(ds):
     far = bool((r.sel(model="DA") >= 1).all())
     gap = all(float((r.sel(model="DA") - r.sel(model=m)).mean()) > 2 * _sd(r.sel(model="DA") - r.sel(model=m)) for m in ("IR", "WT"))
 
-    value = (f"DA's distance ratio {_pm(r.sel(model='DA'))} (IR {_pm(r.sel(model='IR'), '.3f')}, WT {_pm(r.sel(model='WT'), '.3f')}); DA's median rank "
-             f"{_pm(ds.median_rank.sel(model='DA'), '.1f')}, 90th percentile {_pm(ds.rank_p90.sel(model='DA'), '.1f')} (mean ± s.d. over {ds.sizes['seed']} seeds)")
+    value = (f"DA's distance ratio {claims.mean_sd(r.sel(model='DA'), compact=True)} (IR {claims.mean_sd(r.sel(model='IR'), '.3f', compact=True)}, WT {claims.mean_sd(r.sel(model='WT'), '.3f', compact=True)}); DA's median rank "
+             f"{claims.mean_sd(ds.median_rank.sel(model='DA'), '.1f', compact=True)}, 90th percentile {claims.mean_sd(ds.rank_p90.sel(model='DA'), '.1f', compact=True)} (mean ± s.d. over {ds.sizes['seed']} seeds)")
     return claims.graded(far, gap, value, "the median copy lies " + ("beyond" if far else "within") + " the class distance"
                          + ("" if far else f" (DA's median ratio {float(r.sel(model='DA').median()):.2f} < 1 contradicts \"mapped to distant points\")")
                          + ("; DA's ratio above IR's and WT's by more than 2 s.d." if gap else "; DA's ratio not above IR's and WT's by 2 s.d."))
@@ -279,7 +275,7 @@ def _(ds):
     a, acc = da.neighbour_agreement, da.orbit_accuracy
     se = np.hypot(claims.binomial_sd(a, n), claims.binomial_sd(acc, n))
     ok = bool(((a > 0.5) & (a >= acc - 2 * se)).all())
-    value = f"DA's agreement {_pm(a, '.3f')}, orbit accuracy {_pm(acc, '.3f')} (mean ± s.d. over {ds.sizes['seed']} seeds; binomial s.d. of the difference {float(se.max()):.3f})"
+    value = f"DA's agreement {claims.mean_sd(a, '.3f', compact=True)}, orbit accuracy {claims.mean_sd(acc, '.3f', compact=True)} (mean ± s.d. over {ds.sizes['seed']} seeds; binomial s.d. of the difference {float(se.max()):.3f})"
     k, m = claims.fraction((a > 0.5) & (a >= acc - 2 * se))
     return claims.graded(ok, float(a.mean()) > 0.5, value, f"holds in {k} of {m} seeds")
 

@@ -221,10 +221,6 @@ from .. import claims
 
 _NAMES = {"rot4": "R²₄", "shift3": "T²₃"}
 
-def _pm(v, fmt:str=".2f") -> str:
-    "“m ± s” over seeds (claims.mean_sd without its parenthesis)."
-    return claims.mean_sd(v, fmt).split(" (")[0]
-
 def _sd(v) -> float: return float(v.std("seed", ddof=1)) if v.sizes.get("seed", 1) > 1 else np.inf
 
 def _groups(ds:xr.Dataset, models=MODELS) -> list:
@@ -272,7 +268,7 @@ def _(ds):
     sig = lambda g, b: float(rise.sel(group=g, beta=b).mean()) > 2 * _sd(rise.sel(group=g, beta=b))
     later = all(any(sig(g, b) for b in ds.beta.values if 0 < b <= 0.3 + 1e-9) for g in gs)
     peak = {g: float(ds.beta[rise.sel(group=g).mean("seed").argmax("beta")]) for g in gs}
-    value = "; ".join(f"{_NAMES[g]}: rise at β = {slight:g} {_pm(rise.sel(group=g, beta=slight), '.3f')}, largest at β = {peak[g]:g} {_pm(rise.sel(group=g, beta=peak[g]), '.3f')}"
+    value = "; ".join(f"{_NAMES[g]}: rise at β = {slight:g} {claims.mean_sd(rise.sel(group=g, beta=slight), '.3f', compact=True)}, largest at β = {peak[g]:g} {claims.mean_sd(rise.sel(group=g, beta=peak[g]), '.3f', compact=True)}"
                       for g in gs) + f" nat (mean ± s.d. over {ds.sizes['seed']} seeds)"
     return _capped(ds, first and len(gs) == 2, later and len(gs) == 2, value)
 
@@ -307,7 +303,7 @@ def _(ds):
     d = {g: _keeps_more(ds, g, "WT") for g in gs}
     k = {g: claims.fraction(d[g].mean("seed") > 0) for g in gs}
     every = all(a == n for a, n in k.values()) and all(bool((d[g].sel(beta=0.5) > 0).all()) for g in gs)
-    value = "; ".join(f"{_NAMES[g]}: above at {k[g][0]} of {k[g][1]} β, at β = 0.5 by {_pm(d[g].sel(beta=0.5), '.3f')}" for g in gs) + f" (mean ± s.d. over {ds.sizes['seed']} seeds)"
+    value = "; ".join(f"{_NAMES[g]}: above at {k[g][0]} of {k[g][1]} β, at β = 0.5 by {claims.mean_sd(d[g].sel(beta=0.5), '.3f', compact=True)}" for g in gs) + f" (mean ± s.d. over {ds.sizes['seed']} seeds)"
     return _capped(ds, every and len(gs) == 2, all(2 * a > n for a, n in k.values()), value)
 
 @EXPERIMENT.claim("regularised_keeps_accuracy", where="Fig. 4, §4.3", words="higher accuracy under drift also holds for the models trained with invariance regularisation for T²₃, but not for R²₄",
@@ -325,7 +321,7 @@ def _(ds):
     k = {g: claims.fraction(d[g].mean("seed") > 0) for g in gs}
     shift = k["shift3"][0] == k["shift3"][1] and bool((d["shift3"].sel(beta=0.5) > 0).all())
     rot = "rot4" in gs and float(d["rot4"].mean()) < 0
-    value = "; ".join(f"{_NAMES[g]}: above at {k[g][0]} of {k[g][1]} β, at β = 0.5 by {_pm(d[g].sel(beta=0.5), '.3f')}, "
+    value = "; ".join(f"{_NAMES[g]}: above at {k[g][0]} of {k[g][1]} β, at β = 0.5 by {claims.mean_sd(d[g].sel(beta=0.5), '.3f', compact=True)}, "
                       f"mean over β " + f"{float(d[g].mean()):+.3f}".replace("-", "−") for g in gs) + f" (mean ± s.d. over {ds.sizes['seed']} seeds)"
     return _capped(ds, shift and rot, 2 * k["shift3"][0] > k["shift3"][1], value)
 

@@ -192,10 +192,6 @@ from .. import claims
 _NAMES = {"rot4": "R²₄", "shift3": "T²₃"}
 _FORMS = ("IR-kl", "IR-l2", "IR-l2_normalized")
 
-def _pm(v, fmt:str=".2f") -> str:
-    "“m ± s” over seeds (claims.mean_sd without its parenthesis)."
-    return claims.mean_sd(v, fmt).split(" (")[0]
-
 def _pairs(ds:xr.Dataset) -> list:
     "The (group, IR form) pairs of the paper present in `ds` beside DA ([] without DA)."
     if "DA" not in ds.model.values: return []
@@ -212,7 +208,7 @@ def _(ds):
     r = {p: ds.sigma_median.sel(group=p[0], model=p[1]) / ds.sigma_median.sel(group=p[0], model="DA") for p in pairs}
     below = [p for p in pairs if bool((r[p] < 1).all())]
     half = [p for p in below if float(r[p].mean()) <= 0.5]
-    value = "; ".join(f"{_NAMES[g]} {m}: {_pm(r[(g, m)])}" for g, m in pairs) + f" of DA's (mean ± s.d. over {ds.sizes['seed']} seeds)"
+    value = "; ".join(f"{_NAMES[g]} {m}: {claims.mean_sd(r[(g, m)], compact=True)}" for g, m in pairs) + f" of DA's (mean ± s.d. over {ds.sizes['seed']} seeds)"
     return claims.graded(len(half) == len(pairs) == 6, 2 * len(below) >= 6, value,
                          f"below DA in every seed: {len(below)} of {len(pairs)} pairs; at most half DA's: {len(half)}")
 
@@ -247,7 +243,7 @@ def _(ds):
     s = {p: ds.SI_f.sel(group=p[0], model=p[1]) for p in pairs}
     sd = lambda v: float(v.std("seed", ddof=1)) if ds.sizes["seed"] > 1 else 0.0
     ok = [p for p in pairs if float(s[p].mean()) + 2 * sd(s[p]) >= 0.95]
-    value = "; ".join(f"{_NAMES[g]} {m}: {_pm(s[(g, m)], '.3f')}" for g, m in pairs) + f" (mean ± s.d. over {ds.sizes['seed']} seeds)"
+    value = "; ".join(f"{_NAMES[g]} {m}: {claims.mean_sd(s[(g, m)], '.3f', compact=True)}" for g, m in pairs) + f" (mean ± s.d. over {ds.sizes['seed']} seeds)"
     return claims.graded(len(ok) == len(pairs) == 6, 2 * len(ok) >= 6, value, f"SI_f ≥ 0.95 within 2 s.d. in {len(ok)} of {len(pairs)} pairs")
 
 def _grows(ds:xr.Dataset) -> xr.Dataset:

@@ -283,10 +283,6 @@ from .. import claims
 
 _NAMES = {"rot4": "R²₄", "shift3": "T²₃"}
 
-def _pm(v, fmt:str=".2f") -> str:
-    "“m ± s” over seeds (claims.mean_sd without its parenthesis)."
-    return claims.mean_sd(v, fmt).split(" (")[0]
-
 def _over(ds:xr.Dataset) -> str: return f"mean ± s.d. over {ds.sizes['seed']} seeds"
 
 def _groups(ds:xr.Dataset, models=MODELS) -> list:
@@ -312,7 +308,7 @@ def _(ds):
     f = ds.LI_f
     order = all(bool((f.sel(group=g, model="DA") >= 100 * f.sel(group=g, model=m)).all()) for g in gs for m in ("IR", "WT"))
     near = all(0.5 <= float(f.sel(group=g, model="DA").mean()) / PAPER[(g, "DA")][1][0] <= 2 for g in gs)
-    value = "; ".join(f"{_NAMES[g]}: DA {_pm(f.sel(group=g, model='DA'))}, IR {_pm(f.sel(group=g, model='IR'), '.3f')}" for g in gs) + f" ({_over(ds)})"
+    value = "; ".join(f"{_NAMES[g]}: DA {claims.mean_sd(f.sel(group=g, model='DA'), compact=True)}, IR {claims.mean_sd(f.sel(group=g, model='IR'), '.3f', compact=True)}" for g in gs) + f" ({_over(ds)})"
     return claims.graded(order and near and len(gs) == 2, order, value,
                          "DA ≥ 100 × IR and WT in every seed" + ("" if order else ": no") + "; DA within a factor 2 of the paper's: " + ("yes" if near else "no"))
 
@@ -331,7 +327,7 @@ def _(ds):
                 and float(gap(g).mean()) > 2 * float(gap(g).std(ddof=1) if ds.sizes["seed"] > 1 else np.inf) for g in gs)
     strict = all(bool((s["IR"].sel(group=g) < s["WT"].sel(group=g)).all()) or bool((abs(s["IR"].sel(group=g) - 1) < 1e-6).all()) for g in gs)
     near = all(abs(float(s[m].sel(group=g).mean()) - PAPER[(g, m)][3][0]) <= 0.1 for g in gs for m in ("DA", "IR"))
-    value = "; ".join(f"{_NAMES[g]}: DA {_pm(s['DA'].sel(group=g))}, IR {_pm(s['IR'].sel(group=g))}, WT {_pm(s['WT'].sel(group=g))}" for g in gs) + f" ({_over(ds)})"
+    value = "; ".join(f"{_NAMES[g]}: DA {claims.mean_sd(s['DA'].sel(group=g), compact=True)}, IR {claims.mean_sd(s['IR'].sel(group=g), compact=True)}, WT {claims.mean_sd(s['WT'].sel(group=g), compact=True)}" for g in gs) + f" ({_over(ds)})"
     return claims.graded(order and strict and near and len(gs) == 2, order, value,
                          "DA < IR, WT in every seed" + ("" if order else ": no") + "; DA and IR within 0.1 of the paper's: " + ("yes" if near else "no"))
 
@@ -348,7 +344,7 @@ def _(ds):
     low = all(bool((f.sel(group=g, model=m) < 0.05).all()) for g in gs for m in ("IR", "WT"))
     order = low and all(bool((f.sel(group=g, model="DA") > f.sel(group=g, model=m)).all()) for g in gs for m in ("IR", "WT"))
     near = all(0.5 <= float(f.sel(group=g, model="DA").mean()) / PAPER[(g, "DA")][2][0] <= 2 for g in gs)
-    value = "; ".join(f"{_NAMES[g]}: DA {_pm(f.sel(group=g, model='DA'), '.3f')}, IR {_pm(f.sel(group=g, model='IR'), '.3f')}" for g in gs) + f" nat ({_over(ds)})"
+    value = "; ".join(f"{_NAMES[g]}: DA {claims.mean_sd(f.sel(group=g, model='DA'), '.3f', compact=True)}, IR {claims.mean_sd(f.sel(group=g, model='IR'), '.3f', compact=True)}" for g in gs) + f" nat ({_over(ds)})"
     return claims.graded(order and near and len(gs) == 2, order, value, "DA within a factor 2 of the paper's: " + ("yes" if near else "no"))
 
 @EXPERIMENT.claim("weight_tying_most_accurate", where="§4.2, Table 1", words="the networks with group-invariant weight-tying deliver the highest classification accuracy in both scenarios",

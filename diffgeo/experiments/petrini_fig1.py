@@ -174,12 +174,6 @@ def draw(ds:xr.Dataset):
 # %% ../../nbs/petrini_fig1.ipynb #b120c3b2
 from .. import claims
 
-def _median_se(v:xr.DataArray, dim:str="sample", n_boot:int=200) -> np.ndarray:
-    "Bootstrap standard error of the median of `v` along `dim` (a fixed generator: the same on every call)."
-    a = np.moveaxis(v.values, v.get_axis_num(dim), -1)
-    idx = np.random.default_rng(0).integers(0, a.shape[-1], (n_boot, a.shape[-1]))
-    return np.median(a[..., idx], axis=-1).std(-1, ddof=1)
-
 def _share(p:float, n:int) -> str:
     "A fraction of n fields with its binomial s.d., or, where none fails, the 95% bound on the failure rate (3/n)."
     if p == 1: return f"100% (none of {n} fails: under {300 / n:.1f}% fail, 95%)"
@@ -198,7 +192,7 @@ def _p_diffeo(ds:xr.Dataset, T:xr.DataArray) -> xr.DataArray:
                "critical T rolled along c": claims.roll("T_crit_xi", dim="c")})
 def _(ds):
     ratio = (ds.T_half_measured / ds.T_max).values
-    se = _median_se(ds.T_crit_xi.transpose("c", "sample")) / ds.T_max.values
+    se = claims.median_se(ds.T_crit_xi).values / ds.T_max.values
     lo, hi = ratio + 2 * se, ratio - 2 * se
     k2, n = claims.fraction((lo >= 1 / 1.44) & (hi <= 1.44)); k4, _ = claims.fraction((lo >= 1 / 2.25) & (hi <= 2.25))
     c = ds.c.values

@@ -107,13 +107,6 @@ def draw(ds:xr.Dataset):
 # %% ../../nbs/petrini_fig8.ipynb #76a5cbcf
 from .. import claims
 
-def _median_se(v:xr.DataArray, dim:str="sample", n_boot:int=200) -> xr.DataArray:
-    "Bootstrap standard error of the median of `v` along `dim` (a fixed generator: the same on every call)."
-    a = np.moveaxis(v.values, v.get_axis_num(dim), -1)
-    idx = np.random.default_rng(0).integers(0, a.shape[-1], (n_boot, a.shape[-1]))
-    meds = np.median(a[..., idx], axis=-1)                    # [..., n_boot]
-    return xr.DataArray(meds.std(-1, ddof=1), dims=[d for d in v.dims if d != dim], coords={d: v[d] for d in v.dims if d != dim})
-
 def _within(ratio, se, tol:float) -> np.ndarray:
     "Whether ratio ± 2 s.e. reaches into [1/(1+tol), 1+tol] (tol = 0.2: within 20% either way, on a log scale)."
     ratio, se = np.asarray(ratio), np.asarray(se)
@@ -157,7 +150,7 @@ def _(ds):
     if len(cs) < 2: return claims.not_run(f"fewer than two cut-offs c ≤ n/4 = {n / 4:g}")
     def read(cut):
         xi, eq = ds.max_xi_unit.sel(cutoff=cut, c=cs), ds.max_xi_eq13.sel(c=cs)
-        return (xi.median("sample") / eq).values, (_median_se(xi) / eq).values, xi.median("sample").values
+        return (xi.median("sample") / eq).values, (claims.median_se(xi) / eq).values, xi.median("sample").values
     ratio, se, med = read("code")
     slope = np.polyfit(np.log(cs * np.sqrt(np.log(cs))), np.log(med), 1)[0]
     ok20, ok50 = _within(ratio, se, 0.2), _within(ratio, se, 0.5)
