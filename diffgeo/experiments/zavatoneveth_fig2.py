@@ -23,8 +23,8 @@ from ..scaffold import Experiment, Var
 # %% auto #0
 __all__ = ['COMMON', 'PROFILES', 'VARIABLES', 'EXPERIMENT', 'BOUNDARY_MUTATIONS', 'SEGMENTS_SWAPPED', 'shallow_classifier',
            'choose_anchors', 'slice_geometry', 'measure_during_training', 'cell', 'slice_dataset', 'derive',
-           'draw_slices', 'draw', 'genuine_segments', 'boundary_vs_control', 'boundary_passes', 'triangle',
-           'peak_at_boundary', 'accuracy']
+           'draw_slices', 'draw', 'genuine_segments', 'too_few_segments', 'boundary_vs_control', 'boundary_passes',
+           'triangle', 'peak_at_boundary', 'accuracy']
 
 # %% ../../nbs/zavatoneveth_fig2.ipynb #76bc736e
 COMMON = dict(width=2000, activation="sigmoid", lr=1e-3, batch_size=1000, weight_decay=0.0, n_lines=3, n_same=2, seed=0)
@@ -345,15 +345,19 @@ def _separated(between:xr.DataArray, control:xr.DataArray) -> tuple[bool, bool, 
     note = (f"difference of means {_sig(diff)} ± {se:.1f} (s.e.)" + ("; no control expanded" if flat else "; a control is expanded"))
     return every, partly, note
 
+def too_few_segments(is_between, is_control) -> claims.Verdict|None:
+    "The not-run verdict when `genuine_segments` found no segment crossing a boundary or no genuine control (None otherwise)."
+    nb, nc = int(is_between.sum()), int(is_control.sum())
+    if nb and nc: return None
+    return claims.not_run(f"{nb} segment(s) crossing a decision boundary and {nc} genuine control(s) (same class, both ends "
+                          f"correctly classified, prediction unchanged along it) at the last epoch; need at least one of each")
+
 def boundary_vs_control(ds:xr.Dataset, accuracy_criterion:Callable|None=None) -> claims.Verdict:
     """Criterion of `boundary_vs_control`: at the last epoch, the boundary gain (log volume element where the prediction's
     entropy peaks minus at the ends) of the segments that cross a decision boundary, against the midpoint gain of genuine
     same-class controls (`genuine_segments`). With `accuracy_criterion`, capped at partly while that says "not"."""
     is_between, is_control = genuine_segments(ds)
-    nb, nc = int(is_between.sum()), int(is_control.sum())
-    if not nb or not nc:
-        return claims.not_run(f"{nb} segment(s) crossing a decision boundary and {nc} genuine control(s) (same class, both ends "
-                              f"correctly classified, prediction unchanged along it) at the last epoch; need at least one of each")
+    if (missing := too_few_segments(is_between, is_control)) is not None: return missing
     between = _last(ds.boundary_gain).where(is_between, drop=True)
     control = _last(ds.mid_gain).where(is_control, drop=True)
     every, partly, note = _separated(between, control)

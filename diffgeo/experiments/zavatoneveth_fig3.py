@@ -161,7 +161,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .. import claims
-from .zavatoneveth_fig2 import (BOUNDARY_MUTATIONS, _controls_bumped, _entropy, _fmt, _last, _separated,
+from .zavatoneveth_fig2 import (BOUNDARY_MUTATIONS, too_few_segments, _controls_bumped, _entropy, _fmt, _last, _separated,
                                                    _sig, accuracy, boundary_passes, boundary_vs_control, genuine_segments,
                                                    triangle)
 
@@ -241,10 +241,7 @@ EXPERIMENT.claim("triangle", where="Fig. 3, §5.1, App. I.3",
     mutations=BLOCK_MUTATIONS, passes={"entropy added, controls genuine and flat, test error 3 %": _blocks_pass})
 def _(ds):
     is_between, is_control = genuine_segments(ds)
-    nb, nc = int(is_between.sum()), int(is_control.sum())
-    if not nb or not nc:
-        return claims.not_run(f"{nb} segment(s) crossing a decision boundary and {nc} genuine control(s) (same class, both ends "
-                              f"correctly classified, prediction unchanged along it) at the last epoch; need at least one of each")
+    if (missing := too_few_segments(is_between, is_control)) is not None: return missing
     between = _last(ds.block_gain).where(is_between, drop=True)
     control = _block_mid_gain(ds).where(is_control, drop=True)
     per = {b: _separated(between.sel(block=b), control.sel(block=b)) for b in between.block.values}
