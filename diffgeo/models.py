@@ -19,8 +19,8 @@ from torchvision import models as tvm
 from .core import check_choice, check_int, check_scalar
 
 # %% auto #0
-__all__ = ['ARCHS', 'MIN_SIZE', 'ST_BASES', 'ST_BUDGETS', 'ST_TRANSFORMERS', 'ArchInfo', 'resolve_arch', 'Dense', 'build',
-           'n_params', 'probe_layers', 'st_base', 'st_width', 'st_classifier']
+__all__ = ['ARCHS', 'MIN_SIZE', 'INITS', 'ST_BASES', 'ST_BUDGETS', 'ST_TRANSFORMERS', 'ArchInfo', 'resolve_arch', 'Dense',
+           'build', 'n_params', 'probe_layers', 'st_base', 'st_width', 'st_classifier']
 
 # %% ../nbs/30_models.ipynb #b10fe2db
 @dataclass(frozen=True)
@@ -180,6 +180,8 @@ def _efficientnet(variant:str, in_channels:int, n_classes:int, width:float=1.0) 
 
 # %% ../nbs/30_models.ipynb #53e54d37
 MIN_SIZE = 28
+#: How `build` initialises: PyTorch's per-layer defaults, or those with He's normal initialisation of the convolutions.
+INITS = ("pytorch", "kaiming")
 
 def _construct(info:ArchInfo, in_channels:int, n_classes:int, size:int, width:float) -> nn.Module:
     if info.family == "FullConn": return _fullconn(info.depth, in_channels * size * size, n_classes, _scaled(64, width))
@@ -195,7 +197,8 @@ def build(
     n_classes:int=10, # number of outputs
     size:int=32, # side of the (square) input images in pixels, >= 28
     width:float=1.0, # multiplier of every hidden layer's channels or units (1: Table 1's network)
-) -> nn.Module: # the network on the CPU, in training mode, with PyTorch's default initialisation
+    init:str="pytorch", # "pytorch": every layer's default initialisation; "kaiming": then He's normal initialisation of the convolutions (fan-in, zero biases)
+) -> nn.Module: # the network on the CPU, in training mode, initialised as `init` says
     "Build architecture `name` of Table 1 for `in_channels`×`size`×`size` images and `n_classes` classes."
     info = ARCHS[resolve_arch(name)]
     in_channels = check_int(in_channels, "in_channels", 1, hint="Use 1 for grey-scale (MNIST) and 3 for colour (CIFAR-10) images.")
@@ -203,10 +206,16 @@ def build(
     size = check_int(size, "size", MIN_SIZE, hint=f"Valid sizes are {MIN_SIZE} (MNIST) and up, e.g. 32 (CIFAR-10); "
                       "pad or resize smaller images.")
     width = check_scalar(width, "width", low=0, low_open=True, hint="1 builds Table 1's network; 0.25 a quarter as wide.")
+    check_choice(init, "init", INITS)
     with torch.random.fork_rng(devices=[]):  # construction draws are thrown away ...
         model = _construct(info, in_channels, n_classes, size, width)
     for m in model.modules():  # ... and every layer is initialised once, in registration order
         if hasattr(m, "reset_parameters"): m.reset_parameters()
+    if init == "kaiming":  # the convolutions drawn again, in registration order, after the defaults
+        for m in model.modules():
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, mode="fan_in", nonlinearity="relu")
+                if m.bias is not None: nn.init.zeros_(m.bias)
     return model
 
 def n_params(

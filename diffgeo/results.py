@@ -29,15 +29,20 @@ import diffgeo
 from .core import check_choice
 
 # %% auto #0
-__all__ = ['PROFILE_NAMES', 'CODE_CHANGED', 'select_profile', 'project_root', 'output_root', 'resolve_path', 'git_commit',
-           'code_version', 'on_code_change', 'code_change_policy', 'now', 'processor', 'minutes', 'provenance', 'stamp',
-           'parameters', 'span', 'cf_attrs', 'check_cf', 'save_dataset', 'load_dataset', 'save_figure']
+__all__ = ['PROFILE_NAMES', 'COMMITTED_PROFILES', 'CODE_CHANGED', 'select_profile', 'project_root', 'output_root', 'resolve_path',
+           'git_commit', 'code_version', 'on_code_change', 'code_change_policy', 'now', 'processor', 'minutes',
+           'provenance', 'stamp', 'parameters', 'span', 'cf_attrs', 'check_cf', 'save_dataset', 'load_dataset',
+           'save_figure']
 
 # %% ../nbs/01_results.ipynb #d300fb41
-PROFILE_NAMES = ("smoke", "cpu", "paper")
+#: The profiles, smallest first: `smoke` (seconds, for tests), `cpu` (the default, minutes), `long` (what two CPU
+#: cores give in a working day, resumable), `paper` (the paper's sizes, for a GPU).
+PROFILE_NAMES = ("smoke", "cpu", "long", "paper")
+#: The profiles whose runs the repository commits: their default outputs go to the project root.
+COMMITTED_PROFILES = ("cpu", "long")
 
 def select_profile(
-    profile:str, # one of "smoke", "cpu", "paper"
+    profile:str, # one of `PROFILE_NAMES`
     table:dict, # the experiment's settings per profile name
     **overrides, # explicit settings; those that are not None replace the profile's
 ) -> dict:

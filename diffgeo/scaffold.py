@@ -220,21 +220,23 @@ def resolve(self:Experiment,
 @patch
 def paths(self:Experiment,
     profile:str="cpu", # the run's profile
-    out_dir:str|os.PathLike|None=None, # where results/ and figures/ go (None: the project root for the cpu profile, else its out/<profile>)
+    out_dir:str|os.PathLike|None=None, # where results/ and figures/ go (None: the project root for the committed profiles, cpu and long, else its out/<profile>)
     tag:str="", # appended to the file names, e.g. "cifar10": results/petrini_fig5_cifar10.nc
     work_dir:str|os.PathLike|None=None, # shards and checkpoints (None: the root's out/work, or <out_dir>/work for non-default out_dir)
     settings:dict|None=None, # the resolved settings: each set of settings gets its own work folder
 ) -> Paths:
     "Paths of the dataset, the figures and the work files of a run: defaults under `results.output_root()`, explicit relative ones from the working directory."
     if tag and not tag.replace("-", "_").isidentifier(): raise ValueError(f"tag must be letters, digits, '_' or '-', got {tag!r}.")
-    suffix = f"_{tag}" if tag else ""
+    tagged = f"_{tag}" if tag else ""
+    suffix = (f"_{profile}" if profile in results.COMMITTED_PROFILES and profile != "cpu" else "") + tagged
     default, root = out_dir is None, results.output_root()
-    out = (root if profile == "cpu" else root / "out" / profile) if default else Path(out_dir)
-    work = Path(work_dir) if work_dir is not None else root / "out" / "work" if default and profile == "cpu" else out / "work"
+    committed = profile in results.COMMITTED_PROFILES
+    out = (root if committed else root / "out" / profile) if default else Path(out_dir)
+    work = Path(work_dir) if work_dir is not None else root / "out" / "work" if default and committed else out / "work"
     key = hashlib.sha1(json.dumps(settings or {}, sort_keys=True, default=str).encode()).hexdigest()[:8]
     return Paths(dataset=out / "results" / f"{self.name}{suffix}.nc",
                  figures={f: out / "figures" / f"{self.paper}_{f}{suffix}.png" for f in self.figures},
-                 work=work / self.name / f"{profile}{suffix}_{key}")
+                 work=work / self.name / f"{profile}{tagged}_{key}")
 
 # %% ../nbs/55_scaffold.ipynb #7f356d43
 @patch

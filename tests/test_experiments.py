@@ -93,7 +93,7 @@ def test_a_dataset_of_another_experiment_is_refused():
         fig5.figures["fig5"](ds)
     with pytest.raises(ValueError, match="d_diffeo is missing"):
         fig5.check(xr.Dataset(attrs={"experiment": "petrini_fig5"}))
-    with pytest.raises(ValueError, match="'smoke', 'cpu', 'paper'"):
+    with pytest.raises(ValueError, match="'smoke', 'cpu', 'long', 'paper'"):
         fig8.run("laptop")
 
 

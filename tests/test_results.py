@@ -18,10 +18,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 import diffgeo  # noqa: E402
 import diffgeo.results as results  # noqa: E402
-from diffgeo.results import (PROFILE_NAMES, check_cf, git_commit, load_dataset, now, parameters,  # noqa: E402
+from diffgeo.results import (COMMITTED_PROFILES, PROFILE_NAMES, check_cf, git_commit, load_dataset, now, parameters,  # noqa: E402
                              project_root, provenance, resolve_path, save_dataset, save_figure, select_profile, stamp)
 
-TABLE = {"smoke": {"n": 8, "seeds": 1}, "cpu": {"n": 64, "seeds": 3}, "paper": {"n": 320, "seeds": 10}}
+TABLE = {"smoke": {"n": 8, "seeds": 1}, "cpu": {"n": 64, "seeds": 3}, "long": {"n": 128, "seeds": 3}, "paper": {"n": 320, "seeds": 10}}
 PROVENANCE_KEYS = {"parameters", "diffgeo_version", "git_commit", "code_hash", "torch_version", "device", "processor", "cpu_threads", "start_time", "end_time"}
 
 
@@ -64,7 +64,7 @@ class TestSelectProfile:
         assert select_profile("smoke", TABLE, n=0) == {"n": 0, "seeds": 1}          # falsy but not None
 
     def test_unknown_profile_lists_names(self):
-        with pytest.raises(ValueError, match=r"unknown profile 'laptop'; valid values are 'smoke', 'cpu', 'paper'"):
+        with pytest.raises(ValueError, match=r"unknown profile 'laptop'; valid values are 'smoke', 'cpu', 'long', 'paper'"):
             select_profile("laptop", TABLE)
 
     def test_profile_missing_from_table_lists_table(self):
@@ -201,7 +201,7 @@ class TestDefaultOutputs:
 
     @pytest.mark.skipif(not (ROOT / ".git").exists(), reason="not a git checkout")
     def test_every_output_folder_is_ignored_or_committed(self, monkeypatch):
-        "Every file or folder an experiment run (from the root or nbs/) or nbdev-test creates is ignored by git, or is the cpu profile's committed results/ and figures/."
+        "Every file or folder an experiment run (from the root or nbs/) or nbdev-test creates is ignored by git, or is a committed profile's (cpu, long) results/ and figures/."
         import importlib
         from diffgeo.scaffold import REGISTRY
         for f in sorted((ROOT / "diffgeo" / "experiments").glob("[a-z]*.py")): importlib.import_module(f"diffgeo.experiments.{f.stem}")
@@ -214,7 +214,7 @@ class TestDefaultOutputs:
                     for path in [p.dataset, *p.figures.values(), p.work / "shards" / "x.nc", p.work / "checkpoints" / "x.pt",
                                  p.work / "submitit" / "1" / "log.out"]:
                         rel = resolve_path(path).relative_to(ROOT)
-                        (committed if profile == "cpu" and rel.parts[0] in ("results", "figures") and len(rel.parts) == 2 else made).append(rel)
+                        (committed if profile in COMMITTED_PROFILES and rel.parts[0] in ("results", "figures") and len(rel.parts) == 2 else made).append(rel)
         # what runs from nbs/ wrote before default outputs went to the root, and nbdev-test's outputs
         made += [Path("nbs/out/smoke/results/x.nc"), Path("nbs/results/x.nc"), Path("nbs/figures/x.png"), Path("out/x")]
         listed = subprocess.run(["git", "check-ignore", "--no-index", "--stdin"], cwd=ROOT, input="\n".join(map(str, made)),

@@ -23,10 +23,10 @@ from ..core import check_choice, check_int, resolve_device, seed_everything
 from ..scaffold import Experiment, Var
 
 # %% auto #0
-__all__ = ['PAPER_ARCHS', 'CPU_WIDTH', 'CPU_LR', 'COMMON', 'PROFILES', 'SMALL_NOISE', 'STATES', 'VARIABLES', 'EXPERIMENT',
-           'PAPER_CORR', 'train_network', 'Setup', 'setup', 'resolve_archs', 'cell', 'settings', 'seconds_per_step',
-           'cost', 'logmean', 'logstd', 'derive', 'probe_ratios', 'log_ticks', 'draw', 'draw_fig15', 'draw_fig16',
-           'draw_fig17', 'draw_fig19']
+__all__ = ['PAPER_ARCHS', 'CPU_WIDTH', 'CPU_LR', 'LONG_ARCHS', 'LONG_WIDTH', 'LONG_EPOCHS', 'COMMON', 'PROFILES', 'SMALL_NOISE',
+           'STATES', 'VARIABLES', 'EXPERIMENT', 'PAPER_CORR', 'train_network', 'Setup', 'setup', 'resolve_archs',
+           'cell', 'settings', 'seconds_per_step', 'cost', 'logmean', 'logstd', 'derive', 'probe_ratios', 'log_ticks',
+           'draw', 'draw_fig15', 'draw_fig16', 'draw_fig17', 'draw_fig19']
 
 # %% ../../nbs/fig5.ipynb #0a70fb56
 PAPER_ARCHS = ["FullConnL2", "FullConnL4", "FullConnL6", "LeNet", "AlexNet", "VGG11", "VGG11bn", "VGG16bn", "VGG19bn",
@@ -35,6 +35,12 @@ PAPER_ARCHS = ["FullConnL2", "FullConnL4", "FullConnL6", "LeNet", "AlexNet", "VG
 CPU_WIDTH = {"AlexNet": 0.25, "VGG11bn": 0.25, "ResNet18": 0.25, "EfficientNetB0": 0.25}
 #: The cpu profile's learning rates where they differ from the paper's 0.1 (chosen on the validation split, see Profiles).
 CPU_LR = {"AlexNet": 0.05}
+#: The long profile's: seven Table 1 architectures on CIFAR-10 (one per family, VGG with and without batch-norm, and
+#: both fully connected depths), the deep ones narrowed so that three seeds fit in a working day of two CPU cores.
+LONG_ARCHS = ["FullConnL2", "FullConnL4", "LeNet", "AlexNet", "VGG11", "VGG11bn", "ResNet18", "EfficientNetB0"]
+LONG_WIDTH = {"AlexNet": 0.25, "VGG11": 0.25, "VGG11bn": 0.25, "ResNet18": 0.125, "EfficientNetB0": 0.125}
+#: Its training length in epochs of the 45,000 training images (352 steps of 128 each).
+LONG_EPOCHS = 10
 #: Every profile's: the paper's diffeomorphisms (δ = 1 by the authors' Eq. 3, c = 3, bilinear, the text's cut-off).
 COMMON = dict(c=3, delta=1.0, delta_method="asymptotic", interp="bilinear", cutoff="paper")
 PROFILES = {
@@ -42,6 +48,8 @@ PROFILES = {
                   n_test=32, batch_size=64, warmup=0.2, **COMMON),
     "cpu": dict(dataset="mnist5k", archs=["FullConnL2", "FullConnL4", "LeNet", "AlexNet", "VGG11bn", "ResNet18", "EfficientNetB0"],
                 seeds=[0], P=3500, n_val=500, steps=700, width=CPU_WIDTH, lr=CPU_LR, n_test=500, batch_size=128, warmup=0.2, **COMMON),
+    "long": dict(dataset="cifar10", archs=LONG_ARCHS, seeds=[0, 1, 2], P=45_000, n_val=5_000, steps=LONG_EPOCHS * 352, width=LONG_WIDTH,
+                 lr=None, init={"VGG11": "kaiming"}, n_test=500, batch_size=128, warmup=0.05, **COMMON),
     "paper": dict(dataset="cifar10", archs=PAPER_ARCHS, seeds=[0, 1, 2, 3, 4], P=45_000, n_val=5_000, steps=250 * 352,
                   width=1.0, lr=None, n_test=500, batch_size=128, warmup=0.0, **COMMON),
 }
@@ -181,17 +189,18 @@ def setup(
     width:float|dict=1.0, # width multiplier (`models.build`), or {arch: width}
     lr:float|dict|None=None, # learning rate, or {arch: lr}
     device:str="cpu", # "cpu", "cuda", "auto"
+    init:str|dict="pytorch", # the initialisation (`models.build`'s `init`), or {arch: init}
 ) -> Setup:
     "The start of every cell: this architecture's settings, the data, a seeded training subset of size P, the probe, the network."
     info = models.ARCHS[models.resolve_arch(arch)]
-    steps, width, lr = (v[info.name] if isinstance(v, dict) else v for v in (steps, width, lr))
+    steps, width, lr, init = (v[info.name] if isinstance(v, dict) else v for v in (steps, width, lr, init))
     ds_data = data.load(dataset, root=data_root)
     fit, val = data.train_val_split(ds_data.train, n_val, seed=0)
     P = len(fit) if P is None else P
     if P > len(fit): raise ValueError(f"P = {P} exceeds the {len(fit)} training images left after n_val = {n_val}; lower P or n_val.")
     probe = ds_data.test.subset(n_test, seed=0)
     seed_everything(seed)
-    net = models.build(info.name, in_channels=ds_data.n_channels, n_classes=ds_data.n_classes, size=ds_data.size, width=width)
+    net = models.build(info.name, in_channels=ds_data.n_channels, n_classes=ds_data.n_classes, size=ds_data.size, width=width, init=init)
     return Setup(info, steps, width, lr, ds_data, fit.subset(P, seed=seed), val, probe, net.to(resolve_device(device)))
 
 def resolve_archs(p:dict, datasets:list) -> dict:
@@ -199,7 +208,8 @@ def resolve_archs(p:dict, datasets:list) -> dict:
     for d in datasets: check_choice(d, "dataset", data.DATASETS)
     archs = [models.resolve_arch(a) for a in p["archs"]]
     return {**p, "archs": archs, "seeds": [check_int(s, "seed", low=0) for s in p["seeds"]], "steps": _per_arch(p["steps"], archs, None),
-            "width": _per_arch(p.get("width", 1.0), archs, 1.0), "lr": _per_arch(p.get("lr"), archs, None)}
+            "width": _per_arch(p.get("width", 1.0), archs, 1.0), "lr": _per_arch(p.get("lr"), archs, None),
+            **({"init": _per_arch(p["init"], archs, "pytorch")} if "init" in p else {})}
 
 @EXPERIMENT.cell
 def cell(
@@ -222,9 +232,10 @@ def cell(
     cutoff:str="paper", # "paper" or "code"
     device:str="cpu", # "cpu", "cuda", "auto"
     checkpoint_dir:str|None=None, # folder for per-epoch training checkpoints, deleted when the cell ends (None: none)
+    init:str|dict="pytorch", # the initialisation (`models.build`), or {arch: init}
 ) -> xr.Dataset:
     "Fig. 5 for one architecture and seed: stabilities at init and after training, and the test error."
-    s = setup(arch, seed, dataset, data_root, P, n_val, n_test, steps, width, lr, device)
+    s = setup(arch, seed, dataset, data_root, P, n_val, n_test, steps, width, lr, device, init)
     info, steps, width, lr, ds_data, fit, val, probe, net = s.info, s.steps, s.width, s.lr, s.data, s.fit, s.val, s.probe, s.net
     print(f"{info.name}, seed {seed}: {steps} steps at width {width}, lr {lr or 'default'} on {resolve_device(device)}", flush=True)
     measure = lambda bn, **kw: stability.relative_stability(net, probe.images, delta=delta, c=c, interp=interp, cutoff=cutoff,
