@@ -18,7 +18,7 @@ from . import papers, results
 from .scaffold import REGISTRY
 
 # %% auto #0
-__all__ = ['experiments', 'thumbnail', 'claim_counts', 'figure_table', 'show_figures']
+__all__ = ['HEADLINE', 'experiments', 'thumbnail', 'claim_counts', 'figure_table', 'show_figures', 'headline']
 
 # %% ../nbs/80_site.ipynb #ede59afa
 def experiments(paper:str|None=None) -> list:
@@ -84,3 +84,41 @@ def show_figures(paper:str|None=None, width:int=320):
     "Display `figure_table` in a notebook."
     from IPython.display import HTML, display
     display(HTML(figure_table(paper, width)))
+
+# %% ../nbs/80_site.ipynb #d4f6b8e0
+HEADLINE = ("petrini_fig5", "long", "fig5")  # the headline result: experiment, committed profile, figure
+
+def headline(
+    readme:bool=False, # the README's part: the figure as a Markdown image by its path in the repository
+    root:str|Path|None=None, # the repository (None: `results.project_root()`)
+):
+    """Display the project's headline result: Fig. 5 of Petrini et al. on CIFAR-10 from the committed `long` run,
+    with its correlations and the claims ledger's verdicts. On the site, the figure inline and the text; with
+    `readme=True`, the figure as a Markdown image (`scripts/readme.py` takes both cells' Markdown)."""
+    from IPython.display import HTML, Markdown, display
+    from diffgeo import claims
+    name, profile, figure = HEADLINE
+    root = Path(root) if root is not None else results.project_root()
+    exp = next(e for e in experiments("petrini") if e.name == name)
+    rel = exp.paths(profile, out_dir=".")
+    png, sets = root / rel.figures[figure], claims.committed(exp, root)
+    if profile not in sets or not png.exists():
+        if not readme: display(Markdown(f"*No `{profile}` run of Fig. 5 is committed yet; the [Fig. 5 notebook](fig5.ipynb) shows the `cpu` run.*"))
+        return
+    if readme:
+        display(Markdown(f"![Fig. 5 of Petrini et al. on CIFAR-10, the {profile} profile]({rel.figures[figure].as_posix()})"))
+        return
+    ds = sets[profile]
+    p, tr = results.parameters(ds), ds.sel(state="trained")
+    steps = sorted(set(p["steps"].values())) if isinstance(p["steps"], dict) else [p["steps"]]
+    ledger = "; ".join(f"{exp.claims[k].where}, {exp.claims[k].words.split(' (')[0]}: *{claims.evaluate(exp.claims[k], ds).status}*"
+                       for k in ("correlation", "D_f_weaker", "G_f_weaker") if k in exp.claims)
+    text = (f"**The headline result: Fig. 5 of Petrini et al. on CIFAR-10** ([the notebook](fig5.ipynb), profile `{profile}`). "
+            f"{ds.sizes['arch']} Table 1 architectures trained from scratch on {p['P']:,} images for "
+            f"{' or '.join(f'{s:,}' for s in steps)} optimiser steps, {ds.sizes['seed']} seeds each; every point is the "
+            f"log-mean over the seeds and its bars their spread. Test error {100 * float(tr.test_error_logmean.min()):.0f}% "
+            f"to {100 * float(tr.test_error_logmean.max()):.0f}%; corr(log ε_t, log R_f) = {float(ds.corr_R_f):.2f} "
+            f"(the paper: 0.97), with log D_f {float(ds.corr_D_f):.2f} (0.62), with log 1/G_f {-float(ds.corr_G_f):.2f} (0.85). "
+            f"The claims ledger: {ledger}.")
+    display(HTML(f'<img src="{thumbnail(png, 1200)}" style="width:100%" alt="{html.escape(png.name)}">'))
+    display(Markdown(text))

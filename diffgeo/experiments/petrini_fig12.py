@@ -43,6 +43,8 @@ PROFILES = {
     "smoke": dict(COMMON, dataset="mnist5k", archs=["LeNet"], seeds=[0], P=256, n_val=128, steps=4, width=1.0, n_test=32, cs=[3, 5]),
     "cpu": dict(COMMON, dataset="mnist5k", archs=["ResNet18"], seeds=[0, 1, 2], P=3500, n_val=500, steps=400, width={"ResNet18": 0.125},
                 n_test=500, cs=[3, 5, 15]),
+    "long": dict(COMMON, dataset="cifar10", archs=["ResNet18"], seeds=[0, 1, 2], P=45000, n_val=5000, steps=petrini_fig5.LONG_EPOCHS * 352,
+                 width={"ResNet18": 0.125}, n_test=500, cs=[3, 5, 15], warmup=0.05),
     "paper": dict(COMMON, dataset="cifar10", archs=["ResNet18"], seeds=[0, 1, 2, 3, 4], P=45000, n_val=5000, steps=250 * 352,
                   width=1.0, n_test=500, cs=[3, 5, 15], warmup=0.0),
 }
