@@ -163,6 +163,7 @@ def train(
     schedule:str|None=None, # "cosine" (default for SGD) or "none" (default for Adam)
     warmup:float=0.0, # fraction of the steps over which the learning rate rises linearly from 0 (0: none)
     batch_size:int=128, # images per optimiser step
+    val_every:int=1, # epochs between validations (and the last epoch): the best epoch is chosen among the validated ones
     pad:int=4, # random translations of up to `pad` pixels (0: none)
     flip:bool=True, # random horizontal flips
     fill=0.0, # padding value of translations, per channel
@@ -183,6 +184,7 @@ def train(
           dict(lr=lr, momentum=momentum, weight_decay=weight_decay, schedule=schedule).items()}
     check_choice(hp["schedule"], "schedule", ("cosine", "none"))
     epochs, batch_size = check_int(epochs, "epochs", low=1), check_int(batch_size, "batch_size", low=1)
+    val_every = check_int(val_every, "val_every", low=1, hint="1 validates after every epoch, as the paper does.")
     check_scalar(hp["lr"], "lr", low=0, low_open=True)
     dev = module_device(model)
     if dev is None: raise ValueError("model has no parameters to train.")
@@ -195,6 +197,7 @@ def train(
     warm = round(check_scalar(warmup, "warmup", low=0, high=1) * total)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: _rate(s, warm, total, hp["schedule"]))
     config = dict(hp, optimizer=optimizer, warmup=warmup, epochs=epochs, batch_size=batch_size, pad=pad, flip=flip,
+                  **({"val_every": val_every} if val_every != 1 else {}),
                   fill=torch.as_tensor(fill, dtype=torch.float64).reshape(-1).tolist(), seed=seed,
                   augment_fn=_name_of(augment_fn), penalty=_name_of(penalty),
                   n_train=len(train_split.images), n_val=None if val_split is None else len(val_split.images))
@@ -223,10 +226,12 @@ def train(
     for epoch in bar:
         aug = augment_fn if augment_fn is not None else partial(augment, pad=pad, flip=flip, fill=fill)
         row = _epoch(model, opt, sched, scaler, data, batch_size, aug, penalty, seed, epoch, amp)
-        if val_split is not None:
+        validate = val_split is not None and ((epoch + 1) % val_every == 0 or epoch + 1 == epochs)
+        if validate:
             with mixed_precision(amp): row.update({f"val_{k}": v for k, v in evaluate(model, val_split).items()})
+        elif val_split is not None: row.update(val_loss=math.nan, val_error=math.nan)
         state["rows"].append(row); state["epoch"] = epoch + 1
-        score = row["val_error"] if val_split is not None else -epoch  # without validation: the latest epoch
+        score = row["val_error"] if validate else -epoch if val_split is None else math.inf  # without validation: the latest epoch
         if score < state["best_error"]:
             state.update(best=copy.deepcopy(model.state_dict()), best_epoch=epoch + 1, best_error=score)
         if path is not None:

@@ -153,13 +153,17 @@ def train_network(
     warmup:float=0.0, # fraction of linear warm-up for the SGD-trained networks
     batch_size:int=128, # images per step
     pad:int=4, # random translations of up to `pad` pixels (0: none)
+    val_overhead:float|None=None, # validate every k epochs, k the smallest keeping validation within this fraction of the training cost (None: every epoch, as the paper)
     **kwargs, # passed to `train.train` (checkpoint, augment_fn, on_epoch, ...)
 ) -> tuple[train.TrainResult, float]: # the result and the training time in seconds
     "Train `net` by the paper's recipe (App. E.1) for a fixed number of optimiser steps, keeping the best epoch on `val`."
     info = models.ARCHS[models.resolve_arch(arch)]
     fill = [-m / s for m, s in zip(ds_data.mean, ds_data.std)]  # black after standardisation
     t0 = time.perf_counter()
+    # a forward pass costs about a third of a training step per image (the cost model's assumption, `cost`)
+    val_every = 1 if val_overhead is None else max(1, math.ceil(len(val) / (3 * val_overhead * len(fit))))
     res = train.train(net, fit, val, epochs=train.epochs_for_steps(steps, len(fit), batch_size), optimizer=info.optimizer, lr=lr,
+                      val_every=val_every,
                       warmup=warmup if info.optimizer == "sgd" else 0.0, batch_size=batch_size, pad=pad,
                       flip=_flip_ok(dataset) and pad > 0, fill=fill, seed=seed, **kwargs)
     return res, time.perf_counter() - t0
@@ -321,7 +325,9 @@ def cost(settings:dict, cell:dict, device:torch.device) -> float:
     P = cell.get("P", settings.get("P")) or n_train - settings["n_val"]
     t = seconds_per_step(arch, float(width), (c, side), batch, str(device))
     epochs = train.epochs_for_steps(steps, P, batch)
-    forward_images = epochs * settings["n_val"] + 2 * n_test_split + 4 * 3 * settings["n_test"]
+    overhead = settings.get("val_overhead")  # validation every k epochs, as `train_network` sets k
+    every = 1 if overhead is None else max(1, math.ceil(settings["n_val"] / (3 * overhead * P)))
+    forward_images = math.ceil(epochs / every) * settings["n_val"] + 2 * n_test_split + 4 * 3 * settings["n_test"]
     return steps * t + forward_images * t / (3 * batch)
 
 # %% ../../nbs/fig5.ipynb #d424fbd3

@@ -39,7 +39,7 @@ PROFILES = {
                 seeds=[0, 1, 2], n_val=500, steps=400, width=CPU_WIDTH, n_test=500, cs=[3, 5, 15], fit_from=500),
     "long": dict(COMMON, dataset="cifar10", archs=["FullConnL4", "LeNet", "ResNet18"], P=[1024, 2048, 4096, 8192, 16384, 45000],
                  seeds=[0, 1, 2], n_val=5000, steps=petrini_fig5.LONG_EPOCHS * 352, width=petrini_fig5.LONG_WIDTH, n_test=500,
-                 cs=[3, 5, 15], fit_from=1024, warmup=0.05),
+                 cs=[3, 5, 15], fit_from=1024, warmup=0.05, val_overhead=0.1),
     "paper": dict(COMMON, dataset="cifar10", archs=["FullConnL4", "LeNet", "ResNet18", "EfficientNetB0"],
                   P=[128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 45000], seeds=list(range(16)), n_val=5000,
                   steps=250 * 352, width=1.0, n_test=500, cs=[3, 5, 15], fit_from=1024, warmup=0.0),
@@ -127,6 +127,7 @@ def cell(
     cutoff:str="paper", # "paper" or "code"
     device:str="cpu", # "cpu", "cuda", "auto"
     checkpoint_dir:str|None=None, # per-epoch training checkpoints, deleted when the cell ends (None: none)
+    val_overhead:float|None=None, # validation at most this fraction of the training cost (`petrini_fig5.train_network`; None: every epoch)
 ) -> xr.Dataset:
     "D_f, G_f, R_f at init and after training on P images, for every cut-off and interpolation, and the test error."
     s = setup(arch, seed, dataset, data_root, P, n_val, n_test, steps, width, lr, device)
@@ -137,7 +138,7 @@ def cell(
     init_error = train.evaluate(net, ds_data.test)["error"]
     ckpt = None if checkpoint_dir is None else results.resolve_path(checkpoint_dir) / f"{info.name}_P{P}_seed{seed}.pt"
     res, seconds = train_network(net, info.name, dataset, ds_data, fit, val, steps, seed, lr=lr, warmup=warmup,
-                                 batch_size=batch_size, checkpoint=ckpt, progress=False)
+                                 batch_size=batch_size, checkpoint=ckpt, progress=False, val_overhead=val_overhead)
     after = probe(res.model, images, cs, interps, seed, "running", **kw)
     test_error = train.evaluate(res.model, ds_data.test)["error"]
     out = xr.concat([before.drop_vars("diffeo_fraction"), after.drop_vars("diffeo_fraction")], "state")
