@@ -320,15 +320,20 @@ def main(self:Experiment,
     out_dir:str|None=None, # where results/ and figures/ go (see `paths`)
     tag:str="", # names this run's files apart
     show:bool=True, # display the figures (in a notebook)
+    redraw:bool=False, # compute nothing: draw the figures from the dataset already saved at this run's path
     **kwargs, # `run`'s arguments and the experiment's settings
 ) -> xr.Dataset:
     "The notebook driver: run, save the dataset, draw every figure from the saved file alone, save and show them."
     import matplotlib.pyplot as plt
-    ds = self.run(profile, tag=tag, out_dir=out_dir, **kwargs)
     paths = self.paths(profile, out_dir, tag)
-    results.save_dataset(ds, paths.dataset)
+    if redraw:
+        if not paths.dataset.exists():
+            raise FileNotFoundError(f"redraw draws from the saved dataset {paths.dataset}, which does not exist; run without redraw first.")
+        written = []
+    else:
+        results.save_dataset(self.run(profile, tag=tag, out_dir=out_dir, **kwargs), paths.dataset)
+        written = [paths.dataset]
     ds = self.load(paths.dataset)
-    written = [paths.dataset]
     for name, draw in self.figures.items():
         fig = draw(ds)
         written.append(paths.figures[name]); results.save_figure(fig, paths.figures[name])
