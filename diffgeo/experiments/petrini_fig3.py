@@ -33,7 +33,7 @@ PROFILES = {
                 n_val=500, steps=400, width=CPU_WIDTH, n_test=500, cs=[3, 5, 15], deltas=[0.25, 0.5, 1.0, 2.0, 4.0],
                 noise_scales=[float(10 ** e) for e in np.arange(-3, 2.01, 0.5)], every=1),
     "long": dict(COMMON, dataset="cifar10", archs=["FullConnL4", "LeNet", "ResNet18", "EfficientNetB0"], seeds=[0, 1, 2], P=45000,
-                 n_val=5000, steps=petrini_fig5.LONG_EPOCHS * 352, width=petrini_fig5.LONG_WIDTH, n_test=500, cs=[3, 5, 15],
+                 n_val=5000, steps={"FullConnL4": 3520, "LeNet": 3520, "ResNet18": 3 * 3520, "EfficientNetB0": 3520}, width=petrini_fig5.LONG_WIDTH, n_test=500, cs=[3, 5, 15],
                  deltas=[0.25, 0.5, 1.0, 2.0, 4.0], noise_scales=[float(10 ** e) for e in np.arange(-3, 2.01, 0.5)], every=1, warmup=0.05),
     "paper": dict(COMMON, dataset="cifar10", archs=["FullConnL4", "LeNet", "ResNet18", "EfficientNetB0"], seeds=[0, 1, 2, 3, 4],
                   P=45000, n_val=5000, steps=250 * 352, width=1.0, n_test=500, cs=[3, 5, 15],
