@@ -27,7 +27,7 @@ def test_destructiveness_known_maps():
 def test_probe_steps_and_bad_names():
     assert fig3.probe_steps(120, 10) == list(range(0, 121, 10))
     assert fig3.probe_steps(7, 3) == [0, 3, 6, 7]
-    with pytest.raises(ValueError, match="'smoke', 'cpu', 'paper'"):
+    with pytest.raises(ValueError, match="'smoke', 'cpu', 'long', 'paper'"):
         fig3.EXPERIMENT.run("laptop")
     with pytest.raises(ValueError, match="'affine_diffeo', 'cpab', 'affine', 'tps', 'none'"):
         fig3.EXPERIMENT.run("smoke", families=["similarity"])

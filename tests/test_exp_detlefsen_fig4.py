@@ -32,7 +32,7 @@ def test_explicit_theta_and_bad_inputs():
     ds = fig4_cpab.EXPERIMENT.run("smoke", theta=[0.0] * 14)
     assert ds.max_displacement.item() == 0 and np.allclose(ds.jacobian_det, 1, atol=1e-6)
     np.testing.assert_allclose(ds.warped.values, ds.image.values, atol=1e-5)
-    with pytest.raises(ValueError, match="'smoke', 'cpu', 'paper'"):
+    with pytest.raises(ValueError, match="'smoke', 'cpu', 'long', 'paper'"):
         fig4_cpab.EXPERIMENT.run("laptop")
     with pytest.raises(ValueError, match="'astronaut', 'camera'"):
         fig4_cpab.EXPERIMENT.run("smoke", image="lena")

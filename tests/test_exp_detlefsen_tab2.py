@@ -36,7 +36,7 @@ def test_st_classifier_matches_the_budget_for_every_family(base, in_shape):
 
 
 def test_bad_names_fail_fast():
-    with pytest.raises(ValueError, match="'smoke', 'cpu', 'paper'"):
+    with pytest.raises(ValueError, match="'smoke', 'cpu', 'long', 'paper'"):
         tab2.EXPERIMENT.run(profile="laptop")
     with pytest.raises(ValueError, match="ST-Affine CNN"):
         tab2.EXPERIMENT.run("smoke", models=["ST-TPS CNN"])

@@ -22,7 +22,7 @@ def test_models_share_the_budget():
 def test_paper_table_and_bad_names():
     assert all(len(v) == len(tab3.PAPER_COLUMNS) for v in tab3.PAPER.values()) and list(tab3.PAPER) == list(tab3.MODELS)
     assert tab3.PAPER["ST-CPAB"][tab3.PAPER_COLUMNS.index("cifar10")] == 0.895
-    with pytest.raises(ValueError, match="'smoke', 'cpu', 'paper'"):
+    with pytest.raises(ValueError, match="'smoke', 'cpu', 'long', 'paper'"):
         tab3.EXPERIMENT.run("laptop")
     with pytest.raises(ValueError, match="'mnist5k', 'mnist', 'fashionmnist', 'cifar10'"):
         tab3.EXPERIMENT.run("smoke", datasets=["cifar100"])
