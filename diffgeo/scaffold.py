@@ -339,7 +339,7 @@ def main(self:Experiment,
         written.append(paths.figures[name]); results.save_figure(fig, paths.figures[name])
         if show: _show(paths.figures[name])
         plt.close(fig)
-    print("wrote", *written, sep="\n  ")
+    print("wrote", *(os.path.relpath(p) for p in written), sep="\n  ")  # from the working directory: no machine path
     return ds
 
 def _show(path:Path):
