@@ -97,6 +97,7 @@ def headline(
     `readme=True`, the figure as a Markdown image (`scripts/readme.py` takes both cells' Markdown)."""
     from IPython.display import HTML, Markdown, display
     from diffgeo import claims
+    from diffgeo.experiments.petrini_fig5 import PAPER_CORR
     name, profile, figure = HEADLINE
     root = Path(root) if root is not None else results.project_root()
     exp = next(e for e in experiments("petrini") if e.name == name)
@@ -118,7 +119,8 @@ def headline(
             f"{' or '.join(f'{s:,}' for s in steps)} optimiser steps, {ds.sizes['seed']} seeds each; every point is the "
             f"log-mean over the seeds and its bars their spread. Test error {100 * float(tr.test_error_logmean.min()):.0f}% "
             f"to {100 * float(tr.test_error_logmean.max()):.0f}%; corr(log ε_t, log R_f) = {float(ds.corr_R_f):.2f} "
-            f"(the paper: 0.97), with log D_f {float(ds.corr_D_f):.2f} (0.62), with log 1/G_f {-float(ds.corr_G_f):.2f} (0.85). "
+            f"(the paper: {PAPER_CORR['cifar10'][2]}), with log D_f {float(ds.corr_D_f):.2f} ({PAPER_CORR['cifar10'][0]}), "
+            f"with log 1/G_f {-float(ds.corr_G_f):.2f} ({-PAPER_CORR['cifar10'][1]}). "
             f"The claims ledger: {ledger}.")
     display(HTML(f'<img src="{thumbnail(png, 1200)}" style="width:100%" alt="{html.escape(png.name)}">'))
     display(Markdown(text))

@@ -136,6 +136,10 @@ EXPERIMENT = Experiment("petrini", "fig5", PROFILES, VARIABLES, grid=lambda p: {
                         coords_on={k: "arch" for k in ("depth", "n_params", "batchnorm", "skip", "family")}, notebook="fig5.ipynb")
 
 # %% ../../nbs/fig5.ipynb #86091b2e
+def _val_every(n_val:int, P:int, overhead:float|None) -> int:
+    "Epochs between validations that keep validating `n_val` images within `overhead` of training on `P` (a forward pass costs about a third of a step per image, as in `cost`); 1 for None."
+    return 1 if overhead is None else max(1, math.ceil(n_val / (3 * overhead * P)))
+
 def _flip_ok(dataset:str) -> bool:
     "Horizontal flips preserve the label of natural images, not of digits."
     return dataset in ("cifar10",)
@@ -160,10 +164,8 @@ def train_network(
     info = models.ARCHS[models.resolve_arch(arch)]
     fill = [-m / s for m, s in zip(ds_data.mean, ds_data.std)]  # black after standardisation
     t0 = time.perf_counter()
-    # a forward pass costs about a third of a training step per image (the cost model's assumption, `cost`)
-    val_every = 1 if val_overhead is None else max(1, math.ceil(len(val) / (3 * val_overhead * len(fit))))
     res = train.train(net, fit, val, epochs=train.epochs_for_steps(steps, len(fit), batch_size), optimizer=info.optimizer, lr=lr,
-                      val_every=val_every,
+                      val_every=_val_every(len(val), len(fit), val_overhead),
                       warmup=warmup if info.optimizer == "sgd" else 0.0, batch_size=batch_size, pad=pad,
                       flip=_flip_ok(dataset) and pad > 0, fill=fill, seed=seed, **kwargs)
     return res, time.perf_counter() - t0
@@ -325,8 +327,7 @@ def cost(settings:dict, cell:dict, device:torch.device) -> float:
     P = cell.get("P", settings.get("P")) or n_train - settings["n_val"]
     t = seconds_per_step(arch, float(width), (c, side), batch, str(device))
     epochs = train.epochs_for_steps(steps, P, batch)
-    overhead = settings.get("val_overhead")  # validation every k epochs, as `train_network` sets k
-    every = 1 if overhead is None else max(1, math.ceil(settings["n_val"] / (3 * overhead * P)))
+    every = _val_every(settings["n_val"], P, settings.get("val_overhead"))  # as `train_network` validates
     forward_images = math.ceil(epochs / every) * settings["n_val"] + 2 * n_test_split + 4 * 3 * settings["n_test"]
     return steps * t + forward_images * t / (3 * batch)
 
