@@ -32,7 +32,7 @@ PROFILES = {
     "cpu": dict(COMMON, dataset="mnist5k", archs=["FullConnL4", "LeNet", "ResNet18", "EfficientNetB0"], seeds=[0, 1, 2], P=3500,
                 n_val=500, steps=400, width=CPU_WIDTH, n_test=500, cs=[3, 5, 15], deltas=[0.25, 0.5, 1.0, 2.0, 4.0],
                 noise_scales=[float(10 ** e) for e in np.arange(-3, 2.01, 0.5)], every=1),
-    "long": dict(COMMON, dataset="cifar10", archs=["FullConnL4", "LeNet", "ResNet18", "EfficientNetB0"], seeds=[0, 1, 2], P=45000,
+    "long": dict(COMMON, dataset="cifar10", archs=["ResNet18", "FullConnL4", "LeNet"], seeds=[0, 1, 2], P=45000,
                  n_val=5000, steps={"FullConnL4": 3520, "LeNet": 3520, "ResNet18": 3 * 3520, "EfficientNetB0": 3520}, width=petrini_fig5.LONG_WIDTH, n_test=500, cs=[3, 5, 15],
                  deltas=[0.25, 0.5, 1.0, 2.0, 4.0], noise_scales=[float(10 ** e) for e in np.arange(-3, 2.01, 0.5)], every=1, warmup=0.05),
     "paper": dict(COMMON, dataset="cifar10", archs=["FullConnL4", "LeNet", "ResNet18", "EfficientNetB0"], seeds=[0, 1, 2, 3, 4],
@@ -389,6 +389,10 @@ def _no_probe(ds:xr.Dataset) -> str:
 
 _swap_states = claims.roll("m_diffeo", "m_noise", "m_pair", dim="state")
 
+def _last_epoch(v:xr.DataArray) -> xr.DataArray:
+    "`v` at each network's last measured epoch: architectures trained for fewer epochs than others are NaN past their end (the `long` profile)."
+    return v.isel(epoch=v.notnull().cumsum("epoch").argmax("epoch"))
+
 @EXPERIMENT.claim("init", where="Fig. 3 (centre), Fig. 4 (top)", words="at initialisation R_f is close to unity for every architecture and data set",
     paper_value="R_f ≈ 1", statistic="R_f at δ = 1, c = 3, bilinear, at initialisation: seed geometric mean per architecture",
     reproduced="every architecture's geometric mean within a factor 1.5 of 1", partly="within a factor 2 of 1",
@@ -495,12 +499,12 @@ def _(ds):
 @EXPERIMENT.claim("training", where="§1, §3", words="R_f is of order unity at initialisation and decreases by several decades during training for SOTA architectures",
     paper_value="several decades (≈1 to 10⁻²–10⁻¹)", statistic="log10 of R_f after the last epoch over R_f before training (δ = 1, c = 3), per seed, ResNet18 and EfficientNetB0",
     reproduced="a fall of at least one decade in every seed of every SOTA architecture", partly="a fall (below 0) in every seed of every SOTA architecture",
-    mutations={"epochs reversed": claims.transform(lambda v: v[..., ::-1], "curve_R_f")},
-    passes={"the last epoch at 10⁻² × the first": lambda ds: ds.assign(curve_R_f=ds.curve_R_f * xr.where(ds.epoch == ds.epoch[-1], 1e-2, 1.0))})
+    mutations={"the last epoch at 3 × the first": lambda ds: ds.assign(curve_R_f=xr.where(ds.epoch == _last_epoch(ds.curve_R_f).epoch, 3 * ds.curve_R_f.isel(epoch=0), ds.curve_R_f))},
+    passes={"the last epoch at 10⁻² × the first": lambda ds: ds.assign(curve_R_f=xr.where(ds.epoch == _last_epoch(ds.curve_R_f).epoch, 1e-2 * ds.curve_R_f.isel(epoch=0), ds.curve_R_f))})
 def _(ds):
     archs = [a for a in SOTA if a in ds.arch.values]
     if not archs: return claims.not_run("no SOTA architecture in this run")
     c = np.log10(ds.curve_R_f.sel(arch=archs))
-    fall = c.isel(epoch=-1) - c.isel(epoch=0)
+    fall = _last_epoch(c) - c.isel(epoch=0)
     return claims.graded(bool((fall <= -1).all()), bool((fall < 0).all()), "; ".join(f"{a} {claims.mean_sd(fall.sel(arch=a))}" for a in archs),
                          f"falls in {claims.fraction(fall < 0)[0]} of {fall.size} networks")
