@@ -37,7 +37,7 @@ PROFILES = {
                   width=1.0, n_test=32, cs=[3, 5], fit_from=64),
     "cpu": dict(COMMON, dataset="mnist5k", archs=["FullConnL4", "LeNet", "ResNet18"], P=[250, 500, 1000, 2000, 3500],
                 seeds=[0, 1, 2], n_val=500, steps=400, width=CPU_WIDTH, n_test=500, cs=[3, 5, 15], fit_from=500),
-    "long": dict(COMMON, dataset="cifar10", archs=["FullConnL4", "LeNet", "ResNet18"], P=[1024, 2048, 4096, 8192, 16384, 45000],
+    "long": dict(COMMON, dataset="cifar10", archs=["FullConnL4", "LeNet", "ResNet18"], P=[1024, 4096, 16384, 45000],
                  seeds=[0, 1, 2], n_val=5000, steps=petrini_fig5.LONG_EPOCHS * 352, width=petrini_fig5.LONG_WIDTH, n_test=500,
                  cs=[3, 5, 15], fit_from=1024, warmup=0.05, val_overhead=0.1),
     "paper": dict(COMMON, dataset="cifar10", archs=["FullConnL4", "LeNet", "ResNet18", "EfficientNetB0"],
