@@ -199,6 +199,7 @@ def _bars(ax, ds:xr.Dataset, arch:str):
         ax.bar(j + 0.2, r.sel(state="trained", c=c), 0.4, color=f"C{j}", label="trained" if j == 0 else None)
     ax.axhline(1, color="0.5", lw=0.8)
     ax.set(xticks=x, xticklabels=[f"c = {c:g}" for c in ds.c.values], yscale="log", title=f"{arch}: $R_f$ at δ = 1")
+    ax.set_ylim(min(float(r.min()), 1.0) / 2, max(float(r.max()), 1.0) * 1.6)  # every bar visibly tall on the log axis, room for the legend
     plain_log_ticks(ax, x=False)
 
 def _against_delta(ax, ds:xr.Dataset, arch:str):
