@@ -31,8 +31,8 @@ from .core import check_choice
 # %% auto #0
 __all__ = ['PROFILE_NAMES', 'COMMITTED_PROFILES', 'CODE_CHANGED', 'select_profile', 'project_root', 'output_root', 'resolve_path',
            'git_commit', 'code_version', 'on_code_change', 'code_change_policy', 'now', 'processor', 'minutes',
-           'provenance', 'stamp', 'parameters', 'span', 'cf_attrs', 'check_cf', 'save_dataset', 'load_dataset',
-           'save_figure']
+           'core_hours', 'provenance', 'stamp', 'parameters', 'span', 'cf_attrs', 'check_cf', 'save_dataset',
+           'load_dataset', 'save_figure']
 
 # %% ../nbs/01_results.ipynb #d300fb41
 #: The profiles, smallest first: `smoke` (seconds, for tests), `cpu` (the default, minutes), `long` (what two CPU
@@ -194,6 +194,13 @@ def minutes(
     "Compute time of the run that made `ds`, from its provenance's start and end times, in minutes."
     start, end = (np.datetime64(ds.attrs[k][:19]) for k in ("start_time", "end_time"))  # ISO 8601, UTC, to the second
     return (end - start).astype("timedelta64[s]").astype(int) / 60
+
+def core_hours(
+    ds:xr.Dataset, # a merged sweep dataset, with each cell's `cell_start` and `cell_end`
+) -> float:
+    "The cells' own compute, summed, in hours: a one-thread sweep's core-hours, whatever the number of processes that shared it."
+    when = lambda v: np.array([np.datetime64(str(t)[:19]) for t in np.asarray(ds[v].values).ravel()])  # UTC, to the second
+    return float((when("cell_end") - when("cell_start")).astype("timedelta64[s]").astype(int).sum()) / 3600
 
 def provenance(
     params:dict, # every parameter of the run (JSON-serialisable)
