@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from . import data, models, results, stability
-from .core import resolve_device
+from .core import check_int, resolve_device, seed_everything
 
 # %% auto #0
 __all__ = ['load_model', 'load_images', 'build_parser', 'stability_command', 'experiment', 'plan_command', 'main']
@@ -72,6 +72,7 @@ def load_images(
     seed:int=0, # seed of the draw
 ) -> tuple[torch.Tensor, int]: # images `[n, C, H, W]` and the number of classes
     "n test images of a data set or of an image folder."
+    if size is not None: check_int(size, "size", low=2, hint="(--size: the side in pixels the folder's images are resized to)")
     g = torch.Generator().manual_seed(seed)
     if os.path.isdir(source):
         from torchvision import datasets, transforms as T
@@ -136,7 +137,9 @@ def _layers(spec:str, net:nn.Module, name:str) -> list[str]:
     if spec == "all":
         try: return models.probe_layers(net)
         except (ValueError, TypeError) as e: raise ValueError(f"--layers all needs a Table 1 architecture; for {name} name the submodules ({e}).") from None
-    return [s.strip() for s in spec.split(",") if s.strip()]
+    names = [s.strip() for s in spec.split(",") if s.strip()]
+    if not names: raise ValueError(f"--layers {spec!r} names no layer; give 'output', 'all' or comma-separated submodule names.")
+    return names
 
 def _interval(value:float, sd:float) -> str:
     return f"{value:.4g}  [{value * 10 ** (-2 * sd):.4g}, {value * 10 ** (2 * sd):.4g}]"
@@ -146,6 +149,7 @@ def stability_command(args:argparse.Namespace) -> int:
     if args.n_images < 2: raise ValueError(f"--n-images must be at least 2, got {args.n_images}.")
     start = results.now()
     x, n_classes = load_images(args.data, args.n_images, args.data_root, args.size, args.seed)
+    seed_everything(args.seed)  # the initialisation of a network without --weights
     net = load_model(args.model, args.weights, x.shape[1], n_classes, x.shape[-1])
     dev = resolve_device(args.device)
     net = net.to(dev)

@@ -476,6 +476,8 @@ def is_diffeomorphism(
 ) -> torch.Tensor: # `[B]` bool
     "Whether each sampled field is a diffeomorphism, by the paper's criterion or the exact one."
     check_choice(criterion, "criterion", ("xi", "det"))
+    if isinstance(coeffs, torch.Tensor) and not torch.isfinite(coeffs).all():
+        raise ValueError("coeffs contains NaN or infinite values, for which neither criterion is defined; check what produced them.")
     return max_xi(coeffs, size) < 1 if criterion == "xi" else min_jacobian_det(coeffs, size) > 0
 
 def critical_scale(

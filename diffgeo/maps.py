@@ -104,6 +104,9 @@ def pixel_grid(
 ) -> torch.Tensor: # `[H, W, 2]`: (x, y) of the centre of pixel (row i, column j) at [i, j]
     "The pixel centres of an H×W image in `frame` (computed in float64, then cast)."
     check_frame(frame)
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating-point torch.dtype (pixel centres are not integers in most frames), got {dtype}; "
+                        "e.g. torch.float32.")
     H, W = _size_for(size, frame)
     x = _from_pixel(torch.arange(W, dtype=torch.float64), W, frame)
     y = _from_pixel(torch.arange(H, dtype=torch.float64), H, frame)
@@ -191,6 +194,9 @@ def fraction_folded(
     "Fraction of the points where the map folds (det J ≤ 0), per map."
     dets = det(J)
     batch_dims = check_int(batch_dims, "batch_dims", low=0, high=dets.ndim)
+    if dets.isnan().any():
+        raise ValueError(f"J gives a NaN determinant at {int(dets.isnan().sum())} of {dets.numel()} points, where folding is undefined; "
+                         "check the map it came from (NaN coefficients or points off its domain).")
     return (dets <= 0).reshape(*dets.shape[:batch_dims], -1).to(J.dtype).mean(-1)
 
 # %% ../nbs/05_maps.ipynb #717ee409
