@@ -7,6 +7,7 @@ Docs: https://diffgeo.github.io/diffgeo/invariance.html.md"""
 # %% ../nbs/41_invariance.ipynb #263f31f9
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
@@ -352,7 +353,11 @@ def choose_nu(
     for nu in nus:
         tried[nu] = float(evaluate(nu))
         if tried[nu] >= target: return nu, tried
-    best = max(tried, key=lambda nu: (tried[nu], -nu))          # the highest SI; of equals, the smallest ν
+    finite = [nu for nu in tried if math.isfinite(tried[nu])]
+    if not finite: raise ValueError(f"SI is not finite for any ν in {nus} ({tried}); check `evaluate` (a diverged training gives NaN).")
+    if len(finite) < len(tried):
+        warnings.warn(f"SI is NaN or infinite for ν = {[nu for nu in tried if nu not in finite]}; they are not chosen.", stacklevel=2)
+    best = max(finite, key=lambda nu: (tried[nu], -nu))          # the highest finite SI; of equals, the smallest ν
     warnings.warn(f"no ν in {nus} reached SI ≥ {target}; using ν = {best:g}, the highest SI ({tried[best]:.3f}). Extend the grid.", stacklevel=2)
     return best, tried
 

@@ -96,6 +96,9 @@ def gradient_flow(
     max_steps, sharpness = check_int(max_steps, "max_steps", low=1), check_scalar(sharpness, "sharpness", low=0, low_open=True)
     dt = check_scalar(dt, "dt", low=0, low_open=True)
     if x.ndim != 2 or y.shape != (len(x),): raise ValueError(f"x must be [P, d] and y [P], got {list(x.shape)} and {list(y.shape)}.")
+    if not ((y == 1) | (y == -1)).all():
+        raise ValueError(f"y must hold labels -1 and +1 (margins y F(x) >= 1 are the goal), got values {sorted(set(y.unique().tolist()))[:5]}; "
+                         "map {0, 1} labels with 2 * y - 1.")
     params = [net.W, net.b, net.beta]
     def objective():                                   # one forward pass: the loss and the smallest margin
         margin = y * net(x)
@@ -139,4 +142,8 @@ def gradient_ratio(
     x = x.detach().clone().requires_grad_()
     g, = torch.autograd.grad(net(x).sum(), x)
     d = x.shape[-1]
-    return (d / (d - 1) * g[:, 1:].pow(2).sum() / g.pow(2).sum()).item()
+    total = g.pow(2).sum()
+    if total == 0:
+        raise ValueError("the network's input gradient is zero at every point, so the ratio is undefined (a `StripeNet` "
+                         "before training is F = 0 by construction: train it first, e.g. with `gradient_flow`).")
+    return (d / (d - 1) * g[:, 1:].pow(2).sum() / total).item()

@@ -47,3 +47,27 @@ class TestCommandLine:
                              "--out", str(tmp_path / f"{i}.nc")]) == 0
             outs.append(xr.load_dataset(tmp_path / f"{i}.nc").R_f.values)
         assert outs[0] == pytest.approx(outs[1], rel=1e-6)
+
+
+class TestStripe:
+    def test_gradient_flow_refuses_zero_one_labels(self):
+        from diffgeo import stripe
+        x, y = stripe.stripe_data(32, 3, seed=0)
+        net = stripe.StripeNet(3, 20, 1e-2, generator=torch.Generator().manual_seed(0))
+        with pytest.raises(ValueError, match=r"2 \* y - 1"): stripe.gradient_flow(net, x, (y + 1) / 2, max_steps=5)
+
+    def test_gradient_ratio_of_an_untrained_net_is_refused(self):
+        from diffgeo import stripe
+        x, y = stripe.stripe_data(32, 3, seed=0)
+        net = stripe.StripeNet(3, 20, 1e-2, generator=torch.Generator().manual_seed(0))
+        with pytest.raises(ValueError, match="train it first"): stripe.gradient_ratio(net, x)
+        stripe.gradient_flow(net, x, y, max_steps=20)
+        assert 0 < stripe.gradient_ratio(net, x) < 10
+
+
+def test_choose_nu_never_picks_a_nan_si():
+    from diffgeo import invariance
+    si = {0.1: 0.5, 1.0: math.nan}
+    with pytest.warns(UserWarning): nu, tried = invariance.choose_nu(si.get, [0.1, 1.0])
+    assert nu == 0.1
+    with pytest.raises(ValueError, match="not finite for any"): invariance.choose_nu(lambda nu: math.nan, [0.1, 1.0])
