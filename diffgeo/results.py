@@ -202,6 +202,12 @@ def core_hours(
     when = lambda v: np.array([np.datetime64(str(t)[:19]) for t in np.asarray(ds[v].values).ravel()])  # UTC, to the second
     return float((when("cell_end") - when("cell_start")).astype("timedelta64[s]").astype(int).sum()) / 3600
 
+def _json_value(v):
+    "A JSON value for what `json` cannot write: tensors and arrays as (nested) lists of numbers, NumPy scalars as numbers, the rest (dtypes, devices, paths) as text."
+    if isinstance(v, (torch.Tensor, np.ndarray)): return v.tolist()
+    if isinstance(v, np.generic): return v.item()
+    return str(v)
+
 def provenance(
     params:dict, # every parameter of the run (JSON-serialisable)
     device:str|torch.device, # where the run computed
@@ -211,7 +217,7 @@ def provenance(
 ) -> dict:
     "Provenance attributes for a results dataset; `git_commit` and `code_hash` name the code this process runs (`code_version`)."
     code = code_version()
-    return {**{k: str(v) for k, v in names.items()}, "parameters": json.dumps(params, sort_keys=True, default=str),
+    return {**{k: str(v) for k, v in names.items()}, "parameters": json.dumps(params, sort_keys=True, default=_json_value),
             "diffgeo_version": diffgeo.__version__, "git_commit": code["commit"], "code_hash": code["source_hash"],
             "torch_version": torch.__version__, "python_version": platform.python_version(),
             "device": str(device), "processor": processor(device), "cpu_threads": str(torch.get_num_threads()),

@@ -71,3 +71,13 @@ def test_choose_nu_never_picks_a_nan_si():
     with pytest.warns(UserWarning): nu, tried = invariance.choose_nu(si.get, [0.1, 1.0])
     assert nu == 0.1
     with pytest.raises(ValueError, match="not finite for any"): invariance.choose_nu(lambda nu: math.nan, [0.1, 1.0])
+
+
+def test_stamp_stores_tensor_and_array_parameters_as_numbers():
+    import numpy as np
+    import xarray as xr
+    from diffgeo import results
+    ds = results.stamp(xr.Dataset(), {"w": torch.arange(2000.0), "a": np.array([1, 2]), "s": np.float32(0.5), "dtype": torch.float64},
+                       "cpu", results.now())
+    p = results.parameters(ds)
+    assert p["w"] == list(range(2000)) and p["a"] == [1, 2] and p["s"] == 0.5 and p["dtype"] == "torch.float64"
