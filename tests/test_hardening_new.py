@@ -81,3 +81,12 @@ def test_stamp_stores_tensor_and_array_parameters_as_numbers():
                        "cpu", results.now())
     p = results.parameters(ds)
     assert p["w"] == list(range(2000)) and p["a"] == [1, 2] and p["s"] == 0.5 and p["dtype"] == "torch.float64"
+
+
+def test_deform_warns_beyond_the_diffeomorphism_range():
+    x = torch.rand(2, 1, 16, 16, generator=torch.Generator().manual_seed(0))
+    with pytest.warns(UserWarning, match="exceeds the diffeomorphism range"): diffeo.deform(x, T=10.0, c=3)
+    with pytest.warns(UserWarning, match="exceeds the diffeomorphism range"): diffeo.deform(x, T=torch.tensor([1e-4, 10.0]), c=3)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error"); diffeo.deform(x, T=1e-3, c=3)
