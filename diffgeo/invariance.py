@@ -175,6 +175,7 @@ def saliency(
     if target.shape != (len(x),) or target.dtype.is_floating_point:
         raise ValueError(f"target must hold one integer class per image, shape [{len(x)}], got {target.dtype} {list(target.shape)}.")
     steps, size, batch_size = check_int(steps, "steps", low=1), check_int(size, "size", low=1), check_int(batch_size, "batch_size", low=1)
+    if size % 2 == 0: raise ValueError(f"size must be odd (a filter centred on each pixel keeps the maps' H × W), got {size}; e.g. 3.")
     keep = check_scalar(keep, "keep", low=0, high=1, hint="keep is a fraction of each map's maximum, e.g. 0.9.")
     sigma = check_scalar(sigma, "sigma", low=0, low_open=True)
     dev = module_device(model, x.device)
@@ -193,7 +194,11 @@ def saliency_similarity(
 ) -> torch.Tensor: # `[B]` cosine similarity of m(x) and g⁻¹ m(gx) (SI, Eq. 3)
     "Cosine similarity of each saliency map with the realigned map of the moved image."
     if m.shape != m_moved.shape or m.ndim != 3: raise ValueError(f"m and m_moved must be maps of the same shape [B, H, W], got {list(m.shape)} and {list(m_moved.shape)}.")
-    inv = torch.tensor([group.inverse(j) for j in k.tolist()]) if isinstance(k, torch.Tensor) else group.inverse(k)
+    ks = k.tolist() if isinstance(k, torch.Tensor) else k
+    for j in (ks if isinstance(ks, list) else [ks]):
+        if isinstance(j, bool) or not isinstance(j, int) or not 0 <= j < group.order:
+            raise ValueError(f"k must be an element of {group.name}: an integer in [0, {group.order}), got {j!r}.")
+    inv = torch.tensor([group.inverse(j) for j in ks]) if isinstance(ks, list) else group.inverse(ks)
     back = group.act(m_moved[:, None], inv)[:, 0]
     return F.cosine_similarity(m.flatten(1), back.flatten(1), dim=1)
 
@@ -224,6 +229,9 @@ def invariance_measures(
         with torch.no_grad():
             logits = lambda z: torch.cat([model(z[i:i + batch_size].to(dev)).double().cpu() for i in range(0, len(z), batch_size)])
             fx = logits(x)
+            if len(y) and (y.min() < 0 or y.max() >= fx.shape[1]):
+                raise ValueError(f"y must hold labels in [0, {fx.shape[1]}), the model's classes, got {int(y.min())} to {int(y.max())}; "
+                                 "map the data set's labels to the model's outputs.")
             m = saliency(model, x, y, steps, batch_size=batch_size) if saliency_maps else None
         out = {k: np.zeros((len(x), group.order)) for k in ("LI", "DI", "SI", "correct")}
         ks = range(group.order)

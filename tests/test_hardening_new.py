@@ -90,3 +90,26 @@ def test_deform_warns_beyond_the_diffeomorphism_range():
     import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("error"); diffeo.deform(x, T=1e-3, c=3)
+
+
+class TestInvariance:
+    def setup_method(self):
+        from torch import nn
+        from diffgeo import invariance
+        self.inv, self.g = invariance, invariance.Rotations(4)
+        self.x = torch.rand(3, 1, 12, 12, generator=torch.Generator().manual_seed(0))
+        self.model = nn.Sequential(nn.Flatten(), nn.Linear(144, 5))
+
+    def test_labels_outside_the_models_classes_are_refused(self):
+        with pytest.raises(ValueError, match=r"labels in \[0, 5\)"):
+            self.inv.invariance_measures(self.model, self.x, torch.tensor([0, 1, 7]), self.g, saliency_maps=False)
+
+    def test_saliency_filter_size_must_be_odd(self):
+        with pytest.raises(ValueError, match="size must be odd"): self.inv.saliency(self.model, self.x, torch.tensor([0, 1, 2]), steps=2, size=2)
+        assert self.inv.saliency(self.model, self.x, torch.tensor([0, 1, 2]), steps=2, size=3).shape == (3, 12, 12)
+
+    def test_saliency_similarity_refuses_elements_outside_the_group(self):
+        m = torch.rand(3, 12, 12)
+        with pytest.raises(ValueError, match=r"integer in \[0, 4\)"): self.inv.saliency_similarity(m, m, self.g, 7)
+        with pytest.raises(ValueError, match=r"integer in \[0, 4\)"): self.inv.saliency_similarity(m, m, self.g, torch.tensor([0, 1, 4]))
+        assert self.inv.saliency_similarity(m, m, self.g, 0).tolist() == pytest.approx([1.0] * 3)
