@@ -58,7 +58,15 @@ def _check_points(points, name:str="points", d:int|None=2) -> torch.Tensor:
                         f"{type(points).__name__ if not isinstance(points, torch.Tensor) else points.dtype}.")
     if points.ndim < 1 or (d is not None and points.shape[-1] != d):
         raise ValueError(f"{name} must have shape [..., {d}] with (x, y) last, got {list(points.shape)}.")
-    return points
+    return _check_finite(points, name)
+
+def _check_finite(t:torch.Tensor, name:str) -> torch.Tensor:
+    "`t`, refused where it holds NaN or ±inf (not checked inside `torch.func` transforms, which cannot read values)."
+    if not torch._C._functorch.is_functorch_wrapped_tensor(t) and not torch.isfinite(t).all():
+        bad = ~torch.isfinite(t)
+        raise ValueError(f"{name} contains NaN or infinite values ({int(bad.sum())} of {t.numel()}); check what produced them "
+                         "(a diverged model, or points off the map's domain).")
+    return t
 
 # %% ../nbs/05_maps.ipynb #4c9c3b87
 def _from_pixel(c:torch.Tensor, n:int, frame:str) -> torch.Tensor:
@@ -170,7 +178,7 @@ def _check_jacobian(J) -> torch.Tensor:
     if not isinstance(J, torch.Tensor) or not J.is_floating_point() or J.ndim < 2 or J.shape[-1] != J.shape[-2]:
         raise ValueError(f"J must be a floating-point tensor [..., d, d] of Jacobians, got "
                          f"{list(J.shape) if isinstance(J, torch.Tensor) else type(J).__name__}.")
-    return J
+    return _check_finite(J, "J")
 
 def det(
     J:torch.Tensor, # `[..., d, d]` Jacobians

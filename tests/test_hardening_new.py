@@ -11,9 +11,17 @@ from diffgeo import diffeo, maps
 class TestSilentlyWrong:
     def test_fraction_folded_refuses_nan_determinants(self):
         J = torch.eye(2).expand(1, 5, 2, 2).clone(); J[0, 2, 0, 0] = math.nan
-        with pytest.raises(ValueError, match="NaN determinant at 1 of 5 points"): maps.fraction_folded(J)
+        with pytest.raises(ValueError, match=r"J contains NaN or infinite values \(1 of 20\)"): maps.fraction_folded(J)
+        with pytest.raises(ValueError, match="NaN determinant at 1 of 5 points"):   # finite entries, NaN determinant (inf − inf)
+            maps.fraction_folded(torch.cat([torch.full((1, 1, 2, 2), 1e200, dtype=torch.float64), torch.eye(2, dtype=torch.float64).expand(1, 4, 2, 2)], 1))
         J[0, 2, 0, 0] = -1.0
         assert maps.fraction_folded(J).item() == pytest.approx(0.2)
+
+    def test_nan_points_and_jacobians_are_refused(self):
+        p = maps.pixel_grid(4, "unit"); p[1, 2, 0] = math.nan
+        with pytest.raises(ValueError, match="points contains NaN"): maps.convert(p, 4, "unit", "pixel")
+        with pytest.raises(ValueError, match="points contains NaN"): maps.warp(torch.rand(1, 1, 4, 4), p[None], frame="unit")
+        with pytest.raises(ValueError, match="J contains NaN"): maps.det(torch.full((3, 2, 2), math.inf))
 
     def test_pixel_grid_refuses_integer_dtypes(self):
         with pytest.raises(TypeError, match="floating-point torch.dtype"): maps.pixel_grid(4, "unit", dtype=torch.int64)
