@@ -341,10 +341,10 @@ def deform(
     check_choice(interp, "interp", INTERPOLATIONS)
     _check_resolved(c, cutoff, xb.shape[-2:])
     T = _temperature_of(T, delta, xb.shape[-2:], c, cutoff, delta_method)
-    n = image_side(*xb.shape[-2:])
     T_top = float(T.max()) if isinstance(T, torch.Tensor) and T.numel() else T
-    if c >= 2 and isinstance(T_top, (int, float)) and T_top > temperature_range(n, c)[1]:
-        warnings.warn(f"T exceeds the diffeomorphism range T ≤ {temperature_range(n, c)[1]:.3g} of Eq. 14 for c = {c:g}: many "
+    T_max = 4 / (math.pi**3 * c**2 * math.log(c)) if c >= 2 else math.inf   # Eq. 14, as `temperature_range` (defined below)
+    if isinstance(T_top, (int, float)) and T_top > T_max:
+        warnings.warn(f"T exceeds the diffeomorphism range T ≤ {T_max:.3g} of Eq. 14 for c = {c:g}: many "
                       "of the fields will fold (not be diffeomorphisms); lower T (or delta) or c.", stacklevel=2)  # (no T in the text: one warning per c)
     coeffs = sample_coefficients(1 if same_field else xb.shape[0], T, c, cutoff, generator, xb.dtype, xb.device)
     out = _warp(xb, None, interp, sigma, tol, coeffs=coeffs)
