@@ -384,6 +384,16 @@ def _expand(ds:xr.Dataset, cell:dict, coords_on:dict) -> xr.Dataset:
     ds = ds.expand_dims({d: [v] for d, v in cell.items()})
     return ds.assign_coords({n: ds[n].variable.set_dims({d: 1}) for n, d in coords_on.items()})
 
+def _check_same_variables(parts:list, cells:list, shard_dir) -> None:
+    "Every shard holds the same data variables (else the merge would pad the missing ones with NaN, silently)."
+    names = [frozenset(ds.data_vars) for ds in parts]
+    usual = Counter(names).most_common(1)[0][0]
+    odd = [(cell_id(c), sorted(usual - n), sorted(n - usual)) for c, n in zip(cells, names) if n != usual]
+    if odd:
+        said = "; ".join(f"{c}: without {m or 'none'}, with {e or 'none'} besides" for c, m, e in odd[:5]) + ("; ..." if len(odd) > 5 else "")
+        raise ShardError(f"{len(odd)} of {len(cells)} cells in {shard_dir} returned other variables than the rest ({said}); "
+                         "a cell must return the same variables for every grid point (NaN where a value does not apply).")
+
 def merge_shards(
     grid:Mapping[str, Sequence], # {dimension: values}: the merged dataset's first dimensions, in this order
     shard_dir:str|os.PathLike, # the folder of shards (relative paths from the working directory)
@@ -407,6 +417,7 @@ def merge_shards(
         raise ShardError(f"the shards in {shard_dir} were computed with different fixed arguments {sorted(fixes)}; "
                          "delete the folder (or the stale shards) and run the sweep again.")
     codes = [{"commit": ds.attrs.get("code_commit", "unknown"), "source_hash": ds.attrs.get("code_hash", "unknown")} for ds in parts]
+    _check_same_variables(parts, cells, shard_dir)
     _check_scalar_coords(parts, cells, coords_on)
     parts = [_expand(ds, c, coords_on) for ds, c in zip(parts, cells)]
     ds = xr.combine_nested(_nest(parts, [len(v) for v in grid.values()]), concat_dim=list(grid), data_vars="all",

@@ -121,3 +121,19 @@ class TestInvariance:
         with pytest.raises(ValueError, match=r"integer in \[0, 4\)"): self.inv.saliency_similarity(m, m, self.g, 7)
         with pytest.raises(ValueError, match=r"integer in \[0, 4\)"): self.inv.saliency_similarity(m, m, self.g, torch.tensor([0, 1, 4]))
         assert self.inv.saliency_similarity(m, m, self.g, 0).tolist() == pytest.approx([1.0] * 3)
+
+
+def uneven_cell(seed):
+    "A cell that returns an extra variable at seed 1 only."
+    import numpy as np
+    import xarray as xr
+    from diffgeo.results import cf_attrs
+    ds = xr.Dataset({"a": ((), np.float64(seed), cf_attrs("a value"))})
+    if seed == 1: ds["b"] = ((), np.float64(1.0), cf_attrs("another value"))
+    return ds
+
+
+def test_merge_refuses_cells_with_other_variables(tmp_path):
+    from diffgeo.sweep import ShardError, run_sweep
+    with pytest.raises(ShardError, match=r"seed-1: without none, with \['b'\] besides"):
+        run_sweep(uneven_cell, {"seed": [0, 1, 2]}, tmp_path, progress=False)
