@@ -23,10 +23,10 @@ from .maps import _check_batch, _check_eval, jacobian_matrix, jacobian_ready
 from .stability import _check_layers, _check_output, features
 
 # %% auto #0
-__all__ = ['NONSMOOTH', 'ACTIVATIONS', 'feature_map', 'log_volume_element', 'log_volume', 'log_volume_rounding',
-           'log_volume_estimate', 'ricci_scalar_of_metric', 'ricci_scalar', 'ricci_rounding_bounds',
-           'shallow_log_volume_element', 'shallow_ricci_scalar', 'nngp_phi', 'nngp_metric', 'nngp_log_volume_element',
-           'nngp_ricci_scalar', 'simplex_grid']
+__all__ = ['NONSMOOTH', 'ACTIVATIONS', 'MAX_GRID_POINTS', 'MAX_GRID_BYTES', 'feature_map', 'log_volume_element', 'log_volume',
+           'log_volume_rounding', 'log_volume_estimate', 'ricci_scalar_of_metric', 'ricci_scalar',
+           'ricci_rounding_bounds', 'shallow_log_volume_element', 'shallow_ricci_scalar', 'nngp_phi', 'nngp_metric',
+           'nngp_log_volume_element', 'nngp_ricci_scalar', 'simplex_grid']
 
 # %% ../nbs/60_riemann.ipynb #dda58fc8
 NONSMOOTH = (nn.ReLU, nn.ReLU6, nn.LeakyReLU, nn.PReLU, nn.RReLU, nn.Hardtanh, nn.Hardswish, nn.Hardsigmoid,
@@ -401,6 +401,9 @@ def nngp_ricci_scalar(
     return vmap(R)(x.norm(dim=-1).clamp_min(1e-4))
 
 # %% ../nbs/60_riemann.ipynb #246135b4
+#: The largest grid `simplex_grid` builds: its enumeration and its points grow as divisions^(k-1).
+MAX_GRID_POINTS, MAX_GRID_BYTES = 10**6, 2**32
+
 def simplex_grid(
     anchors:torch.Tensor, # `[k, ...]` the k corners (k = 2: a segment, k = 3: a triangle), e.g. images
     divisions:int, # steps along each edge; the grid has C(divisions + k - 1, k - 1) points
@@ -411,6 +414,12 @@ def simplex_grid(
                          f"{getattr(anchors, 'shape', type(anchors).__name__)}.")
     divisions = check_int(divisions, "divisions", low=1)
     k = len(anchors)
+    P = math.comb(divisions + k - 1, k - 1)
+    size = P * anchors[0].numel() * anchors.element_size()
+    if P > MAX_GRID_POINTS or size > MAX_GRID_BYTES:
+        raise ValueError(f"divisions={divisions} on {k} corners makes {P:,} points of {anchors[0].numel():,} values "
+                         f"({size / 2**30:.3g} GiB), beyond riemann.MAX_GRID_POINTS = {MAX_GRID_POINTS:,} points or MAX_GRID_BYTES = "
+                         f"{MAX_GRID_BYTES / 2**30:.3g} GiB; use fewer divisions (or raise the limits if you mean it).")
     counts = [c for c in itertools.product(range(divisions + 1), repeat=k - 1) if sum(c) <= divisions]
     n = torch.tensor([[divisions - sum(c), *c] for c in counts], dtype=anchors.dtype, device=anchors.device)
     weights = n / divisions

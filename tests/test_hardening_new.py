@@ -137,3 +137,13 @@ def test_merge_refuses_cells_with_other_variables(tmp_path):
     from diffgeo.sweep import ShardError, run_sweep
     with pytest.raises(ShardError, match=r"seed-1: without none, with \['b'\] besides"):
         run_sweep(uneven_cell, {"seed": [0, 1, 2]}, tmp_path, progress=False)
+
+
+def test_simplex_grid_refuses_a_grid_too_large_up_front(monkeypatch):
+    "Refused before the enumeration starts (before: 41 s of it, then a MemoryError)."
+    from diffgeo import riemann
+    anchors = torch.rand(3, 1, 28, 28)
+    with monkeypatch.context() as m:
+        m.setattr(riemann.itertools, "product", lambda *a, **k: pytest.fail("enumerated before refusing"))
+        with pytest.raises(ValueError, match="2,003,001 points"): riemann.simplex_grid(anchors, 2000)
+    assert riemann.simplex_grid(anchors, 4)[0].shape == (15, 1, 28, 28)
