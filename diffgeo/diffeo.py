@@ -313,6 +313,10 @@ def _temperature_of(T, delta, size, c:float, cutoff:str, delta_method:str):
                          f"not {'both' if T is not None else 'neither'}.")
     return T if delta is None else temperature_for_delta(delta, image_side(*size), c, cutoff, delta_method)
 
+def _t_max(c:float) -> float:
+    "The largest temperature at which fields of cut-off c ≥ 2 are diffeomorphisms with high probability (Eq. 14; inf below c = 2)."
+    return 4 / (math.pi**3 * c**2 * math.log(c)) if c >= 2 else math.inf
+
 def _check_resolved(c:float, cutoff:str, size) -> None:
     "Warn when the H×W pixel grid cannot resolve the cut-off's highest mode (sines of index ≥ side − 1 vanish or alias)."
     c = check_scalar(c, "c", low=0, low_open=True)
@@ -342,7 +346,7 @@ def deform(
     _check_resolved(c, cutoff, xb.shape[-2:])
     T = _temperature_of(T, delta, xb.shape[-2:], c, cutoff, delta_method)
     T_top = float(T.max()) if isinstance(T, torch.Tensor) and T.numel() else T
-    T_max = 4 / (math.pi**3 * c**2 * math.log(c)) if c >= 2 else math.inf   # Eq. 14, as `temperature_range` (defined below)
+    T_max = _t_max(c)
     if isinstance(T_top, (int, float)) and T_top > T_max:
         warnings.warn(f"T exceeds the diffeomorphism range T ≤ {T_max:.3g} of Eq. 14 for c = {c:g}: many "
                       "of the fields will fold (not be diffeomorphisms); lower T (or delta) or c.", stacklevel=2)  # (no T in the text: one warning per c)
@@ -515,7 +519,7 @@ def temperature_range(
 ) -> tuple[float, float]: # (T_min, T_max)
     "Temperatures giving δ ≥ ½ (Eq. 8) and diffeomorphisms with high probability (Eq. 14)."
     c, n = _check_c_asymptotic(c), _check_n(n)
-    return 1 / (math.pi * n**2 * math.log(c)), 4 / (math.pi**3 * c**2 * math.log(c))
+    return 1 / (math.pi * n**2 * math.log(c)), _t_max(c)
 
 # %% ../nbs/10_diffeo.ipynb #f3f8956b
 def transform(

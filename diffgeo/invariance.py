@@ -63,18 +63,27 @@ class FiniteGroup:
            ) -> torch.Tensor: # `[B, C, H, W]`, image b moved by its element
         "The images moved by group elements."
         x = self.check(x)
-        if isinstance(k, torch.Tensor) and k.ndim == 1:
-            if len(k) != len(x): raise ValueError(f"k has {len(k)} elements for {len(x)} images; give one per image, or one int for all.")
-            if k.dtype.is_floating_point or ((k < 0) | (k >= self.order)).any():
-                raise ValueError(f"elements must be integers in [0, {self.order}), got {k.tolist()[:8]}.")
+        k = self.check_element(k, len(x))
+        if isinstance(k, torch.Tensor):
             out = torch.empty_like(x)
             for j in k.unique().tolist():
                 idx = (k == j).nonzero().flatten().to(x.device)
                 out[idx] = self._act(x[idx], j)
             return out
-        k = check_int(int(k) if isinstance(k, torch.Tensor) and k.numel() == 1 else k, "k", 0, self.order - 1,
-                      hint=f"{self.name} has {self.order} elements, 0 (the identity) to {self.order - 1}.")
         return self._act(x, k)
+
+    def check_element(self,
+                      k, # one element (int), or one per image (`[n]` integer tensor)
+                      n:int, # the number of images
+                     ) -> int|torch.Tensor: # `k`, checked: elements 0 to order − 1
+        "Elements of the group, checked (an element outside [0, order) is refused, not wrapped around)."
+        if isinstance(k, torch.Tensor) and k.ndim == 1:
+            if len(k) != n: raise ValueError(f"k has {len(k)} elements for {n} images; give one per image, or one int for all.")
+            if k.dtype.is_floating_point or ((k < 0) | (k >= self.order)).any():
+                raise ValueError(f"elements must be integers in [0, {self.order}), got {k.tolist()[:8]}.")
+            return k
+        return check_int(int(k) if isinstance(k, torch.Tensor) and k.numel() == 1 else k, "k", 0, self.order - 1,
+                         hint=f"{self.name} has {self.order} elements, 0 (the identity) to {self.order - 1}.")
 
     def orbit(self,
               x:torch.Tensor, # images `[B, C, H, W]`
@@ -194,11 +203,8 @@ def saliency_similarity(
 ) -> torch.Tensor: # `[B]` cosine similarity of m(x) and g⁻¹ m(gx) (SI, Eq. 3)
     "Cosine similarity of each saliency map with the realigned map of the moved image."
     if m.shape != m_moved.shape or m.ndim != 3: raise ValueError(f"m and m_moved must be maps of the same shape [B, H, W], got {list(m.shape)} and {list(m_moved.shape)}.")
-    ks = k.tolist() if isinstance(k, torch.Tensor) else k
-    for j in (ks if isinstance(ks, list) else [ks]):
-        if isinstance(j, bool) or not isinstance(j, int) or not 0 <= j < group.order:
-            raise ValueError(f"k must be an element of {group.name}: an integer in [0, {group.order}), got {j!r}.")
-    inv = torch.tensor([group.inverse(j) for j in ks]) if isinstance(ks, list) else group.inverse(ks)
+    k = group.check_element(k, len(m))   # before inverting: an element out of range would wrap around
+    inv = torch.tensor([group.inverse(j) for j in k.tolist()]) if isinstance(k, torch.Tensor) else group.inverse(k)
     back = group.act(m_moved[:, None], inv)[:, 0]
     return F.cosine_similarity(m.flatten(1), back.flatten(1), dim=1)
 

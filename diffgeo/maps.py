@@ -61,8 +61,9 @@ def _check_points(points, name:str="points", d:int|None=2) -> torch.Tensor:
     return _check_finite(points, name)
 
 def _check_finite(t:torch.Tensor, name:str) -> torch.Tensor:
-    "`t`, refused where it holds NaN or ±inf (not checked inside `torch.func` transforms, which cannot read values)."
-    if not torch._C._functorch.is_functorch_wrapped_tensor(t) and not torch.isfinite(t).all():
+    """`t`, refused where it holds NaN or ±inf. Checked on CPU tensors only: on a GPU the check would wait for the device at
+    every call (every training step of a transformer layer or a flow); nor inside `torch.func` transforms, which cannot read values."""
+    if t.device.type == "cpu" and not torch._C._functorch.is_functorch_wrapped_tensor(t) and not torch.isfinite(t).all():
         bad = ~torch.isfinite(t)
         raise ValueError(f"{name} contains NaN or infinite values ({int(bad.sum())} of {t.numel()}); check what produced them "
                          "(a diverged model, or points off the map's domain).")
@@ -203,8 +204,8 @@ def fraction_folded(
     dets = det(J)
     batch_dims = check_int(batch_dims, "batch_dims", low=0, high=dets.ndim)
     if dets.isnan().any():
-        raise ValueError(f"J gives a NaN determinant at {int(dets.isnan().sum())} of {dets.numel()} points, where folding is undefined; "
-                         "check the map it came from (NaN coefficients or points off its domain).")
+        raise ValueError(f"J gives a NaN determinant at {int(dets.isnan().sum())} of {dets.numel()} points (entries so large that "
+                         "the products overflow), where folding is undefined; compute in float64 or rescale the map.")
     return (dets <= 0).reshape(*dets.shape[:batch_dims], -1).to(J.dtype).mean(-1)
 
 # %% ../nbs/05_maps.ipynb #717ee409

@@ -118,8 +118,8 @@ class TestInvariance:
 
     def test_saliency_similarity_refuses_elements_outside_the_group(self):
         m = torch.rand(3, 12, 12)
-        with pytest.raises(ValueError, match=r"integer in \[0, 4\)"): self.inv.saliency_similarity(m, m, self.g, 7)
-        with pytest.raises(ValueError, match=r"integer in \[0, 4\)"): self.inv.saliency_similarity(m, m, self.g, torch.tensor([0, 1, 4]))
+        with pytest.raises(ValueError, match="k must be <= 3, got 7"): self.inv.saliency_similarity(m, m, self.g, 7)
+        with pytest.raises(ValueError, match=r"integers in \[0, 4\)"): self.inv.saliency_similarity(m, m, self.g, torch.tensor([0, 1, 4]))
         assert self.inv.saliency_similarity(m, m, self.g, 0).tolist() == pytest.approx([1.0] * 3)
 
 
