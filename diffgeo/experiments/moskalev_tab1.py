@@ -51,17 +51,17 @@ VARIABLES = {
     "panel": Var(("panel",), "test image shown in the saliency panels"),
     "y": Var(("y",), "pixel row"), "x": Var(("x",), "pixel column"),
     "group_order": Var(("group",), "number of elements |G|"),
-    "label": Var(("group", "sample"), "class of the test image (0-8: the digits without 9)"),
+    "label": Var(("group", "model", "sample"), "class of the test image (0-8: the digits without 9; the same test set for every model)"),
     "LI": Var(_PER, "logit invariance error ½‖f(x) − f(gx)‖² (Eq. 2)"),
     "DI": Var(_PER, "predictive distribution invariance error KL(softmax f(x) ‖ softmax f(gx)) (Eq. 1)", "nat"),
     "SI": Var(_PER, "saliency invariance similarity, cosine of m(x) and g⁻¹m(gx) (Eq. 3)"),
     "correct": Var(_PER, "1 if the prediction on gx is the label"),
     "test_accuracy": Var(_RUN, "accuracy on the Transforming test split"),
     "best_epoch": Var(_RUN, "epoch of the weights kept (best validation error)"),
-    "nu": Var(("group",), "ν of the IR models: the smallest on the grid whose seed-0 model reached SI ≥ si_target on the validation split, else the one of the highest SI"),
-    "nu_search_si": Var(("group", "nu_grid"), "validation SI of the seed-0 IR model per ν tried (NaN: not tried)"),
+    "nu": Var(("group", "model"), "ν of the IR models: the smallest on the grid whose seed-0 model reached SI ≥ si_target on the validation split, else the one of the highest SI (NaN for WT and DA)"),
+    "nu_search_si": Var(("group", "model", "nu_grid"), "validation SI of the seed-0 IR model per ν tried (NaN: not tried, and for WT and DA)"),
     "saliency": Var(("group", "model", "panel", "element", "y", "x"), "saliency map g⁻¹m(gx) realigned to x, seed 0"),
-    "panel_image": Var(("group", "panel", "y", "x"), "the panel's test image x (standardised)"),
+    "panel_image": Var(("group", "model", "panel", "y", "x"), "the panel's test image x (standardised; the same for every model)"),
     # derived
     "LI_f": Var(_RUN, "mean LI over test images and g ≠ e"),
     "DI_f": Var(_RUN, "mean DI over test images and g ≠ e", "nat"),
@@ -73,7 +73,8 @@ VARIABLES = {
     "paper_mean": Var(("group", "model", "column"), "Table 1 as published: mean over 4 seeds"),
     "paper_std": Var(("group", "model", "column"), "Table 1 as published: standard deviation"),
 }
-EXPERIMENT = Experiment("moskalev", "tab1", PROFILES, VARIABLES, notebook="moskalev_tab1.ipynb")
+EXPERIMENT = Experiment("moskalev", "tab1", PROFILES, VARIABLES, grid=lambda p: {"group": list(p["groups"]), "model": list(MODELS)},
+                        coords_on={"group_order": "group"}, notebook="moskalev_tab1.ipynb")
 
 # %% ../../nbs/moskalev_tab1.ipynb #609d9831
 def fit(
@@ -121,12 +122,13 @@ def realigned_saliency(
 
 @EXPERIMENT.cell
 def cell(
-    groups:list, # names in `GROUPS`
+    group:str, # a name in `GROUPS`
+    model:str, # one of `MODELS`
     dataset:str, # "mnist5k" (embedded) or "mnist" (data folder)
     n_train:int, n_val:int, n_test:int, # split sizes of the Transforming data set
     leave_out:list, # classes dropped (the 9)
     epochs:int, # training epochs
-    seeds:list, # one model of each kind per seed
+    seeds:list, # one model per seed
     nus:list, # the grid of ν searched for the IR models
     si_target:float, # the validation SI the IR model must reach (the paper's 0.95)
     lr:float, batch_size:int, # Adam
@@ -135,46 +137,40 @@ def cell(
     device:str="cpu", # cpu | cuda | auto
     data_root:str|None=None, # data folder for "mnist" (None: $DIFFGEO_DATA)
 ) -> xr.Dataset:
-    "Table 1 and the saliency panels: WT, DA and IR on each group, per seed: accuracy, LI, DI and SI per test image and element."
+    """One group and one model of Table 1, per seed: accuracy, LI, DI and SI per test image and element, and the
+    saliency panels of seed 0. The IR cell first tunes ν on seed 0 (`tune_nu`) and keeps that model as seed 0's."""
     seeds = [check_int(s, "seed", low=0) for s in seeds]
-    if not seeds or not groups: raise ValueError(f"need at least one seed and one group, got {seeds}, {groups}.")
+    if not seeds: raise ValueError(f"need at least one seed, got {seeds}.")
+    if group not in GROUPS: raise ValueError(f"group must be one of {list(GROUPS)}, got {group!r}.")
+    if model not in MODELS: raise ValueError(f"model must be one of {list(MODELS)}, got {model!r}.")
     dev = resolve_device(device)
     raw = data.load(dataset, root=data_root, normalize=False)
-    E = max(GROUPS[g]().order for g in groups)
-    per = {k: np.full((len(groups), len(MODELS), len(seeds), n_test, E), np.nan) for k in ("LI", "DI", "SI", "correct")}
-    acc, best = (np.full((len(groups), len(MODELS), len(seeds)), np.nan) for _ in range(2))
-    nu_si, nu, labels = np.full((len(groups), len(nus)), np.nan), np.zeros(len(groups)), []
-    sal, images = None, None
-    for gi, name in enumerate(groups):
-        G = GROUPS[name]()
-        tm = invariance.transforming(raw, G, n_train, n_val, n_test, leave_out, seed=0)   # one data set for every seed
-        labels.append(tm.test.labels.numpy())
-        nu[gi], tried, tuned = tune_nu(G, tm, nus, si_target, seeds[0], epochs, lr, batch_size, steps, dev)
-        nu_si[gi] = [tried.get(v, np.nan) for v in sorted(nus)]
-        xp, yp = tm.test.images[:panels], tm.test.labels[:panels]
-        if sal is None:
-            sal = np.full((len(groups), len(MODELS), panels, E) + tuple(xp.shape[-2:]), np.nan)
-            images = np.zeros((len(groups), panels) + tuple(xp.shape[-2:]))
-        images[gi] = xp[:, 0].numpy()
-        for mi, kind in enumerate(MODELS):
-            for si, seed in enumerate(progress(seeds, desc=f"{name} {kind}")):
-                res = tuned if kind == "IR" and seed == seeds[0] else fit(kind, G, tm, nu[gi], seed, epochs, lr, batch_size, dev)
-                m = invariance.invariance_measures(res.model, tm.test.images, tm.test.labels, G, steps=steps)
-                for k in per: per[k][gi, mi, si, :, :G.order] = m[k].values
-                acc[gi, mi, si] = 1 - train.evaluate(res.model, tm.test)["error"]
-                best[gi, mi, si] = res.best_epoch
-                if si == 0: sal[gi, mi, :, :G.order] = realigned_saliency(res.model.cpu(), G, xp, yp, steps).numpy()
-    run = ("group", "model", "seed")
+    E = max(g().order for g in GROUPS.values())                   # elements beyond a group's order stay NaN
+    G = GROUPS[group]()
+    tm = invariance.transforming(raw, G, n_train, n_val, n_test, leave_out, seed=0)   # one data set for every model and seed
+    per = {k: np.full((len(seeds), n_test, E), np.nan) for k in ("LI", "DI", "SI", "correct")}
+    acc, best = np.full(len(seeds), np.nan), np.full(len(seeds), np.nan)
+    nu, nu_si, tuned = np.nan, np.full(len(nus), np.nan), None
+    if model == "IR":
+        nu, tried, tuned = tune_nu(G, tm, nus, si_target, seeds[0], epochs, lr, batch_size, steps, dev)
+        nu_si = np.array([tried.get(v, np.nan) for v in sorted(nus)])
+    xp, yp = tm.test.images[:panels], tm.test.labels[:panels]
+    sal = np.full((panels, E) + tuple(xp.shape[-2:]), np.nan)
+    for si, seed in enumerate(progress(seeds, desc=f"{group} {model}")):
+        res = tuned if tuned is not None and si == 0 else fit(model, G, tm, nu, seed, epochs, lr, batch_size, dev)
+        m = invariance.invariance_measures(res.model, tm.test.images, tm.test.labels, G, steps=steps)
+        for k in per: per[k][si, :, :G.order] = m[k].values
+        acc[si] = 1 - train.evaluate(res.model, tm.test)["error"]
+        best[si] = res.best_epoch
+        if si == 0: sal[:, :G.order] = realigned_saliency(res.model.cpu(), G, xp, yp, steps).numpy()
     return xr.Dataset(
-        {**{k: (run + ("sample", "element"), v) for k, v in per.items()},
-         "test_accuracy": (run, acc), "best_epoch": (run, best), "nu": (("group",), nu),
-         "nu_search_si": (("group", "nu_grid"), nu_si), "label": (("group", "sample"), np.stack(labels)),
-         "saliency": (("group", "model", "panel", "element", "y", "x"), sal),
-         "panel_image": (("group", "panel", "y", "x"), images)},
-        coords={"group": list(groups), "model": list(MODELS), "seed": seeds, "sample": np.arange(n_test),
-                "element": np.arange(E), "nu_grid": sorted(float(v) for v in nus), "panel": np.arange(panels),
-                "y": np.arange(images.shape[-2]), "x": np.arange(images.shape[-1]),
-                "group_order": ("group", [GROUPS[g]().order for g in groups])})
+        {**{k: (("seed", "sample", "element"), v) for k, v in per.items()},
+         "test_accuracy": (("seed",), acc), "best_epoch": (("seed",), best), "nu": ((), nu),
+         "nu_search_si": (("nu_grid",), nu_si), "label": (("sample",), tm.test.labels.numpy()),
+         "saliency": (("panel", "element", "y", "x"), sal), "panel_image": (("panel", "y", "x"), xp[:, 0].numpy())},
+        coords={"seed": seeds, "sample": np.arange(n_test), "element": np.arange(E),
+                "nu_grid": sorted(float(v) for v in nus), "panel": np.arange(panels),
+                "y": np.arange(xp.shape[-2]), "x": np.arange(xp.shape[-1]), "group_order": G.order})
 
 # %% ../../nbs/moskalev_tab1.ipynb #99cc46ad
 COLUMNS = ("accuracy", "LI", "DI", "SI")
@@ -249,7 +245,7 @@ def draw_orbit(ds:xr.Dataset, group:str="rot4", panel:int=0):
     "Fig. 1: one test image's orbit with the saliency of DA (rows 1-2) and of WT (rows 3-4): as computed, and realigned."
     import matplotlib.pyplot as plt
     G = GROUPS[group]()
-    x = torch.as_tensor(ds.panel_image.sel(group=group, panel=panel).values)[None, None]
+    x = torch.as_tensor(ds.panel_image.sel(group=group, panel=panel).isel(model=0).values)[None, None]
     fig, axs = plt.subplots(5, G.order, figsize=(1.3 * G.order, 6.6), squeeze=False)
     for k in range(G.order):
         axs[0, k].imshow(G.act(x, k)[0, 0], cmap="gray"); axs[0, k].set_title(f"g{k} x", fontsize=8)
@@ -274,9 +270,10 @@ def check_regression(ds:xr.Dataset):
     assert (wt.test_accuracy.mean("seed") > da.test_accuracy.mean("seed")).all(), "WT is not the most accurate on average"
     drop = (da.test_accuracy - ir.test_accuracy).mean("seed")
     assert drop.sel(group="rot4") > drop.sel(group="shift3"), "the accuracy cost is not larger for rotations"
-    assert (ds.nu_search_si.max("nu_grid") < results.parameters(ds)["si_target"]).all(), "an IR model reached the target SI: update the prose"
-    assert (ds.nu == ds.nu_grid[ds.nu_search_si.argmax("nu_grid")]).all(), "the IR models do not use the nu of the highest validation SI"
-    assert ds.nu.sel(group="rot4") == ds.nu_grid.max() and ds.nu.sel(group="shift3") < ds.nu_grid.max(), "where SI peaks on the grid changed"
+    nu, search = ds.nu.sel(model="IR"), ds.nu_search_si.sel(model="IR")
+    assert (search.max("nu_grid") < results.parameters(ds)["si_target"]).all(), "an IR model reached the target SI: update the prose"
+    assert (nu == ds.nu_grid[search.argmax("nu_grid")]).all(), "the IR models do not use the nu of the highest validation SI"
+    assert nu.sel(group="rot4") == ds.nu_grid.max() and nu.sel(group="shift3") < ds.nu_grid.max(), "where SI peaks on the grid changed"
 
 # %% ../../nbs/moskalev_tab1.ipynb #cf6c7df7
 from .. import claims
