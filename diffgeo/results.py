@@ -39,7 +39,7 @@ __all__ = ['PROFILE_NAMES', 'COMMITTED_PROFILES', 'CODE_CHANGED', 'select_profil
 #: cores give in a working day, resumable), `paper` (the paper's sizes, for a GPU).
 PROFILE_NAMES = ("smoke", "cpu", "long", "paper")
 #: The profiles whose runs the repository commits: their default outputs go to the project root.
-COMMITTED_PROFILES = ("cpu", "long")
+COMMITTED_PROFILES = ("cpu", "long", "paper")
 
 def select_profile(
     profile:str, # one of `PROFILE_NAMES`

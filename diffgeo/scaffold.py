@@ -220,7 +220,7 @@ def resolve(self:Experiment,
 @patch
 def paths(self:Experiment,
     profile:str="cpu", # the run's profile
-    out_dir:str|os.PathLike|None=None, # where results/ and figures/ go (None: the project root for the committed profiles, cpu and long, else its out/<profile>)
+    out_dir:str|os.PathLike|None=None, # where results/ and figures/ go (None: the project root for the committed profiles, cpu, long and paper, else its out/<profile>)
     tag:str="", # appended to the file names, e.g. "cifar10": results/petrini_fig5_cifar10.nc
     work_dir:str|os.PathLike|None=None, # shards and checkpoints (None: the root's out/work, or <out_dir>/work for non-default out_dir)
     settings:dict|None=None, # the resolved settings: each set of settings gets its own work folder

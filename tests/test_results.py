@@ -201,7 +201,7 @@ class TestDefaultOutputs:
 
     @pytest.mark.skipif(not (ROOT / ".git").exists(), reason="not a git checkout")
     def test_every_output_folder_is_ignored_or_committed(self, monkeypatch):
-        "Every file or folder an experiment run (from the root or nbs/) or nbdev-test creates is ignored by git, or is a committed profile's (cpu, long) results/ and figures/."
+        "Every file or folder an experiment run (from the root or nbs/) or nbdev-test creates is ignored by git, or is a committed profile's (cpu, long, paper) results/ and figures/."
         import importlib
         from diffgeo.scaffold import REGISTRY
         for f in sorted((ROOT / "diffgeo" / "experiments").glob("[a-z]*.py")): importlib.import_module(f"diffgeo.experiments.{f.stem}")

@@ -32,7 +32,8 @@ COMMON = dict(units=20, basis=10, lr=1e-3, weight_decay=1e-4, batch_size=300, la
 PROFILES = {
     "smoke": dict(COMMON, epochs=2, seeds=[0], trained_with=["euler"], size=21, n_train=300, n_test=300),
     "cpu": dict(COMMON, epochs=1000, seeds=[0, 1, 2], trained_with=["euler"]),
-    "paper": dict(COMMON, epochs=1000, seeds=[0, 1, 2, 3, 4], trained_with=list(SOLVERS)),
+    # the paper trains with Euler only (§5.2); its units are x + F(x)/20 here (horizon 1), see "Why the constrained networks stall"
+    "paper": dict(COMMON, epochs=1000, seeds=[0, 1, 2, 3, 4], trained_with=["euler"], horizon=1.0),
 }
 #: Fig. 4 of the paper: (J_min, J_max) per model
 PAPER = {"unshared": (-5.59, 6.34), "shared": (-1.41, 2.27), "data-driven": (0.55, 5.92), "domain-driven": (0.30, 1.44)}
@@ -84,9 +85,11 @@ def two_spirals(
 
 class SpiralNet(nn.Module):
     "The mapping block (a `flows.Flow`) followed by a logistic classifier of the mapped point."
-    def __init__(self, stationary:bool, units:int=20, basis:int=10, method:str="euler", substeps:int=1, generator=None):
+    def __init__(self, stationary:bool, units:int=20, basis:int=10, method:str="euler", substeps:int=1, generator=None,
+                 horizon:float|None=None): # the flow's time T (None: `units`, one Euler step per unit is x + F(x))
         super().__init__()
-        self.flow = flows.Flow(flows.VelocityField(2, basis, units, stationary, generator=generator), method=method, substeps=substeps)
+        self.flow = flows.Flow(flows.VelocityField(2, basis, units, stationary, generator=generator), method=method, substeps=substeps,
+                               horizon=horizon)
         self.head = nn.Linear(2, 1)
         with torch.no_grad():
             bound = np.sqrt(6 / 3)                                   # Glorot uniform, as the paper's every layer
@@ -98,12 +101,13 @@ def fit(
     x:torch.Tensor, y:torch.Tensor, # training points and labels
     seed:int, epochs:int, lr:float, weight_decay:float, batch_size:int, lam:float, domain:float,
     units:int=20, basis:int=10, method:str="euler", substeps:int=1, device:str="cpu",
+    horizon:float|None=None, # the flow's time T (None: `units`, the paper's x + F(x) per unit)
 ) -> tuple[SpiralNet, float, float]: # the trained network (on the CPU), its last epoch's mean loss and mean penalty (unweighted)
     "Train one of the paper's four networks with Adam (§4.1), seeded."
     if model not in MODELS: raise ValueError(f"model must be one of {list(MODELS)}, got {model!r}.")
     stationary, ic = MODELS[model]
     g = seed_everything(seed)
-    net = SpiralNet(stationary, units, basis, method, substeps, generator=g).to(device)
+    net = SpiralNet(stationary, units, basis, method, substeps, generator=g, horizon=horizon).to(device)
     opt = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=weight_decay)
     x, y = x.to(device), y.to(device)
     for _ in range(epochs):
@@ -147,6 +151,7 @@ def cell(
     domain:float, size:int, # the maps' domain [-domain, domain]² and grid points per side
     rk4_substeps:int, # RK4 steps per unit when re-integrating
     device:str="cpu", # cpu | cuda | auto
+    horizon:float|None=None, # the flows' time T (None: `units`: each unit is the paper's x + F(x); 1: x + F(x)/units)
 ) -> xr.Dataset:
     "Figs. 2-4: the four networks per training scheme and seed, each evaluated with every scheme."
     seeds = [check_int(s, "seed", low=0) for s in seeds]
@@ -164,7 +169,7 @@ def cell(
         for ti, scheme in enumerate(trained_with):
             for si, seed in enumerate(progress(seeds, desc=f"{model} ({scheme})")):
                 net, final_loss[mi, ti, si], final_penalty[mi, ti, si] = fit(model, x, y, seed, epochs, lr, weight_decay, batch_size, lam, domain,
-                                                  units, basis, scheme, rk4_substeps if scheme == "rk4" else 1, dev)
+                                                  units, basis, scheme, rk4_substeps if scheme == "rk4" else 1, dev, horizon)
                 with torch.no_grad(): train_acc[mi, ti, si] = ((net(x) > 0).float() == y).float().mean().item()
                 for vi, solver in enumerate(SOLVERS):
                     r = evaluate(_with_solver(net, solver, rk4_substeps), xt, yt, domain, size)
