@@ -21,7 +21,7 @@ from ..scaffold import Experiment, Var
 # %% auto #0
 __all__ = ['MODELS', 'SOLVERS', 'COMMON', 'PROFILES', 'PAPER', 'VARIABLES', 'EXPERIMENT', 'two_spirals', 'SpiralNet', 'fit',
            'evaluate', 'cell', 'derive', 'draw_boundaries', 'draw_layers', 'draw_jacobians', 'draw_solvers',
-           'check_regression', 'quoted']
+           'check_regression', 'quoted', 'initial_maps']
 
 # %% ../../nbs/rousseau_spiral.ipynb #02070f03
 #: the paper's four networks: (shared weights, inverse-consistency points)
@@ -330,6 +330,28 @@ def quoted(ds:xr.Dataset) -> list[str]:
         f"by at most {float(abs(acc - rk4).sel(model=sym).max()):.3f}",
         f"from {span(inv.sel(model='shared'), '.1f')} (shared) to {span(inv.sel(model=sym), '.2g')}",
     ]
+
+# %% ../../nbs/rousseau_spiral.ipynb #4f577365
+def initial_maps(
+    seeds=range(5), # seeds, drawn as `fit` draws them
+    horizons=(20.0, 1.0), # the flows' time T: 20 is the paper's x + F(x) per unit
+    units:int=COMMON["units"], basis:int=COMMON["basis"], n:int=COMMON["n_train"], noise:float=COMMON["noise"],
+    domain:float=COMMON["domain"], size:int=COMMON["size"],
+) -> "pd.DataFrame": # one row per (horizon, seed)
+    "The shared-weight network's map φ₀ at initialisation: the median gain ‖φ₀(x)‖/‖x‖ on the training points, the range of det ∇φ₀ on the domain, and the inverse-consistency penalty (Eq. 10) on the training points."
+    import pandas as pd
+    x, _ = two_spirals(n, noise, seed=1000)
+    rows = []
+    for T in horizons:
+        for s in seeds:
+            net = SpiralNet(True, units, basis, generator=seed_everything(s), horizon=T)
+            with torch.no_grad():
+                gain = (net.flow(x).norm(dim=1) / x.norm(dim=1)).median().item()
+                penalty = flows.inverse_consistency(net.flow, x).item()
+            _, det, _ = flows.determinant_map(net.flow, -domain, domain, size)
+            rows.append(dict(horizon=float(T), seed=int(s), median_gain=gain, det_min=det.min().item(), det_max=det.max().item(),
+                             ic_penalty=penalty))
+    return pd.DataFrame(rows).set_index(["horizon", "seed"])
 
 # %% ../../nbs/rousseau_spiral.ipynb #f4fe4f40
 from .. import claims
