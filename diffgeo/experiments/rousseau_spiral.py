@@ -331,7 +331,7 @@ def quoted(ds:xr.Dataset) -> list[str]:
         f"from {span(inv.sel(model='shared'), '.1f')} (shared) to {span(inv.sel(model=sym), '.2g')}",
     ]
 
-# %% ../../nbs/rousseau_spiral.ipynb #4f577365
+# %% ../../nbs/rousseau_spiral.ipynb #0f1a0dd1
 def initial_maps(
     seeds=range(5), # seeds, drawn as `fit` draws them
     horizons=(20.0, 1.0), # the flows' time T: 20 is the paper's x + F(x) per unit
