@@ -8,6 +8,7 @@ Docs: https://diffgeo.github.io/diffgeo/zavatoneveth_fig2.html.md"""
 from __future__ import annotations
 
 import copy
+import os
 from collections import OrderedDict
 from collections.abc import Callable
 
@@ -16,7 +17,7 @@ import torch
 import xarray as xr
 from torch import nn
 
-from .. import data, maps, riemann, train
+from .. import data, maps, results, riemann, train
 from ..core import check_choice, check_int, resolve_device, seed_everything
 from ..scaffold import Experiment, Var
 
@@ -130,17 +131,31 @@ def measure_during_training(
     test:data.Split, # test images, for the error at each snapshot
     snapshots:list, # sorted epochs at which to measure (0: before training)
     geometry:Callable, # the net -> (log volume elements `[P, k]`, probabilities `[P, n_classes]`), e.g. `slice_geometry`
+    checkpoint:str|os.PathLike|None=None, # training checkpoint to save after each epoch and resume from; the snapshots measured so far are kept beside it (None: none)
     **train_args, # `train.train`'s settings (optimizer, lr, batch_size, seed, ...)
 ) -> dict: # epoch -> {"logv", "prob", "loss" (training cross-entropy), "error" (test error)}
-    "Train `net` for `snapshots[-1]` epochs, measuring its geometry, its loss and its test error at each snapshot."
+    """Train `net` for `snapshots[-1]` epochs, measuring its geometry, its loss and its test error at each snapshot.
+    With a `checkpoint`, an interrupted run resumes from its last epoch with the snapshots it had measured."""
+    path = None if checkpoint is None else results.resolve_path(checkpoint)
+    kept = path.with_name(path.name + ".snapshots") if path is not None else None
+    code = results.code_version()["source_hash"]
     rows = {}
+    if kept is not None and kept.exists() and path.exists():
+        saved = torch.load(kept, weights_only=False)
+        if saved["code"] == code or results.code_change_policy() == "reuse": rows = saved["rows"]
     def measure(epoch:int, loss:float):
         logv, prob = geometry(net)
         rows[epoch] = dict(logv=logv, prob=prob, loss=loss, error=train.evaluate(net, test)["error"])
+        if kept is not None: results._atomic(kept, lambda tmp: torch.save({"code": code, "rows": rows}, tmp))
     def on_epoch(epoch, row):
-        if epoch in snapshots: measure(epoch, row["train_loss"])
-    if 0 in snapshots: measure(0, train.evaluate(net, split)["loss"])
-    if snapshots[-1] > 0: train.train(net, split, epochs=snapshots[-1], on_epoch=on_epoch, **train_args)
+        if epoch in snapshots and epoch not in rows: measure(epoch, row["train_loss"])
+    if path is not None and path.exists() and rows:     # the checkpoint's epoch, if stopped between its save and its measurement
+        last = torch.load(path, map_location="cpu", weights_only=False)
+        done = last["state"]["epoch"]
+        if done in snapshots and done not in rows:
+            net.load_state_dict(last["model"]); measure(done, last["state"]["rows"][-1]["train_loss"])
+    if 0 in snapshots and 0 not in rows: measure(0, train.evaluate(net, split)["loss"])
+    if snapshots[-1] > 0: train.train(net, split, epochs=snapshots[-1], on_epoch=on_epoch, checkpoint=path, **train_args)
     return rows
 
 # %% ../../nbs/zavatoneveth_fig2.ipynb #8adb1a9d
