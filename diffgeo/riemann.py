@@ -82,19 +82,31 @@ def log_volume(
         raise ValueError(f"J must be a float tensor [B, m, d] of Jacobians, got {getattr(J, 'shape', type(J).__name__)}.")
     rtol = max(J.shape[1:]) * torch.finfo(J.dtype).eps          # numpy.linalg.matrix_rank's, in J's own precision
     J = J.double()
-    if method == "svd": return _sum_log_svdvals(J, rtol)
+    if method == "svd":
+        out = _sum_log_svdvals(J, rtol)
+        _degenerate(out == -math.inf, "the log volume element", "-inf")
+        return out
     G = J.mT @ J if J.shape[1] >= J.shape[2] else J @ J.mT
     L, info = torch.linalg.cholesky_ex(G)
     diag = L.diagonal(dim1=-2, dim2=-1)
     out = diag.log().sum(-1)
     redo = (info != 0) | (diag.amax(-1) > min(1e3, 1 / rtol) * diag.amin(-1))
     if redo.any(): out[redo] = _sum_log_svdvals(J[redo], rtol)
+    _degenerate(out == -math.inf, "the log volume element", "-inf")
     return out
 
 def _sum_log_svdvals(J:torch.Tensor, rtol:float) -> torch.Tensor:
     "Σ log s_i(J) [B], -inf where the smallest s_i is at most rtol s_1: rounding, not a direction that J keeps."
     s = torch.linalg.svdvals(J)
     return s.log().sum(-1).masked_fill(s[..., -1] <= rtol * s[..., 0], -math.inf)
+
+def _degenerate(bad:torch.Tensor, what:str, value:str, stacklevel:int=3):
+    "Warn, naming the points, where the metric is degenerate (the map loses rank) and `what` is `value` there."
+    if not bool(bad.any()): return
+    k = torch.nonzero(bad.reshape(-1)).reshape(-1).tolist()
+    at = ", ".join(map(str, k[:10])) + (f", ... ({len(k)} of {bad.numel()})" if len(k) > 10 else "")
+    warnings.warn(f"degenerate metric at point {at}: the map loses rank there (its Jacobian's smallest singular value is "
+                  f"rounding), so {what} is {value} there.", stacklevel=stacklevel)
 
 # %% ../nbs/60_riemann.ipynb #39ffaac8
 def log_volume_rounding(
@@ -121,8 +133,8 @@ def _gram_product(fn:Callable, x0:torch.Tensor) -> tuple[Callable, int]:
     if m <= d: return (lambda V: vmap(push)(vmap(lambda v: pull(v.to(dt))[0])(V)).detach().double()), m   # J Jᵀ
     return (lambda V: vmap(lambda u: pull(u)[0])(vmap(push)(V.to(dt))).reshape(len(V), -1).detach().double()), d  # Jᵀ J
 
-def _lanczos_logdet(G:Callable, n:int, probes:int, steps:int, generator) -> tuple[float, float]:
-    "Stochastic Lanczos quadrature of tr log G: the mean over Rademacher probes and its standard error."
+def _lanczos_logdet(G:Callable, n:int, probes:int, steps:int, generator, rtol:float=0.0) -> tuple[float, float]:
+    "Stochastic Lanczos quadrature of tr log G: the mean over Rademacher probes and its standard error; (-inf, 0) where a Ritz value is at most `rtol` times the largest (G singular)."
     Z = torch.randint(0, 2, (probes, n), generator=generator, dtype=torch.float64) * 2 - 1
     q = Z / math.sqrt(n)
     Q, alphas, betas = [q], [], []
@@ -140,7 +152,8 @@ def _lanczos_logdet(G:Callable, n:int, probes:int, steps:int, generator) -> tupl
         off = torch.stack(betas, -1)
         T = T + torch.diag_embed(off, 1) + torch.diag_embed(off, -1)
     theta, U = torch.linalg.eigh(T)
-    est = n * (U[:, 0, :] ** 2 * theta.clamp_min(torch.finfo(torch.float64).tiny).log()).sum(-1)
+    if bool((theta[:, 0] <= rtol * theta[:, -1]).any()): return -math.inf, 0.0    # a Ritz value at rounding: G is singular
+    est = n * (U[:, 0, :] ** 2 * theta.log()).sum(-1)
     return est.mean().item(), (est.std().item() / math.sqrt(probes)) if probes > 1 else math.nan
 
 def log_volume_estimate(
@@ -158,8 +171,13 @@ def log_volume_estimate(
     x = _check_batch(x)
     probes, steps = check_int(probes, "probes", low=1), check_int(steps, "steps", low=1)
     generator = generator if generator is not None else torch.Generator().manual_seed(0)
-    out = [_lanczos_logdet(*_gram_product(fn, x[i:i + 1]), probes, steps, generator) for i in range(len(x))]
+    out = []
+    for i in range(len(x)):
+        G, n = _gram_product(fn, x[i:i + 1])
+        rtol = n * torch.finfo(x.dtype).eps     # each product with G rounds at ε‖G‖: a Ritz value below n ε θ_max is that rounding
+        out.append(_lanczos_logdet(G, n, probes, steps, generator, rtol))
     est, err = torch.tensor(out, dtype=torch.float64).unbind(-1)
+    _degenerate(est == -math.inf, "the estimate", "-inf (standard error 0)")
     return 0.5 * est, 0.5 * err
 
 # %% ../nbs/60_riemann.ipynb #557a0875
@@ -187,13 +205,16 @@ def ricci_scalar_of_metric(
     ddg, (dg, g) = vmap(jacfwd(_and_value(first, lambda v: v[0]), has_aux=True))(x)
     if g.shape[1:] != (x.shape[1],) * 2:
         raise ValueError(f"metric must map a point [d] to a [d, d] matrix, got {list(g.shape[1:])} for d = {x.shape[1]}.")
-    gi = torch.linalg.inv(g)
+    ev = torch.linalg.eigvalsh(g)
+    bad = ev[:, 0] <= x.shape[1] * torch.finfo(g.dtype).eps * ev[:, -1].abs()     # singular to rounding: no inverse metric
+    gi = torch.linalg.inv(torch.where(bad[:, None, None], torch.eye(x.shape[1], dtype=g.dtype, device=g.device), g))
     G1 = 0.5 * (dg.permute(0, 1, 3, 2) + dg - dg.permute(0, 3, 1, 2))    # Γ_{l,ij}; dg[z,i,j,k] = ∂_k g_ij
     G2 = torch.einsum("zkl,zlij->zkij", gi, G1)                           # Γ^k_ij
     R4 = 0.5 * (torch.einsum("zadbc->zabcd", ddg) + torch.einsum("zbcad->zabcd", ddg)
                 - torch.einsum("zacbd->zabcd", ddg) - torch.einsum("zbdac->zabcd", ddg)) \
          + torch.einsum("zfbc,zfad->zabcd", G1, G2) - torch.einsum("zfbd,zfac->zabcd", G1, G2)
-    return torch.einsum("zac,zbd,zabcd->z", gi, gi, R4)
+    _degenerate(bad, "the Ricci scalar", "NaN")
+    return torch.einsum("zac,zbd,zabcd->z", gi, gi, R4).masked_fill(bad, math.nan)
 
 def ricci_scalar(
     model:nn.Module|Callable, # a smooth network (eval mode) or a function of a batch `[B, d]` -> `[B, m]`, m >= d
@@ -216,11 +237,13 @@ def ricci_scalar(
         raise ValueError(f"the map sends R^{J.shape[2]} to R^{J.shape[1]}: a submersion's degenerate metric has no "
                          "Ricci scalar (Zavatone-Veth et al. §2); use a feature map with at least as many outputs as inputs.")
     U, S, Vh = torch.linalg.svd(J, full_matrices=False)
-    E = Vh.mT / S[:, None, :]                                             # J E = U: an orthonormal tangent frame
+    bad = S[:, -1] <= max(J.shape[1:]) * torch.finfo(J.dtype).eps * S[:, 0]   # rank lost: no metric to curve
+    E = Vh.mT / torch.where(bad[:, None], 1.0, S)[:, None, :]                 # J E = U: an orthonormal tangent frame
     Ht = torch.einsum("zmab,zai,zbj->zmij", H, E, E)
     Bf = Ht - torch.einsum("zmk,zkij->zmij", U, torch.einsum("znk,znij->zkij", U, Ht))  # normal parts (U Uᵀ never formed)
     trace = torch.einsum("zmii->zm", Bf)
-    return (trace * trace).sum(-1) - (Bf * Bf).sum((1, 2, 3))
+    _degenerate(bad, "the Ricci scalar", "NaN")
+    return ((trace * trace).sum(-1) - (Bf * Bf).sum((1, 2, 3))).masked_fill(bad, math.nan)
 
 # %% ../nbs/60_riemann.ipynb #9a8c2387
 def ricci_rounding_bounds(
@@ -299,7 +322,9 @@ def shallow_log_volume_element(
     s1, _ = _derivatives(activation, x @ W.T + b)
     S = torch.tensor(list(itertools.combinations(range(n), d)), dtype=torch.long, device=W.device).reshape(-1, d)
     terms = (s1[:, S] ** 2).prod(-1) * torch.linalg.det(W[S]) ** 2
-    return 0.5 * (terms.sum(-1).log() - d * math.log(n))
+    out = 0.5 * (terms.sum(-1).log() - d * math.log(n))
+    _degenerate(out == -math.inf, "the log volume element", "-inf")
+    return out
 
 def shallow_ricci_scalar(
     W:torch.Tensor, # `[n, 2]` hidden weights (2-D inputs)
@@ -315,13 +340,16 @@ def shallow_ricci_scalar(
     p = s1 * s2
     M = W[:, None, 0] * W[None, :, 1] - W[:, None, 1] * W[None, :, 0]
     i, j = torch.triu_indices(n, n, 1, device=W.device)
-    G = ((s1[:, i] * s1[:, j] * M[i, j]) ** 2).sum(-1)
+    G = ((s1[:, i] * s1[:, j] * M[i, j]) ** 2).sum(-1)                    # n² det g
+    trace = (s1 ** 2 * (W ** 2).sum(1)).sum(-1)                          # n tr g
+    bad = G <= 4 * torch.finfo(G.dtype).eps * trace ** 2                 # det g at rounding against (tr g)²
     T = torch.tensor(list(itertools.combinations(range(n), 3)), dtype=torch.long, device=W.device).reshape(-1, 3)
     i, j, k = T.unbind(-1)
     Mij, Mjk, Mki = M[i, j], M[j, k], M[k, i]
     num = Mij * Mjk * Mki * (p[:, i] * p[:, j] * s1[:, k]**2 * Mij + p[:, j] * p[:, k] * s1[:, i]**2 * Mjk
                              + p[:, k] * p[:, i] * s1[:, j]**2 * Mki)
-    return 2 * n * num.sum(-1) / G**2
+    _degenerate(bad, "the Ricci scalar", "NaN")
+    return (2 * n * num.sum(-1) / G**2).masked_fill(bad, math.nan)
 
 # %% ../nbs/60_riemann.ipynb #0d22a779
 _Z = np.linspace(-12, 12, 4801)                            # E over z ~ N(0, 1) by the trapezoid rule: spectrally accurate

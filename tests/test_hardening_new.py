@@ -147,3 +147,35 @@ def test_simplex_grid_refuses_a_grid_too_large_up_front(monkeypatch):
         m.setattr(riemann.itertools, "product", lambda *a, **k: pytest.fail("enumerated before refusing"))
         with pytest.raises(ValueError, match="2,003,001 points"): riemann.simplex_grid(anchors, 2000)
     assert riemann.simplex_grid(anchors, 4)[0].shape == (15, 1, 28, 28)
+
+
+def _rank_one_shallow():
+    "A shallow net whose hidden weights are all parallel: its metric on the plane has rank 1 everywhere."
+    W = torch.tensor([[1.0, 0.0], [2.0, 0.0], [-1.5, 0.0]], dtype=torch.float64)
+    b = torch.tensor([0.1, -0.2, 0.3], dtype=torch.float64)
+    x = torch.tensor([[0.3, -0.2], [-0.5, 0.7]], dtype=torch.float64)
+    return W, b, x, (lambda z: torch.tanh(z @ W.T + b))
+
+
+def test_curvature_and_volume_say_where_the_metric_is_degenerate():
+    "Where the map loses rank: the Ricci scalar is NaN and the log volume -inf, with a warning naming the points; a regular map warns nothing."
+    from diffgeo import riemann
+    W, b, x, f = _rank_one_shallow()
+    for name, fn, value in [("ricci gauss", lambda: riemann.ricci_scalar(f, x), math.nan),
+                            ("ricci christoffel", lambda: riemann.ricci_scalar(f, x, method="christoffel"), math.nan),
+                            ("shallow ricci", lambda: riemann.shallow_ricci_scalar(W, b, x), math.nan),
+                            ("log volume", lambda: riemann.log_volume_element(f, x), -math.inf),
+                            ("log volume cholesky", lambda: riemann.log_volume_element(f, x, method="cholesky"), -math.inf),
+                            ("shallow log volume", lambda: riemann.shallow_log_volume_element(W, b, x), -math.inf),
+                            ("estimate", lambda: riemann.log_volume_estimate(f, x, probes=4, steps=4)[0], -math.inf)]:
+        with pytest.warns(UserWarning, match="degenerate metric at point 0, 1"):
+            out = fn()
+        assert (out.isnan().all() if math.isnan(value) else (out == value).all()), (name, out)
+    W2 = torch.tensor([[1.0, 0.5], [-0.3, 2.0], [0.7, -1.1], [1.2, 0.4]], dtype=torch.float64)
+    g = lambda z: torch.tanh(z @ W2.T)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                                    # nothing to say for a regular map
+        for out in (riemann.ricci_scalar(g, x), riemann.ricci_scalar(g, x, method="christoffel"),
+                    riemann.shallow_ricci_scalar(W2, torch.zeros(4, dtype=torch.float64), x), riemann.log_volume_element(g, x)):
+            assert out.isfinite().all()
