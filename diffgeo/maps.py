@@ -8,6 +8,7 @@ Docs: https://diffgeo.github.io/diffgeo/maps.html.md"""
 from __future__ import annotations
 
 import copy
+import math
 import warnings
 from collections.abc import Callable, Sequence
 
@@ -269,6 +270,20 @@ def _check_batch(x, name:str="x") -> torch.Tensor:
         raise ValueError(f"{name} contains NaN or infinite values.")
     return x
 
+def _check_sample_by_sample(fn:Callable, x:torch.Tensor, y:torch.Tensor):
+    "Refuse a map that mixes the samples of a batch (batch statistics, dropout, ...): its batched Jacobian would sum over samples."
+    try:
+        with torch.no_grad(): y1 = _flat_output(fn(x[-1:]), 1)
+    except Exception as e:
+        raise ValueError(f"fn failed on a single sample ({type(e).__name__}: {e}); a Jacobian needs a map that treats each "
+                         "sample of the batch alone (a network in eval mode: model.eval()).") from e
+    scale = y[-1:].abs().max().item() + torch.finfo(y.dtype).tiny
+    off = (y1 - y[-1:]).abs().max().item() / scale
+    if not off <= math.sqrt(torch.finfo(y.dtype).eps):              # rounding of batched against single kernels is ~ε
+        raise ValueError(f"fn mixes the samples of the batch: its output for the last sample alone differs from the batched one by "
+                         f"{off:.3g} (relative), so its Jacobian would sum over samples. Use a map that treats each sample alone: "
+                         "a network in eval mode (model.eval(): no batch statistics, no dropout).")
+
 def jacobian_matrix(
     fn:Callable, # the map on a batch, `[B, ...]` -> `[B, ...]`, sample by sample (a network in eval mode)
     x:torch.Tensor, # `[B, ...]` the points; each sample is a point of R^d, d = its number of entries
@@ -280,6 +295,7 @@ def jacobian_matrix(
     B, d = x.shape[0], x[0].numel()
     flat = lambda z: _flat_output(fn(z), B)
     y, saved = _saved_bytes(flat, x)    # a measured forward pass (torch.func's transforms refuse saved-tensor hooks)
+    if B > 1: _check_sample_by_sample(fn, x, y)
     m = y.shape[1]
     per = saved + 2 * (x.numel() * x.element_size() + y.numel() * y.element_size())
     if m <= d:                                                    # rows, by batched vector-Jacobian products

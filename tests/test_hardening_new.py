@@ -179,3 +179,16 @@ def test_curvature_and_volume_say_where_the_metric_is_degenerate():
         for out in (riemann.ricci_scalar(g, x), riemann.ricci_scalar(g, x, method="christoffel"),
                     riemann.shallow_ricci_scalar(W2, torch.zeros(4, dtype=torch.float64), x), riemann.log_volume_element(g, x)):
             assert out.isfinite().all()
+
+
+def test_jacobian_matrix_refuses_a_map_that_mixes_the_batch():
+    "A map whose output for one sample depends on the others (batch statistics, a shuffle) has no per-sample Jacobian: refused, naming eval mode."
+    from torch import nn
+    x = torch.randn(4, 3, generator=torch.Generator().manual_seed(0))
+    net = nn.Sequential(nn.Linear(3, 5), nn.BatchNorm1d(5))
+    for fn in (lambda z: z - z.mean(0), lambda z: z.flip(0)):
+        with pytest.raises(ValueError, match="mixes the samples of the batch"): maps.jacobian_matrix(fn, x)
+    with pytest.raises(ValueError, match="eval mode"): maps.jacobian_matrix(net.train(), x)
+    J = maps.jacobian_matrix(net.eval(), x)                               # the same network in eval mode: per sample
+    torch.testing.assert_close(J[1], torch.func.jacrev(lambda z: net(z[None])[0])(x[1]))
+    assert maps.jacobian_matrix(lambda z: z.sin(), x[:1]).shape == (1, 3, 3)   # one sample: nothing to mix
