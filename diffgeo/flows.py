@@ -8,6 +8,7 @@ Docs: https://diffgeo.github.io/diffgeo/flows.html.md"""
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 
 import torch
@@ -18,8 +19,8 @@ from . import maps
 from .core import check_choice, check_int, check_scalar
 
 # %% auto #0
-__all__ = ['ACTIVATIONS', 'METHODS', 'VelocityField', 'Flow', 'grid', 'scaling_and_squaring', 'inverse_consistency',
-           'uniform_points', 'determinant_map']
+__all__ = ['ACTIVATIONS', 'METHODS', 'SQUARING_BYTES', 'VelocityField', 'Flow', 'grid', 'scaling_and_squaring',
+           'inverse_consistency', 'uniform_points', 'determinant_map']
 
 # %% ../nbs/12_flows.ipynb #944207ab
 ACTIVATIONS = {"tanh": torch.tanh, "relu": torch.relu, "sigmoid": torch.sigmoid, "softplus": F.softplus,
@@ -143,6 +144,8 @@ def _interpolate(u:torch.Tensor, p:torch.Tensor, low:float, high:float) -> torch
     q = (2 * (p - low) / (high - low) - 1).reshape(1, -1, 1, 2)
     return F.grid_sample(u.permute(2, 0, 1)[None], q, align_corners=True, padding_mode="border")[0, :, :, 0].T.reshape(p.shape)
 
+SQUARING_BYTES = 2**32  # the most memory `scaling_and_squaring`'s grid may take (4 GiB), refused up front beyond
+
 def scaling_and_squaring(
     field:VelocityField, # a stationary field of the plane
     horizon:float=1.0, # T
@@ -155,10 +158,31 @@ def scaling_and_squaring(
                          "integrate other fields with Flow.")
     k = check_int(squarings, "squarings", low=0)
     T = check_scalar(horizon, "horizon", low=0, low_open=True)
+    size = check_int(size, "size", low=2)
+    need = 8 * size**2 * 2 * field.nu.element_size()                     # the grid, its field and the squarings' temporaries
+    if need > SQUARING_BYTES:
+        raise ValueError(f"a grid of {size}² points needs about {need / 2**30:.1f} GiB, more than SQUARING_BYTES = "
+                         f"{SQUARING_BYTES / 2**30:.0f} GiB; use a smaller size (the error falls like 1/size², see above).")
     g = grid(low, high, size, dtype=field.nu.dtype, device=field.nu.device)
     u = T / 2 ** k * field(g)
-    for _ in range(k): u = u + _interpolate(u, g + u, low, high)
-    return lambda p: maps._check_points(p, "points") + _interpolate(u, p, low, high)
+    left = torch.zeros(g.shape[:-1], dtype=torch.bool, device=g.device)
+    for _ in range(k):
+        p = g + u
+        left |= ((p < low) | (p > high)).any(-1)
+        u = u + _interpolate(u, p, low, high)
+    left |= ((g + u < low) | (g + u > high)).any(-1)
+    inner = ((g - (low + high) / 2).abs() <= (high - low) / 4).all(-1)  # the middle half of the domain, away from the border
+    if (left & inner).any():                                             # (points at the border leave with any outward field)
+        warnings.warn(f"the flow carries {100 * (left & inner).float().sum().item() / inner.sum().item():.3g}% of the middle half of "
+                      f"[{low}, {high}]² off the domain within the horizon T = {T:g}: beyond the border the field is taken as the "
+                      "border's there (right only for a field constant beyond it); enlarge the domain (low, high) or shorten the horizon.", stacklevel=2)
+    def exp_map(p):
+        p = maps._check_points(p, "points")
+        if bool(((p < low) | (p > high)).any()):
+            warnings.warn(f"points outside the grid's domain [{low}, {high}]² get the border's displacement; enlarge the domain.",
+                          stacklevel=2)
+        return p + _interpolate(u, p, low, high)
+    return exp_map
 
 # %% ../nbs/12_flows.ipynb #b97334e2
 def inverse_consistency(

@@ -192,3 +192,17 @@ def test_jacobian_matrix_refuses_a_map_that_mixes_the_batch():
     J = maps.jacobian_matrix(net.eval(), x)                               # the same network in eval mode: per sample
     torch.testing.assert_close(J[1], torch.func.jacrev(lambda z: net(z[None])[0])(x[1]))
     assert maps.jacobian_matrix(lambda z: z.sin(), x[:1]).shape == (1, 3, 3)   # one sample: nothing to mix
+
+
+def test_scaling_and_squaring_says_when_the_flow_leaves_its_grid():
+    "A horizon that carries the middle of the domain off the grid is said (the field is extended as the border's); a grid too large is refused up front."
+    import warnings
+    from diffgeo import flows
+    f = flows.VelocityField(2, 2, 1, stationary=True, activation="linear")
+    with torch.no_grad(): f.weight.zero_(); f.bias.fill_(1.0); f.nu.copy_(torch.eye(2)[None])   # V = (1, 1) everywhere
+    with pytest.warns(UserWarning, match="100% of the middle half"): e = flows.scaling_and_squaring(f, 5.0, 8, -1, 1, 33)
+    with pytest.warns(UserWarning, match="outside the grid's domain"): e(torch.full((1, 2), 2.0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        torch.testing.assert_close(flows.scaling_and_squaring(f, 0.1, 8, -1, 1, 33)(torch.zeros(1, 2)), torch.full((1, 2), 0.1))
+    with pytest.raises(ValueError, match="GiB, more than SQUARING_BYTES"): flows.scaling_and_squaring(f, 1.0, 8, -1, 1, 30_000)
