@@ -19,8 +19,8 @@ from . import maps
 from .core import check_choice, check_int, check_scalar
 
 # %% auto #0
-__all__ = ['ACTIVATIONS', 'METHODS', 'SQUARING_BYTES', 'VelocityField', 'Flow', 'grid', 'scaling_and_squaring',
-           'inverse_consistency', 'uniform_points', 'determinant_map']
+__all__ = ['ACTIVATIONS', 'METHODS', 'MAX_STEPS', 'MAX_ADAPTIVE_STEPS', 'SQUARING_BYTES', 'VelocityField', 'Flow', 'grid',
+           'scaling_and_squaring', 'inverse_consistency', 'uniform_points', 'determinant_map']
 
 # %% ../nbs/12_flows.ipynb #944207ab
 ACTIVATIONS = {"tanh": torch.tanh, "relu": torch.relu, "sigmoid": torch.sigmoid, "softplus": F.softplus,
@@ -67,6 +67,9 @@ class VelocityField(nn.Module):
         return f'dim={self.dim}, basis={self.basis}, units={self.units}, stationary={self.stationary}, activation={self.activation}'
 
 # %% ../nbs/12_flows.ipynb #847f1e8c
+MAX_STEPS = 10**6  # the most steps one pass of a fixed-step `Flow` may take (units × substeps)
+MAX_ADAPTIVE_STEPS = 10**4  # the most steps the adaptive scheme may take across one unit (a smooth field needs tens)
+
 class Flow(nn.Module):
     "A ResNet's mapping block as the flow of its velocity field: φ(T) of dφ/dt = V_t(φ), φ(0) = id (Eq. 2, 6)."
     def __init__(self,
@@ -82,6 +85,9 @@ class Flow(nn.Module):
         self.horizon = float(field.units) if horizon is None else check_scalar(horizon, "horizon", low=0, low_open=True)
         self.method = check_choice(method, "method", METHODS)
         self.substeps = check_int(substeps, "substeps", low=1)
+        if self.substeps * field.units > MAX_STEPS:
+            raise ValueError(f"{field.units} units × {self.substeps} substeps is {self.substeps * field.units:,} steps per pass, more "
+                             f"than MAX_STEPS = {MAX_STEPS:,}; use fewer substeps (RK4's error falls like substeps⁻⁴) or method='adaptive'.")
         self.rtol, self.atol = check_scalar(rtol, "rtol", low=0, low_open=True), check_scalar(atol, "atol", low=0, low_open=True)
 
     @property
@@ -93,7 +99,14 @@ class Flow(nn.Module):
         if self.method == "adaptive":
             from torchdiffeq import odeint
             t = torch.tensor([0.0, self.dt], dtype=x.dtype, device=x.device)
-            return odeint(lambda t, z: V(z), x, t, method="dopri5", rtol=self.rtol, atol=self.atol)[-1]
+            try: return odeint(lambda t, z: V(z), x, t, method="dopri5", rtol=self.rtol, atol=self.atol,
+                               options={"max_num_steps": MAX_ADAPTIVE_STEPS})[-1]
+            except AssertionError as e:
+                if "max_num_steps" not in str(e): raise
+                raise RuntimeError(f"the adaptive scheme took more than MAX_ADAPTIVE_STEPS = {MAX_ADAPTIVE_STEPS:,} steps across unit {k} "
+                                   f"(time {self.dt:g}): the field is too fast or too stiff for rtol = {self.rtol:g}, atol = "
+                                   f"{self.atol:g} over this horizon; shorten the horizon, loosen the tolerances, or use "
+                                   "method='rk4' with substeps.") from None
         h = self.dt / self.substeps
         for _ in range(self.substeps):
             if self.method == "euler": x = x + h * V(x)

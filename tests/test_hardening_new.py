@@ -206,3 +206,16 @@ def test_scaling_and_squaring_says_when_the_flow_leaves_its_grid():
         warnings.simplefilter("error")
         torch.testing.assert_close(flows.scaling_and_squaring(f, 0.1, 8, -1, 1, 33)(torch.zeros(1, 2)), torch.full((1, 2), 0.1))
     with pytest.raises(ValueError, match="GiB, more than SQUARING_BYTES"): flows.scaling_and_squaring(f, 1.0, 8, -1, 1, 30_000)
+
+
+def test_flow_refuses_runaway_step_counts(monkeypatch):
+    "Substeps beyond MAX_STEPS are refused up front; the adaptive scheme stops at MAX_ADAPTIVE_STEPS per unit with a clear error."
+    from diffgeo import flows
+    f = flows.VelocityField(2, 2, 1, stationary=True, activation="linear")
+    with torch.no_grad():                                                   # a rotation at 50 radians per unit time
+        f.weight.copy_(torch.tensor([[[0.0, -1.0], [1.0, 0.0]]]) * 50); f.bias.zero_(); f.nu.copy_(torch.eye(2)[None])
+    with pytest.raises(ValueError, match="more than MAX_STEPS"): flows.Flow(f, substeps=10**8)
+    monkeypatch.setattr(flows, "MAX_ADAPTIVE_STEPS", 50)
+    with pytest.raises(RuntimeError, match="more than MAX_ADAPTIVE_STEPS = 50 steps across unit 0"):
+        flows.Flow(f, horizon=100.0, method="adaptive")(torch.ones(2, 2))
+    assert flows.Flow(f, horizon=0.01, method="adaptive")(torch.ones(2, 2)).isfinite().all()
