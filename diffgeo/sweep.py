@@ -16,6 +16,7 @@ import math
 import os
 import shutil
 import socket
+import stat
 import subprocess
 import threading
 import time
@@ -260,8 +261,12 @@ def _slurm_job_alive(job:str) -> bool|None:
 
 def _claim_state(lock:Path) -> tuple[str, dict|None]:
     "('free' | 'held' | 'abandoned', the claim's owner) of the lock file `lock`."
-    try: age = time.time() - lock.stat().st_mtime
+    try: st = lock.stat()
     except FileNotFoundError: return "free", None
+    if not stat.S_ISREG(st.st_mode):                                   # a directory (or a device) where a claim file goes
+        raise ShardError(f"{lock} is not a file: the sweep keeps its claims in files of that name, and cannot tell "
+                         "who holds this cell; remove it (rm -r) and run the sweep again.")
+    age = time.time() - st.st_mtime
     info = _read_claim(lock)
     if age > STALE_AFTER: return "abandoned", info
     if info is None: return "held", None                               # being written: judged by its age only

@@ -219,3 +219,11 @@ def test_flow_refuses_runaway_step_counts(monkeypatch):
     with pytest.raises(RuntimeError, match="more than MAX_ADAPTIVE_STEPS = 50 steps across unit 0"):
         flows.Flow(f, horizon=100.0, method="adaptive")(torch.ones(2, 2))
     assert flows.Flow(f, horizon=0.01, method="adaptive")(torch.ones(2, 2)).isfinite().all()
+
+
+def test_a_lock_that_is_a_directory_is_refused_not_waited_on(tmp_path):
+    "A directory where a cell's claim file goes used to read as a claim held by someone: the sweep waited on it."
+    from diffgeo.sweep import ShardError, cell_id, run_sweep
+    (tmp_path / f"{cell_id({'seed': 1})}.lock").mkdir()
+    with pytest.raises(ShardError, match="is not a file.*remove it"):
+        run_sweep(uneven_cell, {"seed": [1]}, tmp_path, progress=False)
