@@ -21,8 +21,8 @@ import torch
 from tqdm import tqdm
 
 # %% auto #0
-__all__ = ['check_images', 'check_scalar', 'check_int', 'check_choice', 'resolve_device', 'module_device', 'seed_everything',
-           'load_compiled', 'match_threads', 'progress']
+__all__ = ['check_images', 'check_scalar', 'check_finite', 'check_int', 'check_choice', 'resolve_device', 'module_device',
+           'seed_everything', 'load_compiled', 'match_threads', 'progress']
 
 # %% ../nbs/00_core.ipynb #9c2d6a7d
 def check_images(
@@ -67,6 +67,19 @@ def check_scalar(
     if high is not None and value > high:
         raise ValueError(f"{name} must be <= {high}, got {value}. {hint}".strip())
     return value
+
+# %% ../nbs/00_core.ipynb #15109485
+def check_finite(
+    t:torch.Tensor, # the tensor to check
+    name:str, # argument name used in error messages
+    hint:str="check what produced them (a diverged model, or points off a map's domain).", # how to fix it
+) -> torch.Tensor:
+    """`t`, refused where it holds NaN or ±inf. Checked on CPU tensors only: on a GPU the check would wait for the device at
+    every call (every training step); nor inside `torch.func` transforms, which cannot read values."""
+    if t.device.type == "cpu" and not torch._C._functorch.is_functorch_wrapped_tensor(t) and not torch.isfinite(t).all():
+        bad = ~torch.isfinite(t)
+        raise ValueError(f"{name} contains NaN or infinite values ({int(bad.sum())} of {t.numel()}); {hint}")
+    return t
 
 # %% ../nbs/00_core.ipynb #f3ab7465
 def check_int(

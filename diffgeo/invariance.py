@@ -22,7 +22,7 @@ from torch import nn
 from torch.func import jvp, vjp
 
 from . import stability
-from .core import check_choice, check_images, check_int, check_scalar, module_device, progress as _progress
+from .core import check_choice, check_finite, check_images, check_int, check_scalar, module_device, progress as _progress
 from .data import DataSet, Split
 from .maps import _check_batch, _flat_output
 from .results import cf_attrs
@@ -153,6 +153,7 @@ def invariance_error(
     if not (isinstance(fx, torch.Tensor) and isinstance(fgx, torch.Tensor)) or fx.shape != fgx.shape or fx.ndim != 2:
         raise ValueError(f"fx and fgx must be logits of the same shape [B, K], got {getattr(fx, 'shape', type(fx).__name__)} "
                          f"and {getattr(fgx, 'shape', type(fgx).__name__)}.")
+    for t, n in ((fx, "fx"), (fgx, "fgx")): check_finite(t, n, "the model's logits diverged (lower the learning rate, or check its input).")
     if form == "kl":
         return F.kl_div(F.log_softmax(fgx, -1), F.log_softmax(fx, -1), reduction="none", log_target=True).sum(-1)
     sq = (fx - fgx).pow(2).sum(-1)

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch.func import jacrev, jvp, vjp, vmap
 
-from .core import check_choice, check_images, check_int, check_scalar
+from .core import check_choice, check_finite, check_images, check_int, check_scalar
 
 with warnings.catch_warnings():  # torch builds its forward-mode decompositions with the deprecated torch.jit.script on
     warnings.filterwarnings("ignore", ".*torch.jit.script.*deprecated", FutureWarning)  # first use: do it once, quietly
@@ -59,16 +59,7 @@ def _check_points(points, name:str="points", d:int|None=2) -> torch.Tensor:
                         f"{type(points).__name__ if not isinstance(points, torch.Tensor) else points.dtype}.")
     if points.ndim < 1 or (d is not None and points.shape[-1] != d):
         raise ValueError(f"{name} must have shape [..., {d}] with (x, y) last, got {list(points.shape)}.")
-    return _check_finite(points, name)
-
-def _check_finite(t:torch.Tensor, name:str) -> torch.Tensor:
-    """`t`, refused where it holds NaN or ±inf. Checked on CPU tensors only: on a GPU the check would wait for the device at
-    every call (every training step of a transformer layer or a flow); nor inside `torch.func` transforms, which cannot read values."""
-    if t.device.type == "cpu" and not torch._C._functorch.is_functorch_wrapped_tensor(t) and not torch.isfinite(t).all():
-        bad = ~torch.isfinite(t)
-        raise ValueError(f"{name} contains NaN or infinite values ({int(bad.sum())} of {t.numel()}); check what produced them "
-                         "(a diverged model, or points off the map's domain).")
-    return t
+    return check_finite(points, name)
 
 # %% ../nbs/05_maps.ipynb #4c9c3b87
 def _from_pixel(c:torch.Tensor, n:int, frame:str) -> torch.Tensor:
@@ -180,7 +171,7 @@ def _check_jacobian(J) -> torch.Tensor:
     if not isinstance(J, torch.Tensor) or not J.is_floating_point() or J.ndim < 2 or J.shape[-1] != J.shape[-2]:
         raise ValueError(f"J must be a floating-point tensor [..., d, d] of Jacobians, got "
                          f"{list(J.shape) if isinstance(J, torch.Tensor) else type(J).__name__}.")
-    return _check_finite(J, "J")
+    return check_finite(J, "J")
 
 def det(
     J:torch.Tensor, # `[..., d, d]` Jacobians

@@ -227,3 +227,11 @@ def test_a_lock_that_is_a_directory_is_refused_not_waited_on(tmp_path):
     (tmp_path / f"{cell_id({'seed': 1})}.lock").mkdir()
     with pytest.raises(ShardError, match="is not a file.*remove it"):
         run_sweep(uneven_cell, {"seed": [1]}, tmp_path, progress=False)
+
+
+def test_invariance_error_refuses_nan_logits():
+    from diffgeo.invariance import invariance_error
+    ok = torch.zeros(2, 3)
+    for form in ("l2", "kl", "l2_normalized"):
+        with pytest.raises(ValueError, match="fgx contains NaN or infinite values .* logits diverged"):
+            invariance_error(ok, torch.tensor([[0.0, 1.0, float("inf")], [0.0, 0.0, 0.0]]), form)
