@@ -68,7 +68,7 @@ def check_scalar(
         raise ValueError(f"{name} must be <= {high}, got {value}. {hint}".strip())
     return value
 
-# %% ../nbs/00_core.ipynb #15109485
+# %% ../nbs/00_core.ipynb #f749290d
 def check_finite(
     t:torch.Tensor, # the tensor to check
     name:str, # argument name used in error messages

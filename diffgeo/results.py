@@ -18,7 +18,9 @@ import platform
 import stat
 import subprocess
 import tempfile
+import time
 import warnings
+from glob import escape as glob_escape
 from pathlib import Path
 
 import numpy as np
@@ -29,10 +31,10 @@ import diffgeo
 from .core import check_choice
 
 # %% auto #0
-__all__ = ['PROFILE_NAMES', 'COMMITTED_PROFILES', 'CODE_CHANGED', 'select_profile', 'project_root', 'output_root', 'resolve_path',
-           'git_commit', 'code_version', 'on_code_change', 'code_change_policy', 'now', 'processor', 'minutes',
-           'core_hours', 'provenance', 'stamp', 'parameters', 'span', 'cf_attrs', 'check_cf', 'save_dataset',
-           'load_dataset', 'save_figure']
+__all__ = ['PROFILE_NAMES', 'COMMITTED_PROFILES', 'CODE_CHANGED', 'STALE_TEMP_DAYS', 'select_profile', 'project_root',
+           'output_root', 'resolve_path', 'git_commit', 'code_version', 'on_code_change', 'code_change_policy', 'now',
+           'processor', 'minutes', 'core_hours', 'provenance', 'stamp', 'parameters', 'span', 'cf_attrs', 'check_cf',
+           'save_dataset', 'load_dataset', 'save_figure']
 
 # %% ../nbs/01_results.ipynb #d300fb41
 #: The profiles, smallest first: `smoke` (seconds, for tests), `cpu` (the default, minutes), `long` (what two CPU
@@ -267,16 +269,47 @@ def check_cf(ds:xr.Dataset):
         raise ValueError(f"variables {missing} need 'long_name' and 'units' attributes "
                          "(units='1' for dimensionless); set them with ds[name].attrs.update(...).")
 
+STALE_TEMP_DAYS = 1.0  # a temporary file of a write older than this is removed by the next write to its target, whoever made it
+
+def _alive(pid:int) -> bool:
+    try: os.kill(pid, 0)
+    except ProcessLookupError: return False
+    except (PermissionError, OverflowError): return True
+    return True
+
+def _clean_stale_temps(path:Path):
+    "Remove the temporary files that killed writes to `path` left: made by a process of this host no longer running, or old."
+    host = platform.node().replace(".", "_") or "host"
+    for t in path.parent.glob(f".{glob_escape(path.name)}.*.tmp"):
+        parts = t.name[len(path.name) + 2:].split(".")                   # host, pid, random, "tmp"
+        try:
+            mine = len(parts) == 4 and parts[0] == host and not _alive(int(parts[1]))
+            if mine or time.time() - t.stat().st_mtime > STALE_TEMP_DAYS * 86400: t.unlink()
+        except (OSError, ValueError): pass
+
 def _atomic(path:Path, write):
-    "Call `write(tmp)` on a temporary file beside `path`, then rename it over `path`."
+    """Call `write(tmp)` on a temporary file beside `path`, flush it to the disk, then rename it over `path`: a write killed
+    mid-way leaves the old file whole, and its temporary file is removed by the next write to `path`."""
+    if path.parent.exists() and not path.parent.is_dir():
+        raise NotADirectoryError(f"cannot write {path}: {path.parent} is a file, not a folder; choose another path.")
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    _clean_stale_temps(path)
+    host = platform.node().replace(".", "_") or "host"
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{host}.{os.getpid()}.", suffix=".tmp")
     os.close(fd)
     umask = os.umask(0); os.umask(umask)
     os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the file the usual permissions
     try:
         write(tmp)
+        fd = os.open(tmp, os.O_RDONLY)
+        try: os.fsync(fd)                                                # the data on the disk before the name points at it
+        finally: os.close(fd)
         os.replace(tmp, path)
+        try:
+            fd = os.open(path.parent, os.O_RDONLY)
+            try: os.fsync(fd)                                            # and the rename itself
+            finally: os.close(fd)
+        except OSError: pass                                             # file systems that cannot sync a folder
     finally:
         if os.path.exists(tmp): os.unlink(tmp)
     return path
@@ -298,7 +331,14 @@ def load_dataset(
     path:str|os.PathLike, # `.nc` file (relative paths from the working directory)
 ) -> xr.Dataset:
     "Read a results dataset fully into memory (the file is closed on return)."
-    with xr.open_dataset(resolve_path(path), engine="netcdf4") as ds: return ds.load()
+    path = resolve_path(path)
+    if not path.is_file(): raise FileNotFoundError(f"no dataset at {path}" + ("" if not path.exists() else " (a folder)") + ".")
+    try:
+        with xr.open_dataset(path, engine="netcdf4") as ds: return ds.load()
+    except OSError as e:
+        if "NetCDF" not in str(e) and "HDF" not in str(e): raise
+        raise ValueError(f"{path} is not a netCDF file, or a truncated one ({path.stat().st_size:,} bytes; {e.strerror or e}); "
+                         "write it again (results.save_dataset, or the experiment's run).") from None
 
 def save_figure(
     fig, # a matplotlib Figure

@@ -235,3 +235,32 @@ def test_invariance_error_refuses_nan_logits():
     for form in ("l2", "kl", "l2_normalized"):
         with pytest.raises(ValueError, match="fgx contains NaN or infinite values .* logits diverged"):
             invariance_error(ok, torch.tensor([[0.0, 1.0, float("inf")], [0.0, 0.0, 0.0]]), form)
+
+
+def test_a_killed_write_leaves_no_temp_file_behind_the_next_write(tmp_path):
+    "A writer killed mid-way leaves the old file and a temp file; the next write to the same target removes the temp file."
+    import subprocess, sys, time
+    from pathlib import Path
+    from diffgeo import results
+    target = tmp_path / "x.nc"
+    results._atomic(target, lambda tmp: Path(tmp).write_bytes(b"old"))
+    code = (f"import time\nfrom pathlib import Path\nfrom diffgeo import results\n"
+            f"results._atomic(Path({str(target)!r}), lambda tmp: (Path(tmp).write_bytes(b'0' * 10**5), time.sleep(60)))\n")
+    p = subprocess.Popen([sys.executable, "-c", code])
+    for _ in range(200):
+        if len(list(tmp_path.glob(".x.nc.*.tmp"))) and list(tmp_path.glob(".x.nc.*.tmp"))[0].stat().st_size: break
+        time.sleep(0.05)
+    p.kill(); p.wait()
+    assert target.read_bytes() == b"old" and len(list(tmp_path.glob(".x.nc.*.tmp"))) == 1
+    results._atomic(target, lambda tmp: Path(tmp).write_bytes(b"new"))
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["x.nc"] and target.read_bytes() == b"new"
+
+
+def test_save_and_load_name_the_users_mistake(tmp_path):
+    from diffgeo import results
+    (tmp_path / "f").write_text("a file")
+    with pytest.raises(NotADirectoryError, match="is a file, not a folder"):
+        results._atomic(tmp_path / "f" / "x.nc", lambda tmp: None)
+    (tmp_path / "a.nc").write_text("not netcdf")
+    with pytest.raises(ValueError, match="is not a netCDF file, or a truncated one"): results.load_dataset(tmp_path / "a.nc")
+    with pytest.raises(FileNotFoundError, match="no dataset at"): results.load_dataset(tmp_path / "b.nc")
