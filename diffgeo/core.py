@@ -21,8 +21,8 @@ import torch
 from tqdm import tqdm
 
 # %% auto #0
-__all__ = ['check_images', 'check_scalar', 'check_finite', 'check_int', 'check_choice', 'resolve_device', 'module_device',
-           'seed_everything', 'load_compiled', 'match_threads', 'progress']
+__all__ = ['check_images', 'check_scalar', 'check_finite', 'check_generator', 'check_int', 'check_choice', 'resolve_device',
+           'module_device', 'seed_everything', 'load_compiled', 'match_threads', 'progress']
 
 # %% ../nbs/00_core.ipynb #9c2d6a7d
 def check_images(
@@ -80,6 +80,20 @@ def check_finite(
         bad = ~torch.isfinite(t)
         raise ValueError(f"{name} contains NaN or infinite values ({int(bad.sum())} of {t.numel()}); {hint}")
     return t
+
+# %% ../nbs/00_core.ipynb #476a0733
+def check_generator(
+    generator, # the value to check
+    name:str="generator", # argument name used in error messages
+    optional:bool=True, # None allowed
+) -> torch.Generator|None:
+    "Check that `generator` is a `torch.Generator` (or None where `optional`); a seed given in its place is named as such."
+    if generator is None and optional: return None
+    if not isinstance(generator, torch.Generator):
+        seed = isinstance(generator, int) and not isinstance(generator, bool)
+        raise TypeError(f"{name} must be a torch.Generator{' or None' if optional else ''}, got {type(generator).__name__}"
+                        + (f"; for seed {generator}, pass torch.Generator().manual_seed({generator})." if seed else "."))
+    return generator
 
 # %% ../nbs/00_core.ipynb #f3ab7465
 def check_int(

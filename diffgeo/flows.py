@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import maps
-from .core import check_choice, check_int, check_scalar
+from .core import check_choice, check_generator, check_int, check_scalar
 
 # %% auto #0
 __all__ = ['ACTIVATIONS', 'METHODS', 'MAX_STEPS', 'MAX_ADAPTIVE_STEPS', 'SQUARING_BYTES', 'VelocityField', 'Flow', 'grid',
@@ -49,6 +49,7 @@ class VelocityField(nn.Module):
 
     def reset_parameters(self, generator:torch.Generator|None=None):
         "Glorot-uniform w and ν (the paper's initialiser, per unit), zero biases."
+        check_generator(generator)
         with torch.no_grad():
             for p in (self.weight, self.nu):
                 bound = math.sqrt(6 / (p.shape[-1] + p.shape[-2]))
@@ -214,7 +215,7 @@ def uniform_points(
     "Points drawn uniformly over the domain, for the domain-driven inverse-consistency penalty."
     low, high = check_scalar(low, "low"), check_scalar(high, "high")
     if high <= low: raise ValueError(f"high must exceed low, got [{low}, {high}].")
-    u = torch.rand(check_int(n, "n", low=1), check_int(dim, "dim", low=1), generator=generator, dtype=dtype)
+    u = torch.rand(check_int(n, "n", low=1), check_int(dim, "dim", low=1), generator=check_generator(generator), dtype=dtype)
     return (low + (high - low) * u).to(device)
 
 # %% ../nbs/12_flows.ipynb #59a3ed8a

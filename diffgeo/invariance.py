@@ -22,7 +22,7 @@ from torch import nn
 from torch.func import jvp, vjp
 
 from . import stability
-from .core import check_choice, check_finite, check_images, check_int, check_scalar, module_device, progress as _progress
+from .core import check_choice, check_finite, check_generator, check_images, check_int, check_scalar, module_device, progress as _progress
 from .data import DataSet, Split
 from .maps import _check_batch, _flat_output
 from .results import cf_attrs
@@ -97,7 +97,7 @@ class FiniteGroup:
                generator:torch.Generator, # CPU generator
               ) -> torch.Tensor: # each image moved by an element drawn uniformly from the whole group
         "Data augmentation by the group: one uniformly drawn element per image (usable as `train(augment_fn=...)`)."
-        return self.act(x, torch.randint(self.order, (len(x),), generator=generator))
+        return self.act(x, torch.randint(self.order, (len(x),), generator=check_generator(generator, optional=False)))
 
     def perturbation(self) -> stability.GroupAction:
         "The non-identity elements as a `stability.GroupAction`, for `stability.relative_stability`."
@@ -167,6 +167,15 @@ def _gaussian_blur(m:torch.Tensor, size:int, sigma:float) -> torch.Tensor:
     p = size // 2
     return F.conv2d(F.pad(m[:, None], (p, p, p, p), mode="circular"), (g[:, None] * g[None, :])[None, None])[:, 0]
 
+def _check_classifier(model):
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module classifier, images [B, C, H, W] -> logits [B, K], got {type(model).__name__}.")
+
+def _check_group(group):
+    if isinstance(group, type) and issubclass(group, FiniteGroup):
+        raise TypeError(f"group must be a FiniteGroup instance, got the class {group.__name__}; instantiate it, e.g. {group.__name__}(4).")
+    if not isinstance(group, FiniteGroup): raise TypeError(f"group must be a FiniteGroup (e.g. Rotations(4)), got {type(group).__name__}.")
+
 def saliency(
     model:nn.Module, # a classifier, `[B, C, H, W]` -> logits `[B, K]`
     x:torch.Tensor, # images `[B, C, H, W]`
@@ -180,6 +189,7 @@ def saliency(
     "Moskalev et al.'s saliency map (§4.1): |integrated gradients| toward the target, thresholded at keep·max, then smoothed."
     try: from captum.attr import IntegratedGradients
     except ImportError as e: raise ImportError("saliency maps use captum: pip install captum (or 'diffgeo[experiments]').") from e
+    _check_classifier(model)
     x, _ = check_images(x)
     target = torch.as_tensor(target)
     if target.shape != (len(x),) or target.dtype.is_floating_point:
@@ -188,6 +198,7 @@ def saliency(
     if size % 2 == 0: raise ValueError(f"size must be odd (a filter centred on each pixel keeps the maps' H × W), got {size}; e.g. 3.")
     keep = check_scalar(keep, "keep", low=0, high=1, hint="keep is a fraction of each map's maximum, e.g. 0.9.")
     sigma = check_scalar(sigma, "sigma", low=0, low_open=True)
+    if not len(x): return x.new_zeros((0,) + tuple(x.shape[-2:]))        # an empty batch has no maps
     dev = module_device(model, x.device)
     ig = IntegratedGradients(model)
     with stability.probing(model, "running"):   # evaluation mode, restored on exit
@@ -226,6 +237,7 @@ def invariance_measures(
     progress:bool=False, # a progress bar over the group's elements
 ) -> xr.Dataset: # per sample and element: `LI`, `DI`, `SI`, `correct`; and their summaries `LI_f`, `DI_f`, `SI_f`, `accuracy`
     "DI, LI and SI of Moskalev et al. (§3.2) on every image and every element of the group."
+    _check_classifier(model); _check_group(group)
     x = group.check(x)
     y = torch.as_tensor(y)
     if y.shape != (len(x),) or y.dtype.is_floating_point:
@@ -234,7 +246,8 @@ def invariance_measures(
     dev = module_device(model, x.device)
     with stability.probing(model, "running"):
         with torch.no_grad():
-            logits = lambda z: torch.cat([model(z[i:i + batch_size].to(dev)).double().cpu() for i in range(0, len(z), batch_size)])
+            logits = lambda z: torch.cat([model(z[i:i + batch_size].to(dev)).double().cpu() for i in range(0, len(z), batch_size)]
+                                         or [model(z.to(dev)).double().cpu()])      # an empty batch: its empty logits
             fx = logits(x)
             if len(y) and (y.min() < 0 or y.max() >= fx.shape[1]):
                 raise ValueError(f"y must hold labels in [0, {fx.shape[1]}), the model's classes, got {int(y.min())} to {int(y.max())}; "
@@ -295,6 +308,8 @@ def perceptron(
     pool:str="max", # pooling of the weight-tied layer
 ) -> nn.Sequential:
     "Moskalev et al.'s perceptron (§4.1): `hidden` ReLU layers of `width` units; 233,225 parameters at the defaults."
+    if isinstance(in_shape, (int, torch.Tensor)) or len(in_shape) != 3:
+        raise TypeError(f"in_shape must be the images' (C, H, W), e.g. (1, 36, 36), got {in_shape!r}.")
     C, H, W = (check_int(v, "in_shape entry", low=1) for v in in_shape)
     width, hidden, n_classes = check_int(width, "width", low=1), check_int(hidden, "hidden", low=1), check_int(n_classes, "n_classes", low=1)
     first = nn.Sequential(nn.Flatten(), nn.Linear(C * H * W, width)) if group is None else GroupPooledLinear(C * H * W, width, group, pool)
@@ -314,7 +329,7 @@ def sigma_max(
     x = _check_batch(x)
     iters = check_int(iters, "iters", low=1)
     rtol = check_scalar(rtol, "rtol", low=0, low_open=True)
-    gen = generator if generator is not None else torch.Generator().manual_seed(0)
+    gen = check_generator(generator) or torch.Generator().manual_seed(0)
     B = len(x)
     flat = lambda z: _flat_output(model(z), B)
     with stability.probing(model, "running") if isinstance(model, nn.Module) else nullcontext():
@@ -353,7 +368,7 @@ class InvariancePenalty:
         out:torch.Tensor, # its logits f(x) `[B, K]`, already computed
         generator:torch.Generator, # CPU generator for the drawn elements
     ) -> torch.Tensor: # a scalar, differentiable through both f(x) and f(gx)
-        k = torch.randint(1, self.group.order, (len(x),), generator=generator)
+        k = torch.randint(1, self.group.order, (len(x),), generator=check_generator(generator, optional=False))
         return self.nu * invariance_error(out, model(self.group.act(x, k)), self.form).mean()
 
 def choose_nu(

@@ -133,6 +133,9 @@ def convert_jacobian(
     return J * D[:, None] / D
 
 # %% ../nbs/05_maps.ipynb #88fd6e47
+def _check_callable(fn):
+    if not callable(fn): raise TypeError(f"fn must be a callable map (a function or a network), got {type(fn).__name__}.")
+
 def jacobian(
     fn:Callable, # the map: points `[..., d]` -> `[..., d]`, point by point
     points:torch.Tensor, # `[..., d]` where to evaluate its Jacobian
@@ -140,6 +143,7 @@ def jacobian(
     functional:bool=True, # False: plain autograd instead of `torch.func` (same cost; the result is not differentiable), for maps built of autograd Functions torch.func cannot transform, such as torchdiffeq's solvers
 ) -> torch.Tensor: # `[..., d, d]`: J[..., i, j] = ∂fn(p)_i / ∂p_j
     "The Jacobian of a map of R^d at each point, by reverse-mode autodiff (`torch.func`, or plain autograd)."
+    _check_callable(fn)
     points = _check_points(points, d=None)
     d = points.shape[-1]
     if not batched:
@@ -241,6 +245,10 @@ def _saved_bytes(fn:Callable, x:torch.Tensor) -> tuple[torch.Tensor, int]:
         return t
     with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         y = fn(x.detach().requires_grad_(True))
+    if isinstance(y, torch.Tensor) and y.is_floating_point() and not y.requires_grad:
+        raise ValueError("fn's output does not depend differentiably on its input: it leaves torch (.numpy(), .item(), "
+                         "torch.tensor(...)), detaches, runs under torch.no_grad(), or is constant; a Jacobian needs a map "
+                         "written in differentiable torch operations.")
     return y.detach(), total
 
 def _flat_output(y, B:int) -> torch.Tensor:
@@ -281,6 +289,7 @@ def jacobian_matrix(
     memory:float=2**30, # bytes the batched backward (or forward-mode) passes may hold at once
 ) -> torch.Tensor: # `[B, m, d]`, J[b, i, j] = ∂fn(x)[b, i] / ∂x[b, j], inputs and outputs flattened (a measurement: not differentiable)
     "The Jacobian of a map between spaces of any dimensions at each point of a batch, in chunks of rows under a memory budget."
+    _check_callable(fn)
     x = _check_batch(x)
     memory = check_scalar(memory, "memory", low=1, hint="It is a number of bytes, e.g. 2**30 for 1 GiB.")
     B, d = x.shape[0], x[0].numel()

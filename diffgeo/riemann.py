@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import grad, jacfwd, vmap
 
-from .core import check_choice, check_int, check_scalar
+from .core import check_choice, check_generator, check_int, check_scalar
 from .maps import _check_batch, _check_eval, jacobian_matrix, jacobian_ready
 from .stability import _check_layers, _check_output, features
 
@@ -170,7 +170,7 @@ def log_volume_estimate(
     fn = feature_map(model, layer, output)
     x = _check_batch(x)
     probes, steps = check_int(probes, "probes", low=1), check_int(steps, "steps", low=1)
-    generator = generator if generator is not None else torch.Generator().manual_seed(0)
+    generator = check_generator(generator) or torch.Generator().manual_seed(0)
     out = []
     for i in range(len(x)):
         G, n = _gram_product(fn, x[i:i + 1])
@@ -230,9 +230,14 @@ def ricci_scalar(
         warnings.warn(f"ricci_scalar in {x.dtype}: the curvature is a small remainder of large terms once units saturate, "
                       "and loses every digit in single precision; use model.double() and x.double().", stacklevel=2)
     jac = jacfwd(fn)
-    if method == "christoffel": return ricci_scalar_of_metric(lambda p: (lambda J: J.mT @ J)(jac(p)), x)
-    if method != "gauss": raise ValueError(f"unknown method {method!r}; valid values are 'gauss', 'christoffel'.")
-    H, J = vmap(jacfwd(_and_value(jac), has_aux=True))(x)                # second derivatives and J, in one pass
+    if method not in ("gauss", "christoffel"): raise ValueError(f"unknown method {method!r}; valid values are 'gauss', 'christoffel'.")
+    try:
+        if method == "christoffel": return ricci_scalar_of_metric(lambda p: (lambda J: J.mT @ J)(jac(p)), x)
+        H, J = vmap(jacfwd(_and_value(jac), has_aux=True))(x)            # second derivatives and J, in one pass
+    except RuntimeError as e:
+        if "storage" not in str(e) and "data pointer" not in str(e): raise
+        raise ValueError("the feature map cannot be differentiated by torch.func (it leaves torch: .numpy(), .item(), "
+                         "torch.tensor(...), or calls .detach()); write it in differentiable torch operations.") from None
     if J.shape[1] < J.shape[2]:
         raise ValueError(f"the map sends R^{J.shape[2]} to R^{J.shape[1]}: a submersion's degenerate metric has no "
                          "Ricci scalar (Zavatone-Veth et al. §2); use a feature map with at least as many outputs as inputs.")

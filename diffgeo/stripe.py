@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import stability
-from .core import check_choice, check_int, check_scalar, progress
+from .core import check_choice, check_generator, check_int, check_scalar, progress
 
 # %% auto #0
 __all__ = ['QUARTILES', 'LOSSES', 'stripe_labels', 'stripe_data', 'StripeNet', 'gradient_flow', 'stripe_stability',
@@ -68,6 +68,7 @@ class StripeNet(nn.Module):
         super().__init__()
         self.d, self.h = check_int(d, "d", low=1), check_int(h, "h", low=1)
         self.alpha = check_scalar(alpha, "alpha", low=0, low_open=True, hint="e.g. 1e-2 with h = 100 (α√h = 0.1, the feature regime).")
+        check_generator(generator)
         draw = lambda *s: torch.randn(*s, generator=generator, dtype=dtype)
         self.W, self.b, self.beta = nn.Parameter(draw(h, d)), nn.Parameter(draw(h)), nn.Parameter(draw(h))
         for k, v in (("W0", self.W), ("b0", self.b), ("beta0", self.beta)): self.register_buffer(k, v.detach().clone())

@@ -264,3 +264,29 @@ def test_save_and_load_name_the_users_mistake(tmp_path):
     (tmp_path / "a.nc").write_text("not netcdf")
     with pytest.raises(ValueError, match="is not a netCDF file, or a truncated one"): results.load_dataset(tmp_path / "a.nc")
     with pytest.raises(FileNotFoundError, match="no dataset at"): results.load_dataset(tmp_path / "b.nc")
+
+
+def test_the_users_mistake_is_named_not_torchs():
+    "Wrong types (a seed for a generator, a class for a group, a string for a model, an int for a shape), non-differentiable maps, empty batches."
+    from torch import nn
+    from diffgeo import flows, invariance, riemann
+    G, x = invariance.Rotations(4), torch.rand(2, 1, 8, 8)
+    net = nn.Sequential(nn.Flatten(), nn.Linear(64, 3)).eval()
+    seed = "pass torch.Generator\\(\\).manual_seed\\(3\\)"
+    for fn in (lambda: G.random(x, 3), lambda: riemann.log_volume_estimate(net, x, generator=3),
+               lambda: flows.uniform_points(2, generator=3), lambda: flows.VelocityField(2, 3, 2, generator=3),
+               lambda: invariance.InvariancePenalty(G, 1.0)(net, x, net(x), 3)):
+        with pytest.raises(TypeError, match=seed): fn()
+    with pytest.raises(TypeError, match="got the class Rotations; instantiate it"):
+        invariance.invariance_measures(net, x, torch.tensor([0, 1]), invariance.Rotations)
+    with pytest.raises(TypeError, match="model must be a torch.nn.Module"): invariance.invariance_measures("net", x, torch.tensor([0, 1]), G)
+    with pytest.raises(TypeError, match="model must be a torch.nn.Module"): invariance.saliency(None, x, torch.tensor([0, 1]), steps=2)
+    with pytest.raises(TypeError, match=r"in_shape must be the images' \(C, H, W\)"): invariance.perceptron(64, 3)
+    with pytest.raises(TypeError, match="fn must be a callable map"): maps.jacobian_matrix(None, x)
+    with pytest.raises(TypeError, match="fn must be a callable map"): flows.determinant_map("phi")
+    numpy_map = lambda z: torch.tensor(z.detach().numpy())
+    with pytest.raises(ValueError, match="does not depend differentiably on its input"): maps.pullback_metric(numpy_map, torch.ones(2, 3))
+    with pytest.raises(ValueError, match="cannot be differentiated by torch.func"):
+        riemann.ricci_scalar(numpy_map, torch.ones(2, 2, dtype=torch.float64))
+    empty = invariance.invariance_measures(net, x[:0], torch.tensor([], dtype=torch.long), G, steps=2)   # empty in, empty out
+    assert empty.sizes["sample"] == 0 and invariance.saliency(net, x[:0], torch.tensor([], dtype=torch.long), steps=2).shape == (0, 8, 8)
