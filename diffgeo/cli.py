@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 
@@ -27,7 +28,10 @@ def _torchvision_names() -> list[str]:
     return sorted(tvm.list_models(module=tvm))
 
 def _state_dict(path:str) -> dict:
-    sd = torch.load(path, map_location="cpu", weights_only=True)
+    try: sd = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:
+        raise ValueError(f"{path} is not a weights file torch can load safely ({type(e).__name__}); save one with "
+                         "torch.save(model.state_dict(), path).") from None
     for key in ("state_dict", "model"):
         if isinstance(sd, dict) and isinstance(sd.get(key), dict): sd = sd[key]
     if not isinstance(sd, dict): raise ValueError(f"{path} holds a {type(sd).__name__}, not a state_dict; save one with torch.save(model.state_dict(), path).")
@@ -58,7 +62,11 @@ def load_model(
                          f"all {len(tv)}: torchvision.models.list_models()) or one of {', '.join(models.ARCHS)}.")
     if weights is not None:
         if not os.path.exists(weights): raise ValueError(f"weights file {weights!r} not found (torchvision's weight enums apply to torchvision models only).")
-        missing, unexpected = net.load_state_dict(_state_dict(weights), strict=False)
+        try: missing, unexpected = net.load_state_dict(_state_dict(weights), strict=False)
+        except RuntimeError as e:                                        # the names fit, the shapes do not
+            said = [l.strip() for l in str(e).splitlines() if "size mismatch" in l]
+            raise ValueError(f"{weights} does not fit {name}: {'; '.join(said[:3]) or e}; check the architecture, --size "
+                             "and the number of classes.") from None
         if missing or unexpected:
             raise ValueError(f"{weights} does not fit {name}: missing {missing[:5]}, unexpected {unexpected[:5]}; "
                              "check the architecture, --size and the number of classes.")
@@ -79,7 +87,12 @@ def load_images(
         folder = datasets.ImageFolder(source, T.Compose(([T.Resize((size, size))] if size else []) + [T.ToTensor()]))
         if len(folder) < 2: raise ValueError(f"{source} holds {len(folder)} images in class sub-folders; need at least 2 (layout: {source}/<class>/<image>).")
         idx = torch.randperm(len(folder), generator=g)[:n]
-        return torch.stack([folder[i][0] for i in idx.tolist()]), len(folder.classes)
+        images = [folder[i][0] for i in idx.tolist()]
+        shapes = sorted({tuple(t.shape) for t in images})
+        if len(shapes) > 1:
+            raise ValueError(f"the images of {source} have {len(shapes)} sizes ({', '.join('x'.join(map(str, s[1:])) for s in shapes[:4])}"
+                             f"{', ...' if len(shapes) > 4 else ''}); pass --size N to resize them all to N x N.")
+        return torch.stack(images), len(folder.classes)
     if source not in data.DATASETS:
         raise ValueError(f"unknown data set {source!r}: give one of {', '.join(data.DATASETS)} or an existing folder of images.")
     ds = data.load(source, root)
@@ -142,11 +155,16 @@ def _layers(spec:str, net:nn.Module, name:str) -> list[str]:
     return names
 
 def _interval(value:float, sd:float) -> str:
+    if not math.isfinite(sd): return f"{value:.4g}"                      # --bootstrap 0: no interval
     return f"{value:.4g}  [{value * 10 ** (-2 * sd):.4g}, {value * 10 ** (2 * sd):.4g}]"
 
 def stability_command(args:argparse.Namespace) -> int:
     "Run `diffgeo stability`; print the table and write the dataset."
     if args.n_images < 2: raise ValueError(f"--n-images must be at least 2, got {args.n_images}.")
+    if args.bootstrap == 1 or args.bootstrap < 0:
+        raise ValueError(f"--bootstrap takes the number of resamples, at least 2 (or 0: no intervals), got {args.bootstrap}.")
+    if args.out and os.path.exists(os.path.dirname(os.path.abspath(args.out))) and not os.path.isdir(os.path.dirname(os.path.abspath(args.out))):
+        raise ValueError(f"--out {args.out}: {os.path.dirname(os.path.abspath(args.out))} is a file, not a folder; choose another path.")
     start = results.now()
     x, n_classes = load_images(args.data, args.n_images, args.data_root, args.size, args.seed)
     seed_everything(args.seed)  # the initialisation of a network without --weights
@@ -155,9 +173,12 @@ def stability_command(args:argparse.Namespace) -> int:
     net = net.to(dev)
     res = stability.relative_stability(net, x, delta=args.delta, c=args.c, interp=args.interp, layers=_layers(args.layers, net, args.model),
                                        statistic=args.statistic, batch_size=args.batch_size, seed=args.seed, progress=not args.no_progress)
-    sd = stability.bootstrap(res, args.bootstrap, args.statistic, seed=args.seed)
+    import xarray as xr
+    sd = (stability.bootstrap(res, args.bootstrap, args.statistic, seed=args.seed) if args.bootstrap else
+          xr.Dataset({k: xr.full_like(res[k], math.nan) for k in ("D_f", "G_f", "R_f")}))
     print(f"{args.model} on {len(x)} images of {args.data}: delta = {args.delta}, c = {args.c}, {args.interp}; "
-          f"{args.statistic} with [-2, +2] bootstrap sd of log10 ({args.bootstrap} resamples)")
+          + (f"{args.statistic} with [-2, +2] bootstrap sd of log10 ({args.bootstrap} resamples)" if args.bootstrap else
+             f"{args.statistic}, no intervals (--bootstrap 0)"))
     for layer in res.layer.values:
         row = {k: _interval(res[k].sel(layer=layer).item(), sd[k].sel(layer=layer).item()) for k in ("D_f", "G_f", "R_f")}
         print(f"  {layer}:  " + "   ".join(f"{k} = {v}" for k, v in row.items()))
@@ -198,6 +219,9 @@ def main(argv:list[str]|None=None) -> int: # the exit status
     "The `diffgeo` command."
     args = build_parser().parse_args(argv)
     try: return plan_command(args) if args.command == "plan" else stability_command(args)
-    except (ValueError, TypeError, FileNotFoundError) as e:
+    except (ValueError, TypeError, OSError) as e:                        # OSError: files, folders, images the user named
         print(f"diffgeo {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"diffgeo {args.command}: interrupted", file=sys.stderr)
+        return 130

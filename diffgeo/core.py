@@ -81,7 +81,7 @@ def check_finite(
         raise ValueError(f"{name} contains NaN or infinite values ({int(bad.sum())} of {t.numel()}); {hint}")
     return t
 
-# %% ../nbs/00_core.ipynb #476a0733
+# %% ../nbs/00_core.ipynb #ab52cdcc
 def check_generator(
     generator, # the value to check
     name:str="generator", # argument name used in error messages

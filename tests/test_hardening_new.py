@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from diffgeo import diffeo, maps
+from diffgeo import diffeo, maps, models
 
 
 class TestSilentlyWrong:
@@ -43,6 +43,30 @@ class TestCommandLine:
         from diffgeo import cli
         assert cli.main(list(args)) == 2
         assert says in capsys.readouterr().err
+
+    def test_the_users_files_are_named_not_a_traceback(self, tmp_path, capsys):
+        "Weights that are not a state dict or do not fit, image folders of mixed sizes, --bootstrap 1, --out under a file: one line each."
+        import numpy as np
+        from PIL import Image
+        from diffgeo import cli
+        (tmp_path / "junk.pt").write_text("not a torch file")
+        net = models.build("LeNet", 1, 10, 28)
+        torch.save({k: torch.zeros(v.shape[0] + 1, *v.shape[1:]) if k == "fc1.weight" else v for k, v in net.state_dict().items()},
+                   tmp_path / "shape.pt")
+        for cls, side in (("a", 10), ("b", 12)):
+            (tmp_path / "imgs" / cls).mkdir(parents=True)
+            Image.fromarray(np.zeros((side, side, 3), np.uint8)).save(tmp_path / "imgs" / cls / "1.png")
+        (tmp_path / "file").write_text("x")
+        for args, says in [(["--weights", str(tmp_path / "junk.pt")], "not a weights file torch can load"),
+                           (["--weights", str(tmp_path / "shape.pt")], "size mismatch for fc1.weight"),
+                           (["--data", str(tmp_path / "imgs")], "have 2 sizes (10x10, 12x12); pass --size N"),
+                           (["--bootstrap", "1"], "at least 2 (or 0: no intervals)"),
+                           (["--out", str(tmp_path / "file" / "x.nc")], "is a file, not a folder")]:
+            assert cli.main(["stability", "LeNet", "-n", "2", "--no-progress", *args]) == 2, args
+            err = capsys.readouterr().err
+            assert says in err and "Traceback" not in err, (args, err)
+        assert cli.main(["stability", "LeNet", "-n", "2", "--no-progress", "--bootstrap", "0"]) == 0
+        assert "no intervals (--bootstrap 0)" in capsys.readouterr().out
 
     def test_a_network_without_weights_is_seeded(self, tmp_path, capsys):
         "The same command with the same --seed measures the same network (before: R_f 1.48, then 0.27)."
