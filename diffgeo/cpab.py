@@ -18,7 +18,7 @@ import scipy.linalg
 import torch
 
 from . import maps
-from .core import check_images, check_int, check_scalar, load_compiled, match_threads
+from .core import check_generator, check_images, check_int, check_scalar, load_compiled, match_threads
 
 # %% auto #0
 __all__ = ['COMPILED', 'MIN_STEPS', 'MAX_STEPS', 'Tessellation', 'cell_matrices', 'theta_from_matrices', 'locate', 'velocity',
@@ -321,6 +321,8 @@ def sample(tess, n:int=1, length_scale:float=0.1, output_variance:float=1.0, gen
            dtype=torch.float32, device="cpu") -> torch.Tensor:
     "Draw `n` θ [n, dim] from the zero-mean Gaussian prior with `covariance(tess, length_scale, output_variance)`."
     n = check_int(n, "n", low=0)
+    if not isinstance(tess, Tessellation): raise TypeError(f"tess must be a cpab.Tessellation, got {type(tess).__name__}.")
+    generator = check_generator(generator)
     key = ("chol", length_scale, output_variance)
     if key not in tess._cache:
         S = covariance(tess, length_scale, output_variance)

@@ -96,7 +96,12 @@ def gradient_flow(
     loss = check_choice(loss, "loss", LOSSES)
     max_steps, sharpness = check_int(max_steps, "max_steps", low=1), check_scalar(sharpness, "sharpness", low=0, low_open=True)
     dt = check_scalar(dt, "dt", low=0, low_open=True)
+    if not isinstance(net, StripeNet): raise TypeError(f"net must be a StripeNet, got {type(net).__name__}.")
+    if not (isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor)) or x.dtype != net.W.dtype or y.dtype != net.W.dtype:
+        raise TypeError(f"x and y must be tensors of the net's dtype {net.W.dtype}, got {getattr(x, 'dtype', type(x).__name__)} and "
+                        f"{getattr(y, 'dtype', type(y).__name__)}; convert with x.to(net.W.dtype).")
     if x.ndim != 2 or y.shape != (len(x),): raise ValueError(f"x must be [P, d] and y [P], got {list(x.shape)} and {list(y.shape)}.")
+    if not len(x): raise ValueError("x holds no points: gradient flow needs a training set (P >= 1).")
     if not ((y == 1) | (y == -1)).all():
         raise ValueError(f"y must hold labels -1 and +1 (margins y F(x) >= 1 are the goal), got values {sorted(set(y.unique().tolist()))[:5]}; "
                          "map {0, 1} labels with 2 * y - 1.")

@@ -314,3 +314,14 @@ def test_the_users_mistake_is_named_not_torchs():
         riemann.ricci_scalar(numpy_map, torch.ones(2, 2, dtype=torch.float64))
     empty = invariance.invariance_measures(net, x[:0], torch.tensor([], dtype=torch.long), G, steps=2)   # empty in, empty out
     assert empty.sizes["sample"] == 0 and invariance.saliency(net, x[:0], torch.tensor([], dtype=torch.long), steps=2).shape == (0, 8, 8)
+
+
+def test_stripe_and_cpab_name_wrong_types():
+    from diffgeo import cpab, stripe
+    net = stripe.StripeNet(2, 4, 0.1)
+    y = torch.tensor([1.0, -1.0, 1.0], dtype=torch.float64)
+    with pytest.raises(TypeError, match="net must be a StripeNet"): stripe.gradient_flow("net", torch.ones(3, 2, dtype=torch.float64), y)
+    with pytest.raises(TypeError, match="convert with x.to"): stripe.gradient_flow(net, torch.ones(3, 2, dtype=torch.long), y)
+    with pytest.raises(ValueError, match="holds no points"): stripe.gradient_flow(net, torch.ones(0, 2, dtype=torch.float64), y[:0])
+    with pytest.raises(TypeError, match="tess must be a cpab.Tessellation"): cpab.sample("tess")
+    with pytest.raises(TypeError, match="manual_seed\\(3\\)"): cpab.sample(cpab.Tessellation((2, 2)), generator=3)
