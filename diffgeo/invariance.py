@@ -326,7 +326,8 @@ def sigma_max(
     generator:torch.Generator|None=None, # for the starting vectors (None: seed 0)
 ) -> torch.Tensor: # `[B]` float64: the largest singular value of each sample's input–output Jacobian
     "σ_max(J) at each point, by power iteration on JᵀJ with one jvp and one vjp per step; J is never formed."
-    x = _check_batch(x)
+    x = _check_batch(x, empty=True)
+    if not len(x): return torch.zeros(0, dtype=torch.float64)
     iters = check_int(iters, "iters", low=1)
     rtol = check_scalar(rtol, "rtol", low=0, low_open=True)
     gen = check_generator(generator) or torch.Generator().manual_seed(0)

@@ -258,11 +258,12 @@ def _flat_output(y, B:int) -> torch.Tensor:
                          "for a model returning a tuple or dict, use diffgeo.riemann.feature_map(model, output=...).")
     return y.reshape(B, -1)
 
-def _check_batch(x, name:str="x") -> torch.Tensor:
+def _check_batch(x, name:str="x", empty:bool=False) -> torch.Tensor:
+    "`x`, a floating-point batch `[B, ...]` of finite points (B = 0 allowed where `empty`: the caller returns empty results)."
     if not isinstance(x, torch.Tensor) or not x.is_floating_point():
         raise TypeError(f"{name} must be a floating-point torch.Tensor [B, ...], got "
                         f"{x.dtype if isinstance(x, torch.Tensor) else type(x).__name__}; convert with torch.as_tensor({name}).float().")
-    if x.ndim < 1 or x.shape[0] == 0 or x[0].numel() == 0:
+    if x.ndim < 1 or (x.shape[0] == 0 and not empty) or math.prod(x.shape[1:]) == 0:
         raise ValueError(f"{name} must be a non-empty batch [B, ...] of points, got shape {list(x.shape)}; "
                          f"a single point p is p[None].")
     if not torch._C._functorch.is_functorch_wrapped_tensor(x) and not torch.isfinite(x).all():  # (no value checks inside vmap/jacfwd)
@@ -290,9 +291,17 @@ def jacobian_matrix(
 ) -> torch.Tensor: # `[B, m, d]`, J[b, i, j] = ∂fn(x)[b, i] / ∂x[b, j], inputs and outputs flattened (a measurement: not differentiable)
     "The Jacobian of a map between spaces of any dimensions at each point of a batch, in chunks of rows under a memory budget."
     _check_callable(fn)
-    x = _check_batch(x)
+    x = _check_batch(x, empty=True)
     memory = check_scalar(memory, "memory", low=1, hint="It is a number of bytes, e.g. 2**30 for 1 GiB.")
-    B, d = x.shape[0], x[0].numel()
+    B, d = x.shape[0], math.prod(x.shape[1:])
+    if B == 0:                                                    # no points: no Jacobians, of the output's size
+        try:
+            with torch.no_grad(): y = fn(x)
+            if not isinstance(y, torch.Tensor) or y.ndim < 1 or len(y) != 0: raise TypeError(f"got {type(y).__name__}")
+        except Exception as e:
+            raise ValueError(f"x is an empty batch and fn cannot take one ({type(e).__name__}: {e}), so the size of its "
+                             "output is unknown; pass at least one point.") from None
+        return y.new_zeros(0, math.prod(y.shape[1:]), d)
     flat = lambda z: _flat_output(fn(z), B)
     y, saved = _saved_bytes(flat, x)    # a measured forward pass (torch.func's transforms refuse saved-tensor hooks)
     if B > 1: _check_sample_by_sample(fn, x, y)

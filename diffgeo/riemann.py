@@ -70,7 +70,9 @@ def log_volume_element(
 ) -> torch.Tensor: # `[B]` float64: Σ log s_i(J) over the min(m, d) singular values; -inf where J loses rank (`log_volume`)
     "Exact log volume element ½ log det g of the pulled-back metric; for a submersion (m < d), of its nonzero part."
     if isinstance(model, nn.Module): model = jacobian_ready(model)  # the same function, a cheaper Jacobian (bench/riemann.py)
-    return log_volume(jacobian_matrix(feature_map(model, layer, output), x, memory), method)
+    fn = feature_map(model, layer, output)
+    if not len(_check_batch(x, empty=True)): return torch.zeros(0, dtype=torch.float64)   # no points, no volumes
+    return log_volume(jacobian_matrix(fn, x, memory), method)
 
 def log_volume(
     J:torch.Tensor, # `[B, m, d]` Jacobians in the dtype they were computed in (it sets the rank tolerance); logs in float64
@@ -168,8 +170,9 @@ def log_volume_estimate(
     "Stochastic Lanczos estimate of the log volume element, with its standard error; no Jacobian is formed."
     if isinstance(model, nn.Module): model = jacobian_ready(model)  # the same function, cheaper products with J and Jᵀ
     fn = feature_map(model, layer, output)
-    x = _check_batch(x)
+    x = _check_batch(x, empty=True)
     probes, steps = check_int(probes, "probes", low=1), check_int(steps, "steps", low=1)
+    if not len(x): return torch.zeros(0, dtype=torch.float64), torch.zeros(0, dtype=torch.float64)
     generator = check_generator(generator) or torch.Generator().manual_seed(0)
     out = []
     for i in range(len(x)):
@@ -189,7 +192,7 @@ def _and_value(f:Callable, part:Callable=lambda v: v) -> Callable:
     return lambda p: (lambda v: (part(v), v))(f(p))
 
 def _check_points(x, d_max:int=8) -> torch.Tensor:
-    x = _check_batch(x)
+    x = _check_batch(x, empty=True)
     if x.ndim != 2 or x.shape[1] > d_max:
         raise ValueError(f"x must be points [B, d] with d <= {d_max} for curvature (it needs derivatives up to third "
                          f"order, O(d^4) numbers per point), got shape {list(x.shape)}.")
@@ -201,6 +204,7 @@ def ricci_scalar_of_metric(
 ) -> torch.Tensor: # `[B]` the Ricci scalar
     "The Ricci scalar of a metric given as a function, by Christoffel symbols and autodiff of its derivatives."
     x = _check_points(x)
+    if not len(x): return x.new_zeros(0)                                  # no points, no curvature
     first = jacfwd(_and_value(metric), has_aux=True)                      # p -> (∂g, g)
     ddg, (dg, g) = vmap(jacfwd(_and_value(first, lambda v: v[0]), has_aux=True))(x)
     if g.shape[1:] != (x.shape[1],) * 2:
@@ -226,6 +230,7 @@ def ricci_scalar(
     "The Ricci scalar of the metric a feature map pulls back onto a low-dimensional input space."
     fn = _point_map(feature_map(model, layer, output, smooth=True))
     x = _check_points(x)
+    if not len(x): return x.new_zeros(0)                                  # no points, no curvature
     if x.dtype != torch.float64:
         warnings.warn(f"ricci_scalar in {x.dtype}: the curvature is a small remainder of large terms once units saturate, "
                       "and loses every digit in single precision; use model.double() and x.double().", stacklevel=2)

@@ -325,3 +325,18 @@ def test_stripe_and_cpab_name_wrong_types():
     with pytest.raises(ValueError, match="holds no points"): stripe.gradient_flow(net, torch.ones(0, 2, dtype=torch.float64), y[:0])
     with pytest.raises(TypeError, match="tess must be a cpab.Tessellation"): cpab.sample("tess")
     with pytest.raises(TypeError, match="manual_seed\\(3\\)"): cpab.sample(cpab.Tessellation((2, 2)), generator=3)
+
+
+def test_empty_batches_give_empty_results():
+    "As `deform` does: no points in, no Jacobians, volumes, curvatures or singular values out (of the right trailing shape)."
+    from torch import nn
+    from diffgeo import invariance, riemann
+    net = nn.Sequential(nn.Flatten(), nn.Linear(64, 3)).eval()
+    x = torch.rand(0, 1, 8, 8)
+    assert maps.jacobian_matrix(net, x).shape == (0, 3, 64)
+    assert riemann.log_volume_element(net, x).shape == (0,) and riemann.log_volume_estimate(net, x)[1].shape == (0,)
+    assert invariance.sigma_max(net, x).shape == (0,)
+    f, e = (lambda z: torch.tanh(z @ torch.ones(3, 2, dtype=torch.float64).T)), torch.zeros(0, 2, dtype=torch.float64)
+    assert riemann.ricci_scalar(f, e).shape == (0,) and riemann.ricci_scalar(f, e, method="christoffel").shape == (0,)
+    with pytest.raises(ValueError, match="empty batch and fn cannot take one"):
+        maps.jacobian_matrix(lambda z: z.flatten(1).mean(0, keepdim=True).expand(max(len(z), 1), -1) if len(z) else 1.0, x)

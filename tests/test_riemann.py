@@ -308,7 +308,7 @@ class TestBadInputs:
             ricci_scalar(lambda z: torch.tanh(z @ torch.ones(2, 3)), torch.randn(2, 2))
 
     @pytest.mark.parametrize("x,match", [
-        (torch.zeros(0, 3), "non-empty"),
+        (torch.zeros(2, 0), "non-empty"),                                 # points with no coordinates (an empty batch gives empty results)
         (torch.zeros(2, 3, dtype=torch.long), "floating-point"),
         (torch.tensor([[float("nan"), 0.0, 0.0]]), "NaN"),
         ([[0.0, 1.0]], "floating-point"),
