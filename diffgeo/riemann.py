@@ -135,8 +135,10 @@ def _gram_product(fn:Callable, x0:torch.Tensor) -> tuple[Callable, int]:
     if m <= d: return (lambda V: vmap(push)(vmap(lambda v: pull(v.to(dt))[0])(V)).detach().double()), m   # J Jᵀ
     return (lambda V: vmap(lambda u: pull(u)[0])(vmap(push)(V.to(dt))).reshape(len(V), -1).detach().double()), d  # Jᵀ J
 
-def _lanczos_logdet(G:Callable, n:int, probes:int, steps:int, generator, rtol:float=0.0) -> tuple[float, float]:
-    "Stochastic Lanczos quadrature of tr log G: the mean over Rademacher probes and its standard error; (-inf, 0) where a Ritz value is at most `rtol` times the largest (G singular)."
+def _lanczos_logdet(G:Callable, n:int, probes:int, steps:int, generator, rtol:float=0.0) -> tuple[float, float, float]:
+    """Stochastic Lanczos quadrature of tr log G: the mean over Rademacher probes, its standard error, and how far the mean
+    moved from half the steps to all of them (0 where the Krylov space was exhausted: the quadrature is exact); (-inf, 0, 0)
+    where a Ritz value is at most `rtol` times the largest (G singular)."""
     Z = torch.randint(0, 2, (probes, n), generator=generator, dtype=torch.float64) * 2 - 1
     q = Z / math.sqrt(n)
     Q, alphas, betas = [q], [], []
@@ -154,9 +156,15 @@ def _lanczos_logdet(G:Callable, n:int, probes:int, steps:int, generator, rtol:fl
         off = torch.stack(betas, -1)
         T = T + torch.diag_embed(off, 1) + torch.diag_embed(off, -1)
     theta, U = torch.linalg.eigh(T)
-    if bool((theta[:, 0] <= rtol * theta[:, -1]).any()): return -math.inf, 0.0    # a Ritz value at rounding: G is singular
-    est = n * (U[:, 0, :] ** 2 * theta.log()).sum(-1)
-    return est.mean().item(), (est.std().item() / math.sqrt(probes)) if probes > 1 else math.nan
+    if bool((theta[:, 0] <= rtol * theta[:, -1]).any()): return -math.inf, 0.0, 0.0   # a Ritz value at rounding: G is singular
+    quad = lambda th, u: n * (u[:, 0, :] ** 2 * th.log()).sum(-1)
+    est = quad(theta, U)
+    k = T.shape[-1]
+    moved = 0.0
+    if k == min(steps, n) and k > 1:                                   # not exhausted: the quadrature from half the steps
+        th, uh = torch.linalg.eigh(T[:, :(k + 1) // 2, :(k + 1) // 2])
+        moved = abs(est.mean().item() - quad(th.clamp_min(torch.finfo(th.dtype).tiny), uh).mean().item())
+    return est.mean().item(), (est.std().item() / math.sqrt(probes)) if probes > 1 else math.nan, moved
 
 def log_volume_estimate(
     model:nn.Module|Callable, # a network (eval mode) or a function of a batch `[B, ...]` -> `[B, ...]`
@@ -166,7 +174,7 @@ def log_volume_estimate(
     probes:int=8, # Rademacher probes per point (the error falls like 1/√probes)
     steps:int=30, # Lanczos steps per probe (the quadrature's bias falls fast with them)
     generator:torch.Generator|None=None, # for the probes (None: a fixed seed, 0)
-) -> tuple[torch.Tensor, torch.Tensor]: # `[B]` float64 estimates of Σ log s_i(J), and their standard errors over the probes (the quadrature's bias not included)
+) -> tuple[torch.Tensor, torch.Tensor]: # `[B]` float64 estimates of Σ log s_i(J), and their standard errors over the probes (the quadrature's bias not included: a warning says where the estimate still moved by more than two of them between half the steps and all)
     "Stochastic Lanczos estimate of the log volume element, with its standard error; no Jacobian is formed."
     if isinstance(model, nn.Module): model = jacobian_ready(model)  # the same function, cheaper products with J and Jᵀ
     fn = feature_map(model, layer, output)
@@ -179,8 +187,16 @@ def log_volume_estimate(
         G, n = _gram_product(fn, x[i:i + 1])
         rtol = n * torch.finfo(x.dtype).eps     # each product with G rounds at ε‖G‖: a Ritz value below n ε θ_max is that rounding
         out.append(_lanczos_logdet(G, n, probes, steps, generator, rtol))
-    est, err = torch.tensor(out, dtype=torch.float64).unbind(-1)
+    est, err, moved = torch.tensor(out, dtype=torch.float64).unbind(-1)
     _degenerate(est == -math.inf, "the estimate", "-inf (standard error 0)")
+    late = moved > 2 * err.nan_to_num(0.0)                                 # the quadrature still moving: its bias is not in err
+    if late.any():
+        k = torch.nonzero(late).reshape(-1).tolist()
+        warnings.warn(f"the Lanczos quadrature has not converged at point {', '.join(map(str, k[:10]))}"
+                      f"{' ...' if len(k) > 10 else ''}: from {(steps + 1) // 2} to {steps} steps the estimate moved by up to "
+                      f"{0.5 * moved.max().item():.3g}, more than twice its standard error, so its bias (not in the standard "
+                      "error) may be larger still. The spectrum is too wide for this many steps: raise steps, or use "
+                      "log_volume_element (exact).", stacklevel=2)
     return 0.5 * est, 0.5 * err
 
 # %% ../nbs/60_riemann.ipynb #557a0875
