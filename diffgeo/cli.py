@@ -163,8 +163,9 @@ def stability_command(args:argparse.Namespace) -> int:
     if args.n_images < 2: raise ValueError(f"--n-images must be at least 2, got {args.n_images}.")
     if args.bootstrap == 1 or args.bootstrap < 0:
         raise ValueError(f"--bootstrap takes the number of resamples, at least 2 (or 0: no intervals), got {args.bootstrap}.")
-    if args.out and os.path.exists(os.path.dirname(os.path.abspath(args.out))) and not os.path.isdir(os.path.dirname(os.path.abspath(args.out))):
-        raise ValueError(f"--out {args.out}: {os.path.dirname(os.path.abspath(args.out))} is a file, not a folder; choose another path.")
+    folder = os.path.dirname(os.path.abspath(args.out)) if args.out else None   # refused before measuring, not after
+    if folder and os.path.exists(folder) and not os.path.isdir(folder):
+        raise ValueError(f"--out {args.out}: {folder} is a file, not a folder; choose another path.")
     start = results.now()
     x, n_classes = load_images(args.data, args.n_images, args.data_root, args.size, args.seed)
     seed_everything(args.seed)  # the initialisation of a network without --weights

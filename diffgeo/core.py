@@ -14,6 +14,7 @@ import random
 import sys
 import warnings
 from collections.abc import Iterable
+from pathlib import Path
 from numbers import Integral, Real
 
 import numpy as np
@@ -21,8 +22,8 @@ import torch
 from tqdm import tqdm
 
 # %% auto #0
-__all__ = ['check_images', 'check_scalar', 'check_finite', 'check_generator', 'check_int', 'check_choice', 'resolve_device',
-           'module_device', 'seed_everything', 'load_compiled', 'match_threads', 'progress']
+__all__ = ['check_images', 'check_scalar', 'check_finite', 'check_generator', 'process_alive', 'check_int', 'check_choice',
+           'resolve_device', 'module_device', 'seed_everything', 'load_compiled', 'match_threads', 'progress']
 
 # %% ../nbs/00_core.ipynb #9c2d6a7d
 def check_images(
@@ -94,6 +95,15 @@ def check_generator(
         raise TypeError(f"{name} must be a torch.Generator{' or None' if optional else ''}, got {type(generator).__name__}"
                         + (f"; for seed {generator}, pass torch.Generator().manual_seed({generator})." if seed else "."))
     return generator
+
+# %% ../nbs/00_core.ipynb #0e3e504c
+def process_alive(pid:int) -> bool:
+    "Whether process `pid` of this host is running (a zombie is not; one we may not signal is)."
+    try: os.kill(pid, 0)
+    except ProcessLookupError: return False
+    except (PermissionError, OverflowError): return True
+    try: return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError): return True
 
 # %% ../nbs/00_core.ipynb #f3ab7465
 def check_int(

@@ -291,7 +291,7 @@ class GroupPooledLinear(nn.Module):
         pool:str="max", # "max" or "mean" over the group
     ):
         super().__init__()
-        if not isinstance(group, FiniteGroup): raise TypeError(f"group must be a FiniteGroup, got {type(group).__name__}.")
+        _check_group(group)
         self.group, self.pool = group, check_choice(pool, "pool", ("max", "mean"))
         self.linear = nn.Linear(in_features, out_features)
 
@@ -356,7 +356,7 @@ class InvariancePenalty:
         nu:float, # the weight ν of the penalty
         form:str="l2", # "l2" (LI, the paper's choice), "kl" (DI) or "l2_normalized" (§4.4)
     ):
-        if not isinstance(group, FiniteGroup): raise TypeError(f"group must be a FiniteGroup (e.g. Rotations(4)), got {type(group).__name__}.")
+        _check_group(group)
         self.group, self.form = group, check_choice(form, "form", FORMS)
         self.nu = check_scalar(nu, "nu", low=0)
 

@@ -256,7 +256,7 @@ def _flat_output(y, B:int) -> torch.Tensor:
         raise ValueError(f"fn must map a batch [B, ...] to a floating-point batch [B, ...] with the same B = {B}, got "
                          f"{(str(y.dtype) + ' ' + str(list(y.shape))) if isinstance(y, torch.Tensor) else type(y).__name__}; "
                          "for a model returning a tuple or dict, use diffgeo.riemann.feature_map(model, output=...).")
-    return y.reshape(B, -1)
+    return y.reshape(B, math.prod(y.shape[1:]))                   # (not -1: an empty batch has a size too)
 
 def _check_batch(x, name:str="x", empty:bool=False) -> torch.Tensor:
     "`x`, a floating-point batch `[B, ...]` of finite points (B = 0 allowed where `empty`: the caller returns empty results)."
@@ -296,12 +296,11 @@ def jacobian_matrix(
     B, d = x.shape[0], math.prod(x.shape[1:])
     if B == 0:                                                    # no points: no Jacobians, of the output's size
         try:
-            with torch.no_grad(): y = fn(x)
-            if not isinstance(y, torch.Tensor) or y.ndim < 1 or len(y) != 0: raise TypeError(f"got {type(y).__name__}")
+            with torch.no_grad(): y = _flat_output(fn(x), 0)
         except Exception as e:
             raise ValueError(f"x is an empty batch and fn cannot take one ({type(e).__name__}: {e}), so the size of its "
                              "output is unknown; pass at least one point.") from None
-        return y.new_zeros(0, math.prod(y.shape[1:]), d)
+        return y.new_zeros(0, y.shape[1], d)
     flat = lambda z: _flat_output(fn(z), B)
     y, saved = _saved_bytes(flat, x)    # a measured forward pass (torch.func's transforms refuse saved-tensor hooks)
     if B > 1: _check_sample_by_sample(fn, x, y)

@@ -28,7 +28,7 @@ import torch
 import xarray as xr
 
 import diffgeo
-from .core import check_choice
+from .core import check_choice, process_alive
 
 # %% auto #0
 __all__ = ['PROFILE_NAMES', 'COMMITTED_PROFILES', 'CODE_CHANGED', 'STALE_TEMP_DAYS', 'select_profile', 'project_root',
@@ -271,19 +271,14 @@ def check_cf(ds:xr.Dataset):
 
 STALE_TEMP_DAYS = 1.0  # a temporary file of a write older than this is removed by the next write to its target, whoever made it
 
-def _alive(pid:int) -> bool:
-    try: os.kill(pid, 0)
-    except ProcessLookupError: return False
-    except (PermissionError, OverflowError): return True
-    return True
+def _host() -> str: return platform.node().replace(".", "_") or "host"   # as it goes in a temp file's name
 
 def _clean_stale_temps(path:Path):
     "Remove the temporary files that killed writes to `path` left: made by a process of this host no longer running, or old."
-    host = platform.node().replace(".", "_") or "host"
     for t in path.parent.glob(f".{glob_escape(path.name)}.*.tmp"):
         parts = t.name[len(path.name) + 2:].split(".")                   # host, pid, random, "tmp"
         try:
-            mine = len(parts) == 4 and parts[0] == host and not _alive(int(parts[1]))
+            mine = len(parts) == 4 and parts[0] == _host() and not process_alive(int(parts[1]))
             if mine or time.time() - t.stat().st_mtime > STALE_TEMP_DAYS * 86400: t.unlink()
         except (OSError, ValueError): pass
 
@@ -294,8 +289,7 @@ def _atomic(path:Path, write):
         raise NotADirectoryError(f"cannot write {path}: {path.parent} is a file, not a folder; choose another path.")
     path.parent.mkdir(parents=True, exist_ok=True)
     _clean_stale_temps(path)
-    host = platform.node().replace(".", "_") or "host"
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{host}.{os.getpid()}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{_host()}.{os.getpid()}.", suffix=".tmp")
     os.close(fd)
     umask = os.umask(0); os.umask(umask)
     os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the file the usual permissions

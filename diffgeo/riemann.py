@@ -70,9 +70,7 @@ def log_volume_element(
 ) -> torch.Tensor: # `[B]` float64: Σ log s_i(J) over the min(m, d) singular values; -inf where J loses rank (`log_volume`)
     "Exact log volume element ½ log det g of the pulled-back metric; for a submersion (m < d), of its nonzero part."
     if isinstance(model, nn.Module): model = jacobian_ready(model)  # the same function, a cheaper Jacobian (bench/riemann.py)
-    fn = feature_map(model, layer, output)
-    if not len(_check_batch(x, empty=True)): return torch.zeros(0, dtype=torch.float64)   # no points, no volumes
-    return log_volume(jacobian_matrix(fn, x, memory), method)
+    return log_volume(jacobian_matrix(feature_map(model, layer, output), x, memory), method)
 
 def log_volume(
     J:torch.Tensor, # `[B, m, d]` Jacobians in the dtype they were computed in (it sets the rank tolerance); logs in float64
@@ -84,17 +82,19 @@ def log_volume(
         raise ValueError(f"J must be a float tensor [B, m, d] of Jacobians, got {getattr(J, 'shape', type(J).__name__)}.")
     rtol = max(J.shape[1:]) * torch.finfo(J.dtype).eps          # numpy.linalg.matrix_rank's, in J's own precision
     J = J.double()
-    if method == "svd":
-        out = _sum_log_svdvals(J, rtol)
-        _degenerate(out == -math.inf, "the log volume element", "-inf")
-        return out
+    if method == "svd": out = _sum_log_svdvals(J, rtol)
+    else: out = _log_volume_cholesky(J, rtol)
+    _degenerate(out == -math.inf, "the log volume element", "-inf")
+    return out
+
+def _log_volume_cholesky(J:torch.Tensor, rtol:float) -> torch.Tensor:
+    "Σ log s_i(J) through the Cholesky factor of the Gram on J's smaller side, by SVD where it fails or is ill-conditioned."
     G = J.mT @ J if J.shape[1] >= J.shape[2] else J @ J.mT
     L, info = torch.linalg.cholesky_ex(G)
     diag = L.diagonal(dim1=-2, dim2=-1)
     out = diag.log().sum(-1)
     redo = (info != 0) | (diag.amax(-1) > min(1e3, 1 / rtol) * diag.amin(-1))
     if redo.any(): out[redo] = _sum_log_svdvals(J[redo], rtol)
-    _degenerate(out == -math.inf, "the log volume element", "-inf")
     return out
 
 def _sum_log_svdvals(J:torch.Tensor, rtol:float) -> torch.Tensor:

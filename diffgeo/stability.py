@@ -135,7 +135,9 @@ def features(
     try: out = model(x)
     finally:
         for h in hooks: h.remove()
-    if "output" in layers: got["output"] = _pick(out, output).reshape(len(x), -1)   # a scalar per input ([B]) is one feature
+    if "output" in layers:
+        o = _pick(out, output)
+        got["output"] = o.reshape(len(x), math.prod(o.shape[1:]))   # a scalar per input ([B]) is one feature; an empty batch keeps its size
     return {name: got[name] for name in layers}
 
 # %% ../nbs/40_stability.ipynb #b48477d8

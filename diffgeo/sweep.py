@@ -32,7 +32,7 @@ import torch
 import xarray as xr
 
 from . import results
-from .core import check_choice, progress as _progress
+from .core import check_choice, process_alive, progress as _progress
 from .results import _atomic, check_cf, load_dataset, resolve_path
 
 # %% auto #0
@@ -246,13 +246,6 @@ def _read_claim(lock:Path) -> dict|None:
     try: return json.loads(lock.read_text())
     except (OSError, ValueError): return None
 
-def _pid_alive(pid:int) -> bool:
-    try: os.kill(pid, 0)
-    except ProcessLookupError: return False
-    except PermissionError: return True
-    try: return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (OSError, IndexError): return True
-
 def _slurm_job_alive(job:str) -> bool|None:
     "Whether Slurm still lists the job (None: no squeue here to ask)."
     if shutil.which("squeue") is None: return None
@@ -270,7 +263,7 @@ def _claim_state(lock:Path) -> tuple[str, dict|None]:
     info = _read_claim(lock)
     if age > STALE_AFTER: return "abandoned", info
     if info is None: return "held", None                               # being written: judged by its age only
-    if info.get("host") == socket.gethostname() and not _pid_alive(info.get("pid", -1)): return "abandoned", info
+    if info.get("host") == socket.gethostname() and not process_alive(info.get("pid", -1)): return "abandoned", info
     if info.get("slurm_job") and _slurm_job_alive(info["slurm_job"]) is False: return "abandoned", info
     return "held", info
 

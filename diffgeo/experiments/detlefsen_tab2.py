@@ -84,7 +84,7 @@ VARIABLES = {
 PROFILES = {
     "smoke": dict(dataset="mnist5k", n_train=100, n_test=60, epochs=1, lr=1e-3, seeds=[0], **COMMON),
     "cpu": dict(dataset="mnist5k", n_train=None, n_test=None, epochs=15, lr=1e-3, seeds=[0], **COMMON),
-    # full MNIST, three seeds: 5 epochs of 50,000 digits (2,500 steps) at the cpu profile's rate, about 8 core-hours
+    # full MNIST, three seeds: 5 epochs of 50,000 digits (2,500 steps) at the cpu profile's rate, an estimated 8 core-hours (one-epoch timings)
     "long": dict(dataset="mnist", n_train=50_000, n_test=None, epochs=5, lr=1e-3, seeds=[0, 1, 2], **COMMON),
     "paper": dict(dataset="mnist", n_train=50_000, n_test=None, epochs=100, lr=1e-4, seeds=[0, 1, 2, 3, 4], **COMMON),
 }

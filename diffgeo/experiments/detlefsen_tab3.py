@@ -76,7 +76,7 @@ PROFILES = {
     "smoke": dict(datasets=["mnist5k"], n_train=200, n_test=100, epochs=1, seeds=[0], **COMMON),
     "cpu": dict(datasets=["mnist5k"], n_train=None, n_test=None, epochs=50, seeds=[0], **COMMON),
     # MNIST and CIFAR-10 from the data folder, three seeds, 10,000 training images each for 10 epochs at 10x the paper's
-    # rate (1,000 steps): about six core-hours, five of them CIFAR-10's
+    # rate (1,000 steps): an estimated 6 core-hours (one-epoch timings), 5 of them CIFAR-10's
     "long": dict(datasets=["mnist", "cifar10"], n_train=10_000, n_test=None, epochs=10, seeds=[0, 1, 2], **{**COMMON, "lr": 1e-3}),
     "paper": dict(datasets=["mnist", "fashionmnist", "cifar10"], n_train=50_000, n_test=None,
                   epochs={"mnist": 50, "fashionmnist": 50, "cifar10": 100}, seeds=[0, 1, 2], **COMMON),

@@ -23,9 +23,9 @@ from ..scaffold import Experiment, Var
 
 # %% auto #0
 __all__ = ['COMMON', 'PROFILES', 'VARIABLES', 'EXPERIMENT', 'BOUNDARY_MUTATIONS', 'SEGMENTS_SWAPPED', 'shallow_classifier',
-           'choose_anchors', 'slice_geometry', 'measure_during_training', 'cell', 'slice_dataset', 'derive',
-           'draw_slices', 'draw', 'genuine_segments', 'too_few_segments', 'boundary_vs_control', 'boundary_passes',
-           'triangle', 'peak_at_boundary', 'accuracy']
+           'choose_anchors', 'slice_geometry', 'snapshot_file', 'measure_during_training', 'cell', 'slice_dataset',
+           'derive', 'draw_slices', 'draw', 'genuine_segments', 'too_few_segments', 'boundary_vs_control',
+           'boundary_passes', 'triangle', 'peak_at_boundary', 'accuracy']
 
 # %% ../../nbs/zavatoneveth_fig2.ipynb #76bc736e
 COMMON = dict(width=2000, activation="sigmoid", lr=1e-3, batch_size=1000, weight_decay=0.0, n_lines=3, n_same=2, seed=0)
@@ -125,6 +125,10 @@ def slice_geometry(
         with torch.no_grad(): prob.append(net(xs).softmax(-1))
     return torch.cat(logv).cpu().numpy(), torch.cat(prob).cpu().numpy()
 
+def snapshot_file(checkpoint:os.PathLike) -> os.PathLike:
+    "Where `measure_during_training` keeps the snapshots measured so far, beside its training checkpoint."
+    return checkpoint.with_name(checkpoint.name + ".snapshots")
+
 def measure_during_training(
     net:nn.Module, # the classifier, trained in place
     split:data.Split, # training images
@@ -137,7 +141,7 @@ def measure_during_training(
     """Train `net` for `snapshots[-1]` epochs, measuring its geometry, its loss and its test error at each snapshot.
     With a `checkpoint`, an interrupted run resumes from its last epoch with the snapshots it had measured."""
     path = None if checkpoint is None else results.resolve_path(checkpoint)
-    kept = path.with_name(path.name + ".snapshots") if path is not None else None
+    kept = snapshot_file(path) if path is not None else None
     code = results.code_version()["source_hash"]
     rows = {}
     if kept is not None and kept.exists() and path.exists():

@@ -16,7 +16,7 @@ from .. import data, models, results
 from ..core import resolve_device, seed_everything
 from .zavatoneveth_fig2 import VARIABLES as SLICE_VARIABLES
 from .zavatoneveth_fig2 import (_check_snapshots, _draw_boundaries, _gain, _slices, _ternary, choose_anchors,
-                                                   draw_slices, measure_during_training, slice_dataset, slice_geometry)
+                                                   draw_slices, measure_during_training, slice_dataset, slice_geometry, snapshot_file)
 from .zavatoneveth_fig2 import derive as slice_derive
 from ..scaffold import Experiment, Var
 
@@ -118,7 +118,7 @@ def cell(
     rows = measure_during_training(net, tr, ds_data.test, snapshots, geometry, checkpoint=ckpt, optimizer="sgd", lr=lr,
                                    momentum=momentum, weight_decay=weight_decay, batch_size=batch_size, seed=seed)
     if ckpt is not None:                                                                # the dataset replaces them
-        for f in (ckpt, ckpt.with_name(ckpt.name + ".snapshots")): f.unlink(missing_ok=True)
+        for f in (ckpt, snapshot_file(ckpt)): f.unlink(missing_ok=True)
     mean, std = torch.tensor(ds_data.mean)[:, None, None], torch.tensor(ds_data.std)[:, None, None]
     raw = (ds_data.test.images * std + mean).flatten(1).numpy()                        # for display: the unstandardised images
     return slice_dataset(rows, ds_data.test.labels, raw, lines, corners, weights, n_lines, line_divisions, BLOCKS)
