@@ -5,6 +5,7 @@ of Fig. 4, and bad inputs. Float64 where values are compared exactly."""
 import numpy as np
 import pytest
 import torch
+import xarray as xr
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -64,3 +65,25 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="start at 0"):
         cell(groups=["rot4"], dataset="mnist5k", target="patches", n_train=50, n_val=10, n_test=10, leave_out=[9], epochs=1,
                          seeds=[0], nus=[1.0], si_target=0.95, lr=1e-3, batch_size=16, steps=2, betas=[0.5, 1.0])
+
+
+@pytest.mark.filterwarnings("ignore:no ν in")
+def test_table1_cell_resumes_without_the_seeds_it_measured(tmp_path, monkeypatch):
+    "An IR cell stopped while measuring its second seed resumes from the work folder: no search, no seed measured twice, the same result."
+    from diffgeo.experiments import moskalev_tab1 as M
+    kw = dict(group="shift3", model="IR", dataset="mnist5k", n_train=60, n_val=20, n_test=10, leave_out=[9], epochs=2,
+              seeds=[0, 1], nus=[0.1, 1.0], si_target=0.95, lr=8e-4, batch_size=32, steps=2, panels=2)
+    ref = M.cell(**kw)
+    real, calls = invariance.invariance_measures, []
+    def stop_on_the_second_seed(*a, **k):
+        calls.append(1)
+        if len(calls) == 4: raise KeyboardInterrupt   # calls: ν = 0.1, ν = 1.0, seed 0, seed 1
+        return real(*a, **k)
+    monkeypatch.setattr(invariance, "invariance_measures", stop_on_the_second_seed)
+    with pytest.raises(KeyboardInterrupt): M.cell(**kw, checkpoint_dir=str(tmp_path))
+    assert sorted(p.name for p in tmp_path.glob("*.done.pt")) == ["shift3_IR_seed0.done.pt", "shift3_IR_tune.done.pt"]
+    calls.clear()
+    again = M.cell(**kw, checkpoint_dir=str(tmp_path))
+    assert len(calls) == 1                                  # seed 1 only
+    xr.testing.assert_identical(again, ref)
+    assert not list(tmp_path.iterdir())                     # the cell's work files are gone with it

@@ -7,6 +7,8 @@ Docs: https://diffgeo.github.io/diffgeo/moskalev_tab1.html.md"""
 # %% ../../nbs/moskalev_tab1.ipynb #02b07072
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import torch
 import xarray as xr
@@ -86,13 +88,14 @@ def fit(
     epochs:int, lr:float, batch_size:int, # Adam, as §4.1
     device:str="cpu",
     form:str="l2", # the regulariser's form (IR only): "l2" (LI, the paper's choice), "kl" or "l2_normalized"
+    checkpoint:str|os.PathLike|None=None, # per-epoch checkpoint to save and resume from (None: none)
 ) -> train.TrainResult:
     "Train one of the paper's three models: every one with augmentation by random group elements, Adam, the best validation epoch kept."
     seed_everything(seed)
     net = invariance.perceptron(tuple(tm.train.images.shape[1:]), len(tm.classes), group=group if kind == "WT" else None)
     penalty = invariance.InvariancePenalty(group, nu, form) if kind == "IR" else None
     return train.train(net.to(device), tm.train, tm.val, epochs=epochs, optimizer="adam", lr=lr, batch_size=batch_size,
-                       augment_fn=group.random, penalty=penalty, seed=seed, progress=False)
+                       augment_fn=group.random, penalty=penalty, seed=seed, checkpoint=checkpoint, progress=False)
 
 def tune_nu(
     group:invariance.FiniteGroup, # the group
@@ -104,11 +107,14 @@ def tune_nu(
     steps:int, # integration steps of the saliency maps
     device:str="cpu",
     form:str="l2", # the regulariser's form
+    checkpoint_dir:str|os.PathLike|None=None, # folder of one per-epoch checkpoint per ν, kept: a second search finds them trained (None: none)
+    prefix:str="", # start of the checkpoints' names
 ) -> tuple: # (ν, {ν: validation SI} of every ν tried, the model `fit` trained with that ν)
     "The paper's tuning of ν (§4.1): IR models trained along the grid until one reaches validation SI ≥ si_target (`invariance.choose_nu`)."
     trained = {}
     def validation_si(v):
-        trained[v] = fit("IR", group, tm, v, seed, epochs, lr, batch_size, device, form)
+        ckpt = None if checkpoint_dir is None else results.resolve_path(checkpoint_dir) / f"{prefix}IR_nu{v:g}_seed{seed}.pt"
+        trained[v] = fit("IR", group, tm, v, seed, epochs, lr, batch_size, device, form, ckpt)
         return invariance.invariance_measures(trained[v].model, tm.val.images, tm.val.labels, group, steps=steps).SI_f.item()
     nu, tried = invariance.choose_nu(validation_si, nus, si_target)
     return nu, tried, trained[nu]
@@ -119,6 +125,25 @@ def realigned_saliency(
     "The saliency maps of every image's orbit, each turned back to the image's own frame."
     maps = [invariance.saliency(model, group.act(x, k), y, steps) for k in range(group.order)]
     return torch.stack([group.act(m[:, None], group.inverse(k))[:, 0] for k, m in enumerate(maps)], 1)
+
+class _Measured:
+    "What a cell has finished (a seed's measures, the search for ν), kept in the work folder until the cell ends, with the code that made it."
+    def __init__(self, folder, prefix): self.folder, self.prefix = folder, prefix
+    def _path(self, name): return self.folder / f"{self.prefix}_{name}.done.pt"
+    def save(self, name, **parts):
+        if self.folder is None: return
+        blob = {"code": results.code_version(), "parts": parts}
+        results._atomic(self._path(name), lambda tmp: torch.save(blob, tmp))
+    def load(self, name, keys) -> tuple|None:
+        "The parts saved under `name`, or None if none were, or other code saved them (unless code changes are reused)."
+        if self.folder is None or not self._path(name).exists(): return None
+        blob = torch.load(self._path(name), weights_only=False)
+        if blob["code"]["source_hash"] != results.code_version()["source_hash"] and results.code_change_policy() != "reuse": return None
+        return tuple(blob["parts"][k] for k in keys)
+    def clear(self):
+        "Remove this cell's saved parts and checkpoints: its shard holds them now."
+        if self.folder is None: return
+        for f in self.folder.glob(f"{self.prefix}_*"): f.unlink(missing_ok=True)
 
 @EXPERIMENT.cell
 def cell(
@@ -136,9 +161,11 @@ def cell(
     panels:int, # test images in the saliency panels
     device:str="cpu", # cpu | cuda | auto
     data_root:str|None=None, # data folder for "mnist" (None: $DIFFGEO_DATA)
+    checkpoint_dir:str|None=None, # folder of per-epoch checkpoints and of each seed's measures, deleted when the cell ends (None: none)
 ) -> xr.Dataset:
     """One group and one model of Table 1, per seed: accuracy, LI, DI and SI per test image and element, and the
-    saliency panels of seed 0. The IR cell first tunes ν on seed 0 (`tune_nu`) and keeps that model as seed 0's."""
+    saliency panels of seed 0. The IR cell first tunes ν on seed 0 (`tune_nu`) and keeps that model as seed 0's.
+    With `checkpoint_dir`, an interrupted cell resumes: training from its last epoch, and without the seeds it had measured."""
     seeds = [check_int(s, "seed", low=0) for s in seeds]
     if not seeds: raise ValueError(f"need at least one seed, got {seeds}.")
     if group not in GROUPS: raise ValueError(f"group must be one of {list(GROUPS)}, got {group!r}.")
@@ -151,18 +178,32 @@ def cell(
     per = {k: np.full((len(seeds), n_test, E), np.nan) for k in ("LI", "DI", "SI", "correct")}
     acc, best = np.full(len(seeds), np.nan), np.full(len(seeds), np.nan)
     nu, nu_si, tuned = np.nan, np.full(len(nus), np.nan), None
+    work = None if checkpoint_dir is None else results.resolve_path(checkpoint_dir)
+    done = _Measured(work, f"{group}_{model}")
     if model == "IR":
-        nu, tried, tuned = tune_nu(G, tm, nus, si_target, seeds[0], epochs, lr, batch_size, steps, dev)
-        nu_si = np.array([tried.get(v, np.nan) for v in sorted(nus)])
+        nu, nu_si = done.load("tune", ("nu", "nu_si")) or (np.nan, None)
+        if nu_si is None:
+            nu, tried, tuned = tune_nu(G, tm, nus, si_target, seeds[0], epochs, lr, batch_size, steps, dev,
+                                       checkpoint_dir=work, prefix=f"{group}_")
+            nu_si = np.array([tried.get(v, np.nan) for v in sorted(nus)])
+            done.save("tune", nu=nu, nu_si=nu_si)
     xp, yp = tm.test.images[:panels], tm.test.labels[:panels]
     sal = np.full((panels, E) + tuple(xp.shape[-2:]), np.nan)
     for si, seed in enumerate(progress(seeds, desc=f"{group} {model}")):
-        res = tuned if tuned is not None and si == 0 else fit(model, G, tm, nu, seed, epochs, lr, batch_size, dev)
-        m = invariance.invariance_measures(res.model, tm.test.images, tm.test.labels, G, steps=steps)
-        for k in per: per[k][si, :, :G.order] = m[k].values
-        acc[si] = 1 - train.evaluate(res.model, tm.test)["error"]
-        best[si] = res.best_epoch
-        if si == 0: sal[:, :G.order] = realigned_saliency(res.model.cpu(), G, xp, yp, steps).numpy()
+        got = done.load(f"seed{seed}", ("per", "acc", "best", "sal"))
+        if got is None:
+            ckpt = None if work is None else work / f"{group}_{model}_seed{seed}.pt"
+            if tuned is None and model == "IR" and si == 0:                  # resumed after the search: its model again
+                tuned = tune_nu(G, tm, nus, si_target, seed, epochs, lr, batch_size, steps, dev, checkpoint_dir=work, prefix=f"{group}_")[2]
+            res = tuned if tuned is not None and si == 0 else fit(model, G, tm, nu, seed, epochs, lr, batch_size, dev, checkpoint=ckpt)
+            m = invariance.invariance_measures(res.model, tm.test.images, tm.test.labels, G, steps=steps)
+            got = ({k: m[k].values for k in per}, 1 - train.evaluate(res.model, tm.test)["error"], res.best_epoch,
+                   realigned_saliency(res.model.cpu(), G, xp, yp, steps).numpy() if si == 0 else None)
+            done.save(f"seed{seed}", per=got[0], acc=got[1], best=got[2], sal=got[3])
+        for k in per: per[k][si, :, :G.order] = got[0][k]
+        acc[si], best[si] = got[1], got[2]
+        if si == 0: sal[:, :G.order] = got[3]
+    done.clear()
     return xr.Dataset(
         {**{k: (("seed", "sample", "element"), v) for k, v in per.items()},
          "test_accuracy": (("seed",), acc), "best_epoch": (("seed",), best), "nu": ((), nu),
