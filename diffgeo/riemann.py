@@ -406,7 +406,7 @@ def _nngp_AB(r2:torch.Tensor, activation, sigma_w:float, sigma_b:float):
     return sigma_w**2 * vmap(phi)(q.reshape(-1)).reshape(q.shape), 2 * sigma_w**4 * vmap(grad(phi))(q.reshape(-1)).reshape(q.shape)
 
 def _check_nngp(x, sigma_w, sigma_b):
-    x = _check_batch(x)
+    x = _check_batch(x, empty=True)                                   # an empty batch gives empty results
     if x.ndim != 2: raise ValueError(f"x must be points [B, d], got shape {list(x.shape)}.")
     return x, check_scalar(sigma_w, "sigma_w", low=0, low_open=True), check_scalar(sigma_b, "sigma_b", low=0)
 
@@ -418,6 +418,7 @@ def nngp_metric(
 ) -> torch.Tensor: # `[B, d, d]` g = A I + B x xᵀ
     "The infinite-width metric of a shallow network, E over the weights of its pulled-back metric (App. E)."
     x, sigma_w, sigma_b = _check_nngp(x, sigma_w, sigma_b)
+    if not len(x): return x.new_zeros(0, x.shape[1], x.shape[1])
     A, B = _nngp_AB((x * x).sum(-1), activation, sigma_w, sigma_b)
     eye = torch.eye(x.shape[1], dtype=x.dtype, device=x.device)
     return A[:, None, None] * eye + B[:, None, None] * x[:, :, None] * x[:, None, :]
@@ -430,6 +431,7 @@ def nngp_log_volume_element(
 ) -> torch.Tensor: # `[B]` ½ log det g = ½((d-1) log A + log(A + B r²))
     "Log volume element of the infinite-width metric: a function of ‖x‖ only."
     x, sigma_w, sigma_b = _check_nngp(x, sigma_w, sigma_b)
+    if not len(x): return x.new_zeros(0)
     r2 = (x * x).sum(-1)
     A, B = _nngp_AB(r2, activation, sigma_w, sigma_b)
     return 0.5 * ((x.shape[1] - 1) * A.log() + (A + B * r2).log())
@@ -444,6 +446,7 @@ def nngp_ricci_scalar(
     x, sigma_w, sigma_b = _check_nngp(x, sigma_w, sigma_b)
     d = x.shape[1]
     if d < 2: raise ValueError("a 1-D metric has no curvature; x must be [B, d] with d >= 2.")
+    if not len(x): return x.new_zeros(0)
     AB = lambda r: _nngp_AB(r * r, activation, sigma_w, sigma_b)
     speed = lambda r: (lambda A, B: (A + B * r * r).sqrt())(*AB(r))      # dt/dr
     rho = lambda r: r * AB(r)[0].sqrt()

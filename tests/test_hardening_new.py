@@ -338,6 +338,10 @@ def test_empty_batches_give_empty_results():
     assert invariance.sigma_max(net, x).shape == (0,)
     f, e = (lambda z: torch.tanh(z @ torch.ones(3, 2, dtype=torch.float64).T)), torch.zeros(0, 2, dtype=torch.float64)
     assert riemann.ricci_scalar(f, e).shape == (0,) and riemann.ricci_scalar(f, e, method="christoffel").shape == (0,)
+    assert riemann.nngp_metric(e).shape == (0, 2, 2) and riemann.nngp_log_volume_element(e).shape == (0,)
+    assert riemann.nngp_ricci_scalar(e).shape == (0,)
+    W, b = torch.ones(4, 2, dtype=torch.float64), torch.zeros(4, dtype=torch.float64)
+    assert riemann.shallow_log_volume_element(W, b, e).shape == (0,) and riemann.shallow_ricci_scalar(W, b, e).shape == (0,)
     with pytest.raises(ValueError, match="empty batch and fn cannot take one"):
         maps.jacobian_matrix(lambda z: z.flatten(1).mean(0, keepdim=True).expand(max(len(z), 1), -1) if len(z) else 1.0, x)
 
