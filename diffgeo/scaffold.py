@@ -155,12 +155,13 @@ class Experiment:
         self._settings = fn; return fn
 
     def figure(self, name:str) -> Callable:
-        "Declare `fn(ds) -> Figure` the draw function of figure `name`; the declared function checks its dataset first."
+        "Declare `fn(ds) -> Figure` the draw function of figure `name`; the declared function checks its dataset first and draws in the project's style (`style.style`)."
         def register(fn):
             @functools.wraps(fn)
             def draw(ds:xr.Dataset, *args, **kwargs):
+                from diffgeo.style import style
                 self.check(ds)
-                return fn(ds, *args, **kwargs)
+                with style(): return fn(ds, *args, **kwargs)
             self.figures[name] = draw
             return draw
         return register

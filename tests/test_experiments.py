@@ -57,13 +57,11 @@ def test_notebook_smoke(name, tmp_path):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_committed_result(name):
-    "The committed cpu-profile dataset passes its schema and redraws every figure from the file alone."
+    "The committed cpu-profile dataset passes its schema and its figures are committed (tests/test_figures.py redraws each from the file alone)."
     exp = EXPERIMENTS[name]
     ds = exp.load(ROOT / exp.paths("cpu").dataset)
     assert results.parameters(ds)["profile"] == "cpu"
-    for fig, draw in exp.figures.items():
-        plt.close(draw(ds))
-        assert (ROOT / exp.paths("cpu").figures[fig]).exists(), fig
+    for fig in exp.figures: assert (ROOT / exp.paths("cpu").figures[fig]).exists(), fig
 
 
 def test_fig5_statistics_differ_as_the_prose_says():

@@ -1,0 +1,76 @@
+"""Every declared figure of every experiment is drawn from each committed dataset of that experiment (its file alone) and can be read:
+no overlapping text, a label on every axis that shows numbers and on every colour bar, no empty panel
+(`diffgeo.style.legibility`, with the renderer's own text extents; no image comparison).
+
+`ILLEGIBLE` lists the figures not yet repaired; the test fails as soon as one of them passes, so the list only shrinks."""
+import functools
+import importlib
+import warnings
+from pathlib import Path
+
+import matplotlib
+import pytest
+
+from diffgeo import results
+from diffgeo.scaffold import REGISTRY
+from diffgeo.style import legibility
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+NAMES = sorted(p.stem for p in (ROOT / "diffgeo" / "experiments").glob("*.py") if not p.stem.startswith("_"))
+for _n in NAMES: importlib.import_module(f"diffgeo.experiments.{_n}")
+
+#: (experiment, figure) pairs still failing the check on some committed dataset, to be repaired (issue 33)
+ILLEGIBLE = {("petrini_fig5", "fig5"), ("petrini_fig5", "fig15"), ("petrini_fig5", "fig19"), ("moskalev_fig2", "fig2"), ("petrini_fig3", "fig3"), ("petrini_fig3", "fig4"), ("petrini_fig3", "training"),
+             ("petrini_fig6", "fig6"), ("petrini_fig6", "fig22"), ("petrini_fig6", "fig13"), ("petrini_fig6", "fig18"),
+             ("petrini_fig7", "fig7"), ("petrini_tab2", "fig20"), ("petrini_tab2", "fig21"), ("rousseau_spiral", "solvers"),
+             ("zavatoneveth_fig1", "fig1"), ("zavatoneveth_fig1", "fig1_xor"), ("zavatoneveth_fig2", "fig2"),
+             ("zavatoneveth_fig3", "fig3"), ("zavatoneveth_fig3", "fig4")}
+
+
+def _datasets():
+    "(experiment, file) for every committed dataset, by the experiment its provenance names."
+    out = []
+    for f in sorted((ROOT / "results").glob("*.nc")):
+        name = results.load_dataset(f).attrs["experiment"]
+        if name in REGISTRY: out.append((name, f.name))
+    return out
+
+
+DATASETS = _datasets()
+CASES = [(n, f, fig) for n, f in DATASETS for fig in REGISTRY[n].figures]
+
+
+@functools.lru_cache(maxsize=2)
+def _load(name, file): return REGISTRY[name].load(ROOT / "results" / file)
+
+
+def test_every_experiment_has_a_committed_dataset():
+    assert {n for n, _ in DATASETS} == set(NAMES)
+    assert ILLEGIBLE <= {(n, fig) for n, _, fig in CASES}
+
+
+_SEEN = {}   # (experiment, figure) -> [legible?] per dataset, for the last test
+
+
+@pytest.mark.xdist_group("figures")
+@pytest.mark.parametrize("name,file,figure", CASES)
+def test_figure_is_legible(name, file, figure):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fig = REGISTRY[name].figures[figure](_load(name, file))
+        res = legibility(fig)
+    plt.close(fig)
+    _SEEN.setdefault((name, figure), []).append(bool(res))
+    if (name, figure) in ILLEGIBLE: pytest.xfail(f"not yet repaired (ILLEGIBLE): {res}" if not res else "legible on this dataset")
+    assert res, f"{name}/{figure} from {file}: {res}"
+
+
+@pytest.mark.xdist_group("figures")
+def test_illegible_list_only_shrinks():
+    "Run after the figures (same worker, file order): a figure of `ILLEGIBLE` legible on every committed dataset leaves the list."
+    if not _SEEN: pytest.skip("no figure was drawn in this session (run the whole file)")
+    repaired = sorted(k for k in ILLEGIBLE if k in _SEEN and all(_SEEN[k]))
+    assert not repaired, f"legible on every committed dataset now, remove from ILLEGIBLE: {repaired}"
