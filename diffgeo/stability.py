@@ -539,8 +539,9 @@ def bootstrap(
     n = check_int(n, "n", low=2)
     B = ds.sizes["sample"]
     rng = np.random.default_rng(seed)
-    draws = [summarize(ds.isel(sample=rng.integers(0, B, B)), statistic) for _ in range(n)]
-    out = np.log10(xr.concat(draws, "resample")).std("resample")
+    idx = xr.DataArray(np.stack([rng.integers(0, B, B) for _ in range(n)]), dims=("resample", "sample"))
+    dist = ds[[k for k in ds.data_vars if k.startswith(("d_", "u_")) and "sample" in ds[k].dims]]
+    out = np.log10(summarize(dist.isel(sample=idx), statistic)).std("resample")   # every resample at once
     for k in out.data_vars: out[k].attrs = cf_attrs(f"bootstrap std of log10 {k} over test images ({statistic})")
     return out
 
