@@ -23,11 +23,7 @@ NAMES = sorted(p.stem for p in (ROOT / "diffgeo" / "experiments").glob("*.py") i
 for _n in NAMES: importlib.import_module(f"diffgeo.experiments.{_n}")
 
 #: (experiment, figure) pairs still failing the check on some committed dataset, to be repaired (issue 33)
-ILLEGIBLE = {("petrini_fig5", "fig5"), ("petrini_fig5", "fig15"), ("petrini_fig5", "fig19"), ("moskalev_fig2", "fig2"), ("petrini_fig3", "fig3"), ("petrini_fig3", "fig4"), ("petrini_fig3", "training"),
-             ("petrini_fig6", "fig6"), ("petrini_fig6", "fig22"), ("petrini_fig6", "fig13"), ("petrini_fig6", "fig18"),
-             ("petrini_fig7", "fig7"), ("petrini_tab2", "fig20"), ("petrini_tab2", "fig21"), ("rousseau_spiral", "solvers"),
-             ("zavatoneveth_fig1", "fig1"), ("zavatoneveth_fig1", "fig1_xor"), ("zavatoneveth_fig2", "fig2"),
-             ("zavatoneveth_fig3", "fig3"), ("zavatoneveth_fig3", "fig4")}
+ILLEGIBLE = set()
 
 
 def _datasets():

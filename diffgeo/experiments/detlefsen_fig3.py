@@ -221,18 +221,21 @@ def draw(ds:xr.Dataset):
     top, bottom = fig.subfigures(2, 1, height_ratios=[1, 1.25])
     axes = top.subplots(1, len(lrs), sharey=True, squeeze=False)[0]
     for ax, lr in zip(axes, lrs):
-        for f in st_fams:
+        lane = ax.get_xaxis_transform()   # x: step, y: axes fraction; the fold marks sit in a strip above the curves, one lane per family
+        for i, f in enumerate(st_fams):
             d = ds.sel(family=f, lr=lr)
             ax.plot(d.step, d.cond_median.mean("seed"), color=COLORS[f], lw=1.8)
             ax.plot(d.step, d.cond_max.max("seed"), ":", color=COLORS[f], lw=1.4)
             folded = (d.frac_folded.max("seed") > 0).values
-            ax.plot(d.step.values[folded], d.cond_median.mean("seed").values[folded], "x", color=COLORS[f], ms=6, mew=1.5)
+            ax.plot(d.step.values[folded], np.full(folded.sum(), 0.97 - 0.045 * i), "|", color=COLORS[f], ms=5, mew=1.2, transform=lane)
         ax.axhline(kappa, color="k", ls="--", lw=0.8)
         ax.set(yscale="log", title=f"lr = {lr:g}", xlabel="optimiser step")
+    lo, hi = axes[0].get_ylim()
+    axes[0].set_ylim(lo, hi * (hi / lo) ** (0.06 * len(st_fams) + 0.04))   # room above the curves for the strip of fold marks
     axes[0].set_ylabel("κ(∇T) of the probed maps")
     median = "median κ" + (" (mean over seeds)" if n_seeds > 1 else "")
     top.legend(handles=key(st_fams) + [mark(median, lw=1.8), mark("largest κ", ls=":", lw=1.4),
-                                       mark("some probed map folds (min det ≤ 0)", ls="none", marker="x", ms=6, mew=1.5),
+                                       mark("a probed map folds (min det ≤ 0) at that step:\nstrip at the top, one lane per family", ls="none", marker="|", ms=6, mew=1.2),
                                        mark(f"κ* = {kappa:g} (ill-conditioned above)", ls="--", lw=0.8)],
                loc="outside right upper", fontsize=8, title="top row", title_fontsize=8)
     ax1, ax2 = bottom.subplots(1, 2)

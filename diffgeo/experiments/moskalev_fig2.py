@@ -194,40 +194,55 @@ def summary(ds:xr.Dataset) -> "pd.DataFrame":
 
 @EXPERIMENT.figure("fig2")
 def draw(ds:xr.Dataset):
-    "t-SNE of the seed-0 penultimate representations per model, the traced digits' orbits marked; their turned copies with their saliency."
+    "t-SNE of the seed-0 penultimate representations per model, the traced digits' orbits marked; their turned copies with their saliency and neighbour rank."
     import matplotlib.pyplot as plt
+    from matplotlib.transforms import offset_copy
     models, order, traces = list(ds.model.values), ds.sizes["element"], ds.sizes["trace"]
-    fig = plt.figure(figsize=(4.2 * len(models), 4.6 + 1.05 * traces), layout="constrained")
-    top, bottom = fig.subfigures(2, 1, height_ratios=[3.4, 1.05 * traces])
+    fig = plt.figure(figsize=(4.2 * len(models), 4.8 + 1.25 * traces), layout="constrained")
+    top, bottom = fig.subfigures(2, 1, height_ratios=[3.4, 1.25 * traces])
     axes, rows = np.atleast_1d(top.subplots(1, len(models))), np.atleast_1d(bottom.subfigures(1, len(models)))
     element, sample = ds.point_element.values, ds.point_sample.values
     lab = ds.label.values[sample]
-    names, shift = [f"{90 * k}°" for k in range(order)], [(5, 5), (5, -11), (-24, -11), (-24, 5)]
+    names = [f"{90 * k}°" for k in range(order)]
+    # each angle's label sits in its own quadrant around the orbit's centre (so labels never collide), a thin line to its point
+    quadrant = [(1, 1), (1, -1), (-1, -1), (-1, 1)]
     markers, symbols = "osD^", "●■◆▲"
+    n_seeds = ds.sizes["seed"]
     for ax, row, m in zip(axes, rows, models):
         e = ds.embedding.sel(model=m).values
         ax.scatter(*e[element == 0].T, c=lab[element == 0], cmap="tab10", vmin=0, vmax=9, s=4, alpha=0.35, lw=0)
         for ti, t in enumerate(ds.traced.values):
             orbit = np.r_[np.flatnonzero((sample == t) & (element == 0))[:1], np.flatnonzero(element > 0)[ti * (order - 1):(ti + 1) * (order - 1)]]
             ax.plot(*e[orbit].T, "k--", lw=0.8)
-            ax.scatter(*e[orbit].T, c=[lab[orbit[0]]] * order, cmap="tab10", vmin=0, vmax=9, s=60, marker=markers[ti % 4], edgecolors="k", zorder=3)
+            ax.scatter(*e[orbit].T, c=[lab[orbit[0]]] * order, cmap="tab10", vmin=0, vmax=9, s=[70] + [40] * (order - 1),
+                       marker=markers[ti % 4], edgecolors="k", zorder=3)
+            centre = e[orbit].mean(0)
             for k, p in enumerate(orbit):
-                ax.annotate(names[k], e[p], xytext=shift[k % 4], textcoords="offset points", fontsize=8, weight="bold")
-        r, a = ds.median_rank.sel(model=m).isel(seed=0).item(), ds.orbit_accuracy.sel(model=m).isel(seed=0).item()
-        ax.set_title(f"{m}: orbit accuracy {100 * a:.0f}%, median rank {r:.0f}", fontsize=10)
+                sx, sy = quadrant[k % 4]
+                at = offset_copy(ax.transData, fig=fig, x=9 * sx, y=7 * sy, units="points")
+                ax.annotate("", e[p], xytext=centre, textcoords=at, arrowprops=dict(arrowstyle="-", lw=0.4, color="0.3", shrinkA=0, shrinkB=3))
+                ax.text(*centre, names[k], transform=at, fontsize=7, weight="bold", ha="left" if sx > 0 else "right", va="bottom" if sy > 0 else "top")
+        acc, med = 100 * ds.orbit_accuracy.sel(model=m), ds.median_rank.sel(model=m)
+        spread = f"; range over {n_seeds} seeds: {float(acc.min()):.0f}–{float(acc.max()):.0f}%, {float(med.min()):.0f}–{float(med.max()):.0f}" if n_seeds > 1 else ""
+        ax.set_title(f"{m}: orbit accuracy {float(acc.isel(seed=0)):.0f}%, median rank {float(med.isel(seed=0)):.0f}\n(seed 0{spread})", fontsize=9)
         ax.set_xticks([]); ax.set_yticks([])
+        ax.set_xlabel("t-SNE 1"); ax.set_ylabel("t-SNE 2")
         tiles = np.atleast_2d(row.subplots(traces, order))
-        for ti in range(traces):
+        for ti, t in enumerate(ds.traced.values):
             sal = ds.trace_saliency.sel(model=m).isel(trace=ti).values
-            for k, t in enumerate(tiles[ti]):
-                t.imshow(ds.trace_image.isel(trace=ti).values[k], cmap="gray")
+            ranks = ds.orbit_rank.sel(model=m).isel(seed=0).sel(sample=t).values
+            for k, tile in enumerate(tiles[ti]):
+                tile.imshow(ds.trace_image.isel(trace=ti).values[k], cmap="gray")
                 s = sal[k] / max(sal[k].max(), 1e-12)
-                t.imshow(np.dstack([np.ones_like(s), np.zeros_like(s), np.zeros_like(s), s]))
-                t.set_title(f"{symbols[ti % 4]} {names[k]}", fontsize=7); t.axis("off")
+                tile.imshow(np.dstack([np.ones_like(s), np.zeros_like(s), np.zeros_like(s), s]))
+                tile.set_title(f"{symbols[ti % 4]} {names[k]}\n" + (f"rank {ranks[k]:.0f}" if k else "upright"), fontsize=7)
+                tile.set_xticks([]); tile.set_yticks([]); tile.axis("off")
     traced = ", ".join(f"{symbols[i % 4]} test image {t} (a {int(ds.label[t])}, {100 * q:g}th percentile of DA's rank)"
                        for i, (t, q) in enumerate(zip(ds.traced.values, ds.trace.values)))
-    fig.suptitle(f"Penultimate layer, seed 0, quarter turns; traced: {traced}; saliency in red", fontsize=10)
+    fig.suptitle(f"Penultimate layer, seed 0, quarter turns; traced: {traced}; saliency in red;\n"
+                 "rank: other test images nearer to the upright digit than the turned copy, in that model's representation", fontsize=9)
     return fig
+
 
 # %% ../../nbs/moskalev_fig2.ipynb #7d7aa5f4
 def check_regression(ds:xr.Dataset):

@@ -270,35 +270,61 @@ def _orbit_panel(axs, maps, group_order, title, turn=None):
 
 @EXPERIMENT.figure("fig3")
 def draw_saliency(ds:xr.Dataset, group:str="rot4"):
-    "Fig. 3: realigned saliency maps g⁻¹m(gx) over the orbit (columns) of test images (rows), DA beside IR (seed 0)."
+    "Fig. 3: realigned saliency maps g⁻¹m(gx) over the orbit (columns) of test images (rows), DA beside IR (seed 0), over the digit x."
     import matplotlib.pyplot as plt
     s = ds.saliency.sel(group=group)
     n, order = ds.sizes["panel"], int(ds.group_order.sel(group=group))
-    fig, axs = plt.subplots(n, 2 * order, figsize=(1.2 * 2 * order, 1.2 * n + 0.4), squeeze=False)
-    for b, kind in enumerate(("DA", "IR")):
-        _orbit_panel(axs[:, b * order:(b + 1) * order], s.sel(model=kind).values, order, kind)
-    fig.suptitle(f"saliency maps realigned to x ({group}); DA left, IR right", fontsize=9)
-    fig.tight_layout()
+    kinds = ("DA", "IR")
+    maps = np.stack([s.sel(model=k).values for k in kinds])                         # [model, panel, element, y, x]
+    maps = maps / np.maximum(maps.max((-1, -2), keepdims=True), 1e-12)              # each map over its own maximum
+    top = float(np.median(maps[maps > 0])) if (maps > 0).any() else 1.0            # colour clipped at the median non-zero value
+    norm = plt.Normalize(0, top)
+    fig, axs = plt.subplots(n, 2 * order, figsize=(1.15 * 2 * order + 1.0, 1.15 * n + 0.7), squeeze=False, layout="constrained")
+    for b, kind in enumerate(kinds):
+        for i in range(n):
+            x = ds.panel_image.sel(group=group, model=kind, panel=ds.panel[i]).values
+            for j in range(order):
+                ax = axs[i, b * order + j]
+                ax.imshow(x, cmap="gray", vmin=x.min(), vmax=x.min() + 2 * (x.max() - x.min()))   # the digit, dimmed
+                ax.imshow(np.ma.masked_less_equal(maps[b, i, j], 0), cmap="inferno", norm=norm, interpolation="nearest")
+                ax.set_xticks([]); ax.set_yticks([])
+                if i == 0: ax.set_title(f"{kind}\ng{j}" if j == 0 else f"g{j}", fontsize=8)
+    sm = plt.cm.ScalarMappable(norm=norm, cmap="inferno")
+    fig.colorbar(sm, ax=axs, shrink=0.6, extend="max",
+                 label=f"saliency / the map's maximum\n(clipped at {top:.2f}, the median non-zero value)")
+    fig.suptitle(f"saliency maps realigned to x, g⁻¹m(gx), over the digit x ({group}, seed 0); DA left, IR right", fontsize=9)
     return fig
 
 @EXPERIMENT.figure("fig1")
 def draw_orbit(ds:xr.Dataset, group:str="rot4", panel:int=0):
-    "Fig. 1: one test image's orbit with the saliency of DA (rows 1-2) and of WT (rows 3-4): as computed, and realigned."
+    "Fig. 1: one test image's orbit with the saliency of DA (rows 1-2) and of WT (rows 3-4): as computed, and realigned, over the digit."
     import matplotlib.pyplot as plt
     G = GROUPS[group]()
     x = torch.as_tensor(ds.panel_image.sel(group=group, panel=panel).isel(model=0).values)[None, None]
-    fig, axs = plt.subplots(5, G.order, figsize=(1.3 * G.order, 6.6), squeeze=False)
+    kinds = ("DA", "WT")
+    back = {k: torch.as_tensor(ds.saliency.sel(group=group, model=k, panel=panel).values) for k in kinds}   # [element, y, x]
+    back = {k: v / v.amax((-1, -2), keepdim=True).clamp_min(1e-12) for k, v in back.items()}          # each map over its maximum
+    nz = torch.cat([v[v > 0] for v in back.values()])
+    top = float(nz.median()) if len(nz) else 1.0                                    # colour clipped at the median non-zero value
+    norm = plt.Normalize(0, top)
+    lo, hi = float(x.min()), float(x.max())
+    fig, axs = plt.subplots(5, G.order, figsize=(1.3 * G.order + 1.0, 7.0), squeeze=False, layout="constrained")
     for k in range(G.order):
-        axs[0, k].imshow(G.act(x, k)[0, 0], cmap="gray"); axs[0, k].set_title(f"g{k} x", fontsize=8)
-        for r, kind in enumerate(("DA", "WT")):
-            back = torch.as_tensor(ds.saliency.sel(group=group, model=kind, panel=panel, element=k).values)
-            axs[1 + 2 * r, k].imshow(G.act(back[None, None], k)[0, 0], cmap="inferno")   # m(gx), in gx's frame
-            axs[2 + 2 * r, k].imshow(back, cmap="inferno")                               # g⁻¹ m(gx)
+        gx = G.act(x, k)[0, 0]
+        axs[0, k].imshow(gx, cmap="gray"); axs[0, k].set_title(f"g{k} x", fontsize=8)
+        for r, kind in enumerate(kinds):
+            m = back[kind][k]
+            for row, (img, sal) in enumerate(((gx, G.act(m[None, None], k)[0, 0]), (x[0, 0], m))):   # m(gx) over gx; g⁻¹m(gx) over x
+                ax = axs[1 + 2 * r + row, k]
+                ax.imshow(img, cmap="gray", vmin=lo, vmax=lo + 2 * (hi - lo))               # the digit, dimmed
+                ax.imshow(np.ma.masked_less_equal(sal.numpy(), 0), cmap="inferno", norm=norm, interpolation="nearest")
             axs[1 + 2 * r, 0].set_ylabel(f"{kind}: m(gx)", fontsize=8); axs[2 + 2 * r, 0].set_ylabel(f"{kind}: g⁻¹m(gx)", fontsize=8)
     for ax in axs.flat: ax.set_xticks([]); ax.set_yticks([])
-    fig.suptitle(f"{group}: predictions may agree while the saliency does not (DA) or does (WT)", fontsize=9)
-    fig.tight_layout()
+    fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap="inferno"), ax=axs[1:], shrink=0.5, extend="max",
+                 label=f"saliency / the map's maximum\n(clipped at {top:.2f}, the median non-zero value)")
+    fig.suptitle(f"{group}: predictions may agree while the saliency does not (DA) or does (WT)\n(saliency over the dimmed digit)", fontsize=9)
     return fig
+
 
 # %% ../../nbs/moskalev_tab1.ipynb #b54f909c
 def check_regression(ds:xr.Dataset):

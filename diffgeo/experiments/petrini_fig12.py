@@ -148,7 +148,8 @@ def derive(ds:xr.Dataset) -> xr.Dataset:
 # %% ../../nbs/petrini_fig12.ipynb #870080fe
 @EXPERIMENT.figure("fig12")
 def draw(ds:xr.Dataset):
-    "Fig. 12: R_f after training per augmentation and probing cut-off."
+    "Fig. 12: R_f after training per augmentation and probing cut-off: geometric mean over seeds with ±1 s.d. of log10, and each seed."
+    import matplotlib
     import matplotlib.pyplot as plt
     n = ds.sizes["arch"]
     fig, axes = plt.subplots(1, n, figsize=(5 * n, 3.8), layout="constrained", squeeze=False)
@@ -157,8 +158,12 @@ def draw(ds:xr.Dataset):
         for j, c in enumerate(ds.c.values):
             x = np.arange(ds.sizes["augmentation"]) + (j - (nc - 1) / 2) * w
             r = ds.R_f.sel(arch=arch, state="trained", c=c).isel(interpolation=0)
-            ax.bar(x, ds.R_f_logmean.sel(arch=arch, state="trained", c=c).isel(interpolation=0), w, color=f"C{j}", label=f"c = {c:g}")
-            for s in ds.seed.values: ax.plot(x, r.sel(seed=s), "k.", ms=3)
+            m = ds.R_f_logmean.sel(arch=arch, state="trained", c=c).isel(interpolation=0)
+            sd = np.log10(r).std("seed", ddof=1).values if ds.sizes["seed"] > 1 else np.zeros(len(x))
+            color = matplotlib.colors.to_hex(f"C{j}")
+            ax.errorbar(x, m, yerr=[m - m * 10 ** -sd, m * 10 ** sd - m], fmt="o", ms=6, color=color, capsize=3,
+                        label=f"c = {c:g}: geometric mean ± 1 s.d. of log10")   # points, not bars: a log axis has no baseline
+            for s in ds.seed.values: ax.plot(x + w / 4, r.sel(seed=s), ".", color=color, ms=3, alpha=0.6)
         ax.axhline(ds.R_f_logmean.sel(arch=arch, state="init").isel(c=0, interpolation=0).mean().item(), color="0.3", ls="--", lw=1,
                    label="$R_f^0$ at init")
         ax.set(xticks=np.arange(ds.sizes["augmentation"]), xticklabels=list(ds.augmentation.values), yscale="log",

@@ -183,6 +183,12 @@ def derive(ds:xr.Dataset) -> xr.Dataset:
     return ds
 
 # %% ../../nbs/petrini_fig3.ipynb #f798a546
+from matplotlib.ticker import MaxNLocator, NullLocator
+
+from .petrini_fig5 import log_ticks
+from .petrini_fig6 import _cn
+from ..style import family_color
+
 _SIMPLE = ("FullConn", "LeNet")
 
 def _archs(ds:xr.Dataset, simple:bool) -> list:
@@ -190,27 +196,53 @@ def _archs(ds:xr.Dataset, simple:bool) -> list:
 
 def _lm(v:xr.DataArray) -> np.ndarray: return logmean(v).values
 
-def _bars(ax, ds:xr.Dataset, arch:str):
-    "R_f at δ = 1 per cut-off: initialisation shaded, trained full, bilinear."
-    r = ds.R_f_logmean.sel(arch=arch, delta=1.0).isel(interpolation=0)
-    x = np.arange(ds.sizes["c"])
-    for j, c in enumerate(ds.c.values):
-        ax.bar(j - 0.2, r.sel(state="init", c=c), 0.4, color=f"C{j}", alpha=0.35, label="init" if j == 0 else None)
-        ax.bar(j + 0.2, r.sel(state="trained", c=c), 0.4, color=f"C{j}", label="trained" if j == 0 else None)
+def _spread(v:xr.DataArray, sd:xr.DataArray) -> np.ndarray:
+    "Asymmetric error bars (2, n) of ±1 standard deviation of log10 around the geometric means `v`."
+    v, sd = np.asarray(v, float), np.nan_to_num(np.asarray(sd, float))
+    return np.array([v * (1 - 10 ** -sd), v * (10 ** sd - 1)])
+
+def _points(ax, ds:xr.Dataset, arch:str):
+    "R_f at δ = 1 per cut-off (bilinear): initialisation (open) and trained (filled), seed geometric mean ± 1 s.d. of log10."
+    sel = dict(arch=arch, delta=1.0)
+    x, vals = np.arange(ds.sizes["c"]), [1.0]
+    for state, dx, filled in (("init", -0.15, False), ("trained", 0.15, True)):
+        m = ds.R_f_logmean.sel({**sel, "state": state}).isel(interpolation=0).values
+        err = _spread(m, ds.R_f_logstd.sel({**sel, "state": state}).isel(interpolation=0).values)
+        for j in range(len(x)):
+            ax.errorbar(x[j] + dx, m[j], yerr=err[:, j:j + 1], fmt="o", ms=6, capsize=3, color=_cn(j), mfc=_cn(j) if filled else "white")
+        vals += [*(m - err[0]), *(m + err[1])]
     ax.axhline(1, color="0.5", lw=0.8)
-    ax.set(xticks=x, xticklabels=[f"c = {c:g}" for c in ds.c.values], yscale="log", title=f"{arch}: $R_f$ at δ = 1")
-    ax.set_ylim(min(float(r.min()), 1.0) / 2, max(float(r.max()), 1.0) * 1.6)  # every bar visibly tall on the log axis, room for the legend
-    plain_log_ticks(ax, x=False)
+    ax.set(xticks=x, xticklabels=[f"c = {c:g}" for c in ds.c.values], xlim=(-0.6, len(x) - 0.4), yscale="log",
+           ylabel=f"$R_f$ at δ = 1 ({ds.interpolation.values[0]})", title=f"{arch}: $R_f$ at δ = 1")
+    lo, hi = min(vals), max(vals)
+    ax.set_ylim(lo / 10 ** (0.08 * np.log10(hi / lo) + 0.02), hi * 10 ** (0.08 * np.log10(hi / lo) + 0.02))
+    log_ticks(ax.yaxis, np.array(vals), lambda t, _: f"{t:g}")
 
 def _against_delta(ax, ds:xr.Dataset, arch:str):
+    "R_f against δ, one colour per cut-off, one marker per interpolation; init dashed (open), trained full (filled) with ±1 s.d. of log10 over seeds."
+    n = ds.sizes["c"] * ds.sizes["interpolation"]
     for j, c in enumerate(ds.c.values):
-        for i, marker in zip(ds.interpolation.values, ("o", "^")):
-            for state, ls in (("init", "--"), ("trained", "-")):
-                ax.plot(ds.delta, ds.R_f_logmean.sel(arch=arch, c=c, interpolation=i, state=state), ls, marker=marker, ms=3,
-                        color=f"C{j}", label=f"c = {c:g}, {i}" if state == "trained" else None)
+        for i, (interp, marker) in enumerate(zip(ds.interpolation.values, ("o", "^"))):
+            shift = 10 ** (0.012 * (j * ds.sizes["interpolation"] + i - (n - 1) / 2))  # the error bars side by side
+            sel = dict(arch=arch, c=c, interpolation=interp)
+            m0 = ds.R_f_logmean.sel({**sel, "state": "init"})
+            ax.plot(ds.delta, m0, "--", marker=marker, ms=3, lw=0.9, color=_cn(j), mfc="white")
+            m = ds.R_f_logmean.sel({**sel, "state": "trained"})
+            ax.errorbar(ds.delta * shift, m, yerr=_spread(m, ds.R_f_logstd.sel({**sel, "state": "trained"})), fmt="-", marker=marker, ms=3.5,
+                        lw=1.2, elinewidth=0.8, capsize=0, color=_cn(j)).lines[2][0].set_alpha(0.5)
     ax.axhline(1, color="0.5", lw=0.8)
-    ax.set(xscale="log", yscale="log", xlabel="δ (pixels)", ylabel="$R_f$", title=f"{arch}: init dashed, trained full")
-    plain_log_ticks(ax)
+    ax.set(xscale="log", yscale="log", xlabel="δ (pixels)", ylabel="$R_f$", title=f"{arch}: $R_f$ against δ")
+    plain_log_ticks(ax, x=False)
+    ax.set_xticks(ds.delta.values, [f"{d:g}" for d in ds.delta.values]); ax.xaxis.set_minor_locator(NullLocator())
+
+def _legend_fig3(fig, ds:xr.Dataset, cuts:bool=True):
+    "One legend under the figure: the cut-offs' colours, the interpolations' markers and the two states."
+    from matplotlib.lines import Line2D
+    h = [Line2D([], [], color=_cn(j), lw=2, label=f"c = {c:g}") for j, c in enumerate(ds.c.values)] if cuts else []
+    if cuts: h += [Line2D([], [], ls="", marker=m, color="0.3", label=i) for i, m in zip(ds.interpolation.values, ("o", "^"))]
+    h += [Line2D([], [], ls="--", marker="o", color="0.3", mfc="white", label="initialisation"),
+          Line2D([], [], ls="-", marker="o", color="0.3", label="trained")]
+    fig.legend(handles=h, loc="outside lower center", ncol=len(h))
 
 def _grid(rows:int, cols:int, w:float=4.2, h:float=3.2):
     import matplotlib.pyplot as plt
@@ -221,19 +253,20 @@ def _grid(rows:int, cols:int, w:float=4.2, h:float=3.2):
 def draw_fig3(ds:xr.Dataset):
     "Fig. 3 (left, centre): R_f against δ, and R_f(δ = 1) per cut-off, for the deep networks."
     archs = _archs(ds, False) or list(ds.arch.values)
-    fig, axes = _grid(len(archs), 2)
-    for row, arch in zip(axes, archs): _against_delta(row[0], ds, arch); _bars(row[1], ds, arch)
-    axes[0, 0].legend(fontsize=6); axes[0, 1].legend(fontsize=7)
-    fig.suptitle(f"Fig. 3: {_dataset_name(ds)}, {ds.sizes['seed']} seeds (geometric means)")
+    fig, axes = _grid(len(archs), 2, 4.2, 3.0)
+    for row, arch in zip(axes, archs): _against_delta(row[0], ds, arch); _points(row[1], ds, arch)
+    _legend_fig3(fig, ds)
+    fig.suptitle(f"Fig. 3: {_dataset_name(ds)}, geometric mean over {ds.sizes['seed']} seeds, bars ±1 s.d. of log10 over seeds")
     return fig
 
 @EXPERIMENT.figure("fig4")
 def draw_fig4(ds:xr.Dataset):
     "Fig. 4 (top): R_f(δ = 1) per cut-off for the fully connected net and LeNet, at init and trained."
     archs = _archs(ds, True) or list(ds.arch.values)
-    fig, axes = _grid(1, len(archs), 3.8, 3.2)
-    for ax, arch in zip(axes[0], archs): _bars(ax, ds, arch)
-    axes[0, 0].legend(fontsize=7)
+    fig, axes = _grid(1, len(archs), 3.8, 3.0)
+    for ax, arch in zip(axes[0], archs): _points(ax, ds, arch)
+    _legend_fig3(fig, ds, cuts=False)
+    fig.suptitle(f"Fig. 4 (top): {_dataset_name(ds)}, geometric mean over {ds.sizes['seed']} seeds, bars ±1 s.d. of log10 over seeds")
     return fig
 
 @EXPERIMENT.figure("fig11")
@@ -241,11 +274,11 @@ def draw_fig11(ds:xr.Dataset):
     "Fig. 11: G_f against the noise radius, slope 2 at small noise."
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(5.5, 4.2), layout="constrained")
-    for j, arch in enumerate(ds.arch.values):
+    for arch in ds.arch.values:
         eta = _lm(ds.eta_norm.sel(arch=arch))
         for state, ls in (("init", "--"), ("trained", "-")):
             k = ds.noise_slope.sel(arch=arch, state=state).mean().item()
-            ax.plot(eta, _lm(ds.G_f_eta.sel(arch=arch, state=state)), ls, marker="o", ms=3, color=f"C{j}",
+            ax.plot(eta, _lm(ds.G_f_eta.sel(arch=arch, state=state)), ls, marker="o", ms=3, color=family_color(str(arch)),
                     label=f"{arch} (small-noise slope {k:.2f})" if state == "trained" else None)
     e0, g0 = eta[0], _lm(ds.G_f_eta.sel(arch=ds.arch.values[-1], state="trained"))[0]
     ax.plot(eta[:5], g0 * (eta[:5] / e0) ** 2 / 3, "k:", label="slope 2")
@@ -261,10 +294,9 @@ def draw_fig14(ds:xr.Dataset):
     fig, axes = _grid(1, len(groups), 4.6, 3.6)
     for ax, archs, title in zip(axes[0], groups, ("simple networks", "deep networks") if len(groups) == 2 else ("networks",)):
         for arch in archs:
-            j = list(ds.arch.values).index(arch)
             depth = ds.relative_depth.sel(arch=arch).isel(seed=0).values
             for state, ls in (("init", "--"), ("trained", "-")):
-                ax.plot(depth, _lm(ds.layer_R_f.sel(arch=arch, state=state)), ls, marker="o", ms=3, color=f"C{j}",
+                ax.plot(depth, _lm(ds.layer_R_f.sel(arch=arch, state=state)), ls, marker="o", ms=3, color=family_color(str(arch)),
                         label=str(arch) if state == "trained" else None)
         ax.axhline(1, color="0.5", lw=0.8)
         ax.set(yscale="log", xlabel="relative depth (0: first layer, 1: output)", ylabel="$R_f$", title=title)
@@ -275,21 +307,32 @@ def draw_fig14(ds:xr.Dataset):
 @EXPERIMENT.figure("training")
 def draw_training(ds:xr.Dataset):
     "D_f, G_f and R_f of the output after every epoch, with the validation error."
+    from matplotlib.lines import Line2D
     n = ds.sizes["arch"]
-    fig, axes = _grid(1, n, 3.6, 3.2)
-    for ax, arch in zip(axes[0], ds.arch.values):
-        for k, color in (("G_f", "C0"), ("D_f", "C1"), ("R_f", "C2")):
+    cols = 2 if n == 4 else n
+    fig, axes = _grid(-(-n // cols), cols, 4.0, 2.9)
+    for ax in axes.flat[n:]: ax.set_visible(False)
+    for ax, arch in zip(axes.flat, ds.arch.values):
+        for k, color in (("G_f", _cn(0)), ("D_f", _cn(1)), ("R_f", _cn(2))):
             v = ds[f"curve_{k}"].sel(arch=arch)
             for s in ds.seed.values: ax.plot(ds.epoch, v.sel(seed=s), color=color, lw=0.5, alpha=0.5)
-            ax.plot(ds.epoch, _lm(v), color=color, lw=2, label=k)
-        ax.set(yscale="log", xlabel="epoch", title=str(arch))
+            ax.plot(ds.epoch, _lm(v), color=color, lw=2)
+        ax.set(yscale="log", xlabel="epoch", ylabel="$D_f$, $G_f$, $R_f$", title=str(arch))
         plain_log_ticks(ax, x=False)
         twin = ax.twinx()
-        twin.plot(ds.epoch, _lm(ds.val_error.sel(arch=arch)), "k--", lw=1, label="validation error")
-        twin.set(yscale="log"); twin.tick_params(labelsize=7)
-    axes[0, 0].legend(fontsize=7, loc="lower left")
-    fig.suptitle("During training: D_f, G_f, R_f (left axis) and the validation error (dashed, right axis)")
+        twin.plot(ds.epoch, _lm(ds.val_error.sel(arch=arch)), "k--", lw=1)
+        twin.set(yscale="log", ylabel="validation error")
+        twin.spines["right"].set_visible(True)
+        plain_log_ticks(twin, x=False)
+        lo, hi = twin.get_ylim()
+        if np.log10(hi / lo) < 0.5: twin.yaxis.set_major_locator(MaxNLocator(4, steps=[1, 2, 5, 10]))  # a narrow range: a few plain ticks
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    h = [Line2D([], [], color=c, lw=2, label=f"${k[0]}_f$") for k, c in (("G_f", _cn(0)), ("D_f", _cn(1)), ("R_f", _cn(2)))]
+    h += [Line2D([], [], color="0.5", lw=0.5, label="each seed"), Line2D([], [], color="k", ls="--", lw=1, label="validation error (right axis)")]
+    fig.legend(handles=h, loc="outside lower center", ncol=len(h))
+    fig.suptitle(f"During training: $D_f$, $G_f$, $R_f$ at δ = 1 (thick: geometric mean over {ds.sizes['seed']} seeds) and the validation error")
     return fig
+
 
 # %% ../../nbs/petrini_fig3.ipynb #3b4b778a
 def _one(ds:xr.Dataset, k:str="R_f", state:str="trained", delta:float=1.0) -> xr.DataArray:

@@ -26,7 +26,7 @@ from ..scaffold import Experiment, Var
 __all__ = ['PAPER_ARCHS', 'CPU_WIDTH', 'CPU_LR', 'LONG_ARCHS', 'LONG_WIDTH', 'LONG_EPOCHS', 'COMMON', 'PROFILES', 'SMALL_NOISE',
            'STATES', 'VARIABLES', 'EXPERIMENT', 'PAPER_CORR', 'train_network', 'Setup', 'setup', 'resolve_archs',
            'cell', 'settings', 'seconds_per_step', 'cost', 'logmean', 'logstd', 'derive', 'probe_ratios', 'log_ticks',
-           'draw', 'draw_fig15', 'draw_fig16', 'draw_fig17', 'draw_fig19']
+           'point_label', 'place_labels', 'thin_ticks', 'draw', 'draw_fig15', 'draw_fig16', 'draw_fig17', 'draw_fig19']
 
 # %% ../../nbs/fig5.ipynb #0a70fb56
 PAPER_ARCHS = ["FullConnL2", "FullConnL4", "FullConnL6", "LeNet", "AlexNet", "VGG11", "VGG11bn", "VGG16bn", "VGG19bn",
@@ -424,20 +424,124 @@ def log_ticks(axis, values:np.ndarray, fmt):
     axis.set_major_locator(plt.LogLocator(subs=subs))
     axis.set_major_formatter(plt.FuncFormatter(fmt)); axis.set_minor_formatter(plt.NullFormatter())
 
-def _place_labels(ax, texts:list):
-    "Move annotation labels up or down, in steps of their height, until no two overlap."
-    fig = ax.figure
+#: The sides of a point a label may take, tried in this order: (x, y) directions, each at growing distances
+_SIDES = ((1, 1), (1, -1), (-1, 1), (-1, -1), (1, 0), (-1, 0), (0, 1), (0, -1))
+
+def point_label(ax, text:str, xy:tuple, radius:float=4.0, **kwargs):
+    "An annotation naming the point `xy` of `ax` (a marker of `radius` points), left out of the layout; `place_labels` puts it."
+    t = ax.annotate(text, xy, textcoords="offset points", xytext=(radius + 2, 2), fontsize=kwargs.pop("fontsize", 7), **kwargs)
+    t.set_in_layout(False)  # the layout must not move the points after the labels are placed beside them
+    ax.__dict__.setdefault("_point_labels", []).append((t, radius))
+    return t
+
+def _overlap(a, b) -> float:
+    "Area two display boxes share."
+    return max(0.0, min(a.x1, b.x1) - max(a.x0, b.x0)) * max(0.0, min(a.y1, b.y1) - max(a.y0, b.y0))
+
+def _line_points(ax, step:float) -> np.ndarray:
+    "Display points every `step` pixels along the lines of `ax` (fits, error bars), which a label had rather not cover."
+    from matplotlib.collections import LineCollection
+    segs = [ax.transData.transform(np.column_stack([l.get_xdata(), l.get_ydata()]).astype(float))
+            for l in ax.lines if len(l.get_xdata()) > 1 and l.get_visible()]
+    segs += [c.get_transform().transform(s) for c in ax.collections if isinstance(c, LineCollection) for s in c.get_segments()]
+    out = [np.zeros((0, 2))]
+    for s in segs:
+        s = s[np.isfinite(s).all(1)]
+        for a, b in zip(s[:-1], s[1:]):
+            n = max(2, int(np.hypot(*(b - a)) / step) + 1)
+            out.append(a + np.linspace(0, 1, n)[:, None] * (b - a))
+    return np.concatenate(out)
+
+def _closer(box, pts:np.ndarray, i:int, ok:np.ndarray, slack:float=0.0) -> int:
+    "How many other points are not clearly farther (1.5 times, plus `slack` pixels) from the label `box` than its own point `i` (a label is read as naming the nearest)."
+    d = np.hypot(np.maximum.reduce([box.x0 - pts[:, 0], np.zeros(len(pts)), pts[:, 0] - box.x1]),
+                 np.maximum.reduce([box.y0 - pts[:, 1], np.zeros(len(pts)), pts[:, 1] - box.y1]))
+    return int(np.count_nonzero(ok & (d < 1.5 * d[i] + slack) & (np.arange(len(pts)) != i)))
+
+def _fixed_texts(fig) -> list:
+    "The visible texts of `fig` other than point labels: tick and axis labels, titles, legends, figure texts."
+    out = list(fig.texts) + [t for lg in fig.legends for t in lg.get_texts()]
+    for ax in fig.axes:
+        out += [ax.title, ax._left_title, ax._right_title, ax.xaxis.label, ax.yaxis.label]
+        out += [l for axis in (ax.xaxis, ax.yaxis) if axis.get_visible() for tk in axis._update_ticks() for l in (tk.label1, tk.label2)]  # drawn ticks only
+        if ax.get_legend() is not None: out += ax.get_legend().get_texts()
+    return [t for t in out if t.get_visible() and t.get_text().strip()]
+
+def place_labels(fig, gap:float=2.0):
+    """Put every `point_label` of `fig` beside its point, inside its panel, where it covers no other label, tick label or
+    marker and is read as naming its own point: greedily, the most crowded points first, each trying eight sides at growing
+    distances and taking the one of least cost (overlapping texts or leaving the panel worst, then lying as near another
+    point as its own, then covering markers and lines, then distance). Call it once the layout is final."""
+    from matplotlib.transforms import Bbox
+    fig.canvas.draw()  # the final layout
+    r = fig.canvas.get_renderer()
+    px = fig.dpi / 72
+    ticks = [t.get_window_extent(r) for t in _fixed_texts(fig)]  # the texts a label must not touch, in every panel
+    for ax in fig.axes:
+        labels = [(t, rad) for t, rad in ax.__dict__.get("_point_labels", []) if t.get_visible()]
+        if not labels: continue
+        frame = ax.get_window_extent(r)
+        pts = np.array([ax.transData.transform(t.xy) for t, _ in labels], dtype=float)
+        ok = np.isfinite(pts).all(1)
+        # the other points' markers, widened: a label keeps clear of them, so that it is read as naming its own point
+        marks = [Bbox.from_extents(x - (rad + 6) * px, y - (rad + 6) * px, x + (rad + 6) * px, y + (rad + 6) * px) if good else None
+                 for (x, y), (_, rad), good in zip(pts, labels, ok)]
+        trace = _line_points(ax, 3 * px)
+        crowd = [-(np.hypot(*(pts - p).T) < 40 * px).sum() if good else 0 for p, good in zip(pts, ok)]
+        placed = []
+        for i in np.argsort(crowd, kind="stable"):
+            if not ok[i]: continue
+            t, rad = labels[i]
+            best = None
+            for extra in (0, 5, 12):
+                for sx, sy in _SIDES:
+                    d = rad + gap + extra
+                    t.set_position((sx * d * (0.8 if sx and sy else 1), sy * d * (0.6 if sx and sy else 1)))
+                    t.set_ha({1: "left", -1: "right", 0: "center"}[sx]); t.set_va({1: "bottom", -1: "top", 0: "center"}[sy])
+                    box = t.get_window_extent(r)
+                    cost = (sum(_overlap(box, o) for o in placed + ticks) * 1000 + sum(_overlap(box, m) for j, m in enumerate(marks) if m is not None and j != i)
+                            + (box.width * box.height - _overlap(box, frame)) * 50
+                            + 3000 * px * px * _closer(box, pts, i, ok, 3 * px) + 40 * px * px * extra
+                            + 12 * px * px * np.count_nonzero((trace[:, 0] > box.x0) & (trace[:, 0] < box.x1)
+                                                             & (trace[:, 1] > box.y0) & (trace[:, 1] < box.y1)))
+                    if best is None or cost < best[0]: best = (cost, t.get_position(), t.get_ha(), t.get_va())
+                    if cost == 0: break
+                if best[0] == 0: break
+            t.set_position(best[1]); t.set_ha(best[2]); t.set_va(best[3])
+            placed.append(t.get_window_extent(r))
+
+def _roundness(v:float) -> int:
+    "0 for a power of ten, 1 for 2 or 5 times one, 2 for 3 times one, 3 otherwise: which tick labels to keep first."
+    if not np.isfinite(v) or v <= 0: return 3
+    m = round(v / 10 ** np.floor(np.log10(v) + 1e-9), 6)
+    return 0 if m == 1 else 1 if m in (2, 5) else 2 if m == 3 else 3
+
+def thin_ticks(fig, pad:float=5.0):
+    "Blank the tick labels that would come within `pad` points of a neighbour's on every axis of `fig`, keeping their ticks."
+    import matplotlib.pyplot as plt
     fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
-    placed = []
-    for t in sorted(texts, key=lambda t: t.get_window_extent(renderer).y0):
-        for _ in range(20):
-            box = t.get_window_extent(renderer)
-            hit = next((b for b in placed if box.overlaps(b)), None)
-            if hit is None: break
-            x, y = t.get_position()
-            t.set_position((x, y + (hit.y1 - box.y0) / fig.dpi * 72 + 1))  # offset points: 72 per inch
-        placed.append(t.get_window_extent(renderer))
+    r = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        for axis, lo, hi in ((ax.xaxis, "x0", "x1"), (ax.yaxis, "y0", "y1")):
+            ticks = [tk for tk in axis.get_major_ticks() if tk.label1.get_visible() and tk.label1.get_text()]
+            ticks = [tk for tk in ticks if axis.get_view_interval().min() <= tk.get_loc() <= axis.get_view_interval().max()]
+            ticks.sort(key=lambda tk: _roundness(tk.get_loc()))  # decades first, then 2 and 5, then the rest
+            drop, kept, room = [], [], pad * fig.dpi / 72
+            for tk in ticks:
+                box = tk.label1.get_window_extent(r)
+                if any(getattr(box, lo) < getattr(k, hi) + room and getattr(k, lo) < getattr(box, hi) + room for k in kept):
+                    drop.append(tk.get_loc()); continue
+                kept.append(box)
+            if drop:
+                old = axis.get_major_formatter()
+                axis.set_major_formatter(plt.FuncFormatter(
+                    lambda v, p, old=old, drop=drop: "" if any(np.isclose(v, d, rtol=1e-9) for d in drop) else old(v, p)))
+
+def _finish(fig):
+    "Thin colliding tick labels, then place the point labels beside their points, on the final layout."
+    thin_ticks(fig)
+    place_labels(fig)
+    return fig
 
 def _scatter(ax, ds:xr.Dataset, k:str, invert:bool=False, errorbars:bool=False, fit:bool=False):
     "Test error against `k` (or 1/`k`) for the trained networks, on log-log axes."
@@ -451,12 +555,11 @@ def _scatter(ax, ds:xr.Dataset, k:str, invert:bool=False, errorbars:bool=False, 
         lo = lambda v, e: v - v / 10**e
         hi = lambda v, e: v * 10**e - v
         ax.errorbar(x, y, xerr=[lo(x, ex), hi(x, ex)], yerr=[lo(y, ey), hi(y, ey)], fmt="none", ecolor="0.6", lw=1, zorder=1)
-    texts = []
     for i, a in enumerate(ds.arch.values):
         marker = "*" if ds.skip.values[i] else "s" if ds.batchnorm.values[i] else "o"
         ax.scatter(x[i], y[i], s=90 if marker == "*" else 45, marker=marker, color=cmap(norm(ds.depth.values[i])),
                    edgecolor="k", lw=0.5, zorder=3)
-        texts.append(ax.annotate(a, (x[i], y[i]), textcoords="offset points", xytext=(5, 3), fontsize=7))
+        point_label(ax, str(a), (x[i], y[i]), radius=5.5 if marker == "*" else 4.0)
     if fit and np.isfinite(ds.fit_exponent.item()):
         grid = np.geomspace(np.nanmin(x) / 1.5, np.nanmax(x) * 1.5, 50)
         A, b = ds.fit_prefactor.item(), ds.fit_exponent.item()
@@ -472,12 +575,11 @@ def _scatter(ax, ds:xr.Dataset, k:str, invert:bool=False, errorbars:bool=False, 
     ax.title.set_fontsize(9)
     log_ticks(ax.xaxis, x, lambda v, _: f"{v:g}")
     log_ticks(ax.yaxis, y, lambda v, _: f"{100 * v:.3g}%")
-    ax.margins(x=0.15, y=0.1)
-    _place_labels(ax, texts)
+    ax.margins(x=0.15, y=0.12)
     return ax
 
 def _decorate(fig, axes, ds:xr.Dataset, errorbars:bool=False):
-    "Colour bar for depth, the marker legend, and a title that says what was run."
+    "Colour bar for depth, the marker legend, and a title that says what was run: over how many seeds, what the bars are."
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
     norm = _depth_norm(ds)
@@ -490,63 +592,66 @@ def _decorate(fig, axes, ds:xr.Dataset, errorbars:bool=False):
     lines = [h for ax in axes for h in ax.get_legend_handles_labels()[0]]
     fig.legend(handles=handles + lines[:2], fontsize=7, loc="outside lower center", ncols=3, frameon=False)  # off the data
     p = results.parameters(ds)
-    seeds = ds.sizes["seed"]
-    what = f"log-mean over {seeds} seeds" if seeds > 1 else "one seed"
-    bars = "" if not errorbars else ("\nbars: std over seeds" if seeds > 1 else
-                                     "\nbars: bootstrap over test images (x), binomial (ε_t); not seed-to-seed variation")
+    seeds, archs = ds.sizes["seed"], ds.sizes["arch"]
+    what = (f"{archs} architectures, each the geometric mean over {seeds} seeds" if seeds > 1 else
+            f"{archs} architectures, 1 seed (no seed-to-seed spread in this run)")
+    bars = "" if not errorbars else (f"\nbars: ±1 s.d. of log10 over the {seeds} seeds" if seeds > 1 else
+                                     "\nbars: bootstrap over test images (x), binomial (ε_t) within the 1 seed; not seed-to-seed spread")
     best = float(ds.test_error_logmean.sel(state="trained").min())
     caveat = (f"\ncaveat: every CIFAR-10 network ends above {100 * best:.0f}% test error, far from trained, so this figure cannot test the paper's claim"
               if p["dataset"] == "cifar10" and best > 0.5 else "")
-    fig.suptitle(f"{p['dataset']}, P = {p['P']}, profile {p.get('profile', '?')}, {what}; δ = {p['delta']}, c = {p['c']}{bars}{caveat}",
+    fig.suptitle(f"{p['dataset']}, P = {p['P']}, profile {p.get('profile', '?')}: {what}; δ = {p['delta']}, c = {p['c']}{bars}{caveat}",
                  fontsize=8, color="firebrick" if caveat else "black")
 
 @EXPERIMENT.figure("fig5")
 def draw(ds:xr.Dataset):
     """Fig. 5 by the paper's protocol: test error against R_f, one point per architecture at its log-mean over seeds with
-    the seeds' spread as error bars (Fig. 19), the power-law fit and the correlation; beside it, the same against D_f
-    (Fig. 15) and 1/G_f (Fig. 16), the two predictors R_f is compared with."""
+    the seeds' spread as error bars (Fig. 19; with one seed the title says so and the bars are the test images'), the
+    power-law fit and the correlation; beside it, the same against D_f (Fig. 15) and 1/G_f (Fig. 16), the two predictors
+    R_f is compared with."""
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 3, figsize=(13, 4.4), layout="constrained", sharey=True)
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4.6), layout="constrained", sharey=True)
     _scatter(axes[0], ds, "R_f", errorbars=True, fit=True)
     _scatter(axes[1], ds, "D_f", errorbars=True)
     _scatter(axes[2], ds, "G_f", invert=True, errorbars=True)
     for ax in axes[1:]: ax.set_ylabel("")
     _decorate(fig, list(axes), ds, errorbars=True)
-    return fig
+    return _finish(fig)
 
 @EXPERIMENT.figure("fig15")
 def draw_fig15(ds:xr.Dataset):
     "Fig. 15: test error against D_f (stability to diffeomorphisms alone)."
     import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(6.5, 4.5), layout="constrained")
+    fig, ax = plt.subplots(figsize=(6.5, 4.7), layout="constrained")
     _decorate(fig, [_scatter(ax, ds, "D_f")], ds)
-    return fig
+    return _finish(fig)
 
 @EXPERIMENT.figure("fig16")
 def draw_fig16(ds:xr.Dataset):
     "Fig. 16: test error against 1/G_f (inverse stability to noise)."
     import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(6.5, 4.5), layout="constrained")
+    fig, ax = plt.subplots(figsize=(6.5, 4.7), layout="constrained")
     _decorate(fig, [_scatter(ax, ds, "G_f", invert=True)], ds)
-    return fig
+    return _finish(fig)
 
 @EXPERIMENT.figure("fig17")
 def draw_fig17(ds:xr.Dataset):
     "Fig. 17: test error against D_f, 1/G_f and R_f when ⟨·⟩ is the mean instead of the median."
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.6), layout="constrained")
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4.6), layout="constrained", sharey=True)
     for ax, (k, inv) in zip(axes, (("D_f_mean", False), ("G_f_mean", True), ("R_f_mean", False))): _scatter(ax, ds, k, invert=inv)
+    for ax in axes[1:]: ax.set_ylabel("")
     _decorate(fig, list(axes), ds)
-    return fig
+    return _finish(fig)
 
 @EXPERIMENT.figure("fig19")
 def draw_fig19(ds:xr.Dataset):
     "Fig. 19: Fig. 5 with error bars (over seeds; with one seed, a bootstrap over test images and a binomial ε_t)."
     import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(6.5, 4.5), layout="constrained")
+    fig, ax = plt.subplots(figsize=(6.5, 4.9), layout="constrained")
     _scatter(ax, ds, "R_f", errorbars=True, fit=True)
     _decorate(fig, [ax], ds, errorbars=True)
-    return fig
+    return _finish(fig)
 
 # %% ../../nbs/fig5.ipynb #e752f413
 import json

@@ -206,11 +206,21 @@ def derive(ds:xr.Dataset) -> xr.Dataset:
 _COLORS = {"G_f": "C0", "D_f": "C1", "R_f": "C2"}
 _STYLES = ["-", "--", ":", "-."]
 
-def _panels(ds:xr.Dataset, height:float=3.2):
+def _cn(c) -> str:
+    "The cycle's colour `c` ('C0' or 0) as a hex code, resolved in the current style, so that a figure saved outside the style keeps it."
+    from matplotlib.colors import to_hex
+    return to_hex(c if isinstance(c, str) else f"C{c}")
+
+def _panels(ds:xr.Dataset, height:float=3.0, sharey:bool=False):
     import matplotlib.pyplot as plt
     n = ds.sizes["arch"]
-    fig, axes = plt.subplots(1, n, figsize=(3.6 * n, height), layout="constrained", squeeze=False)
+    fig, axes = plt.subplots(1, n, figsize=(3.4 * n, height), layout="constrained", squeeze=False, sharey=sharey)
     return fig, axes[0]
+
+def _share_log_y(axes):
+    "Plain log ticks on a y axis the panels share, chosen from the data of all of them (the last panel's alone otherwise)."
+    vals = np.concatenate([np.ravel(l.get_ydata()).astype(float) for ax in axes for l in ax.lines if l.get_transform() == ax.transData])
+    log_ticks(axes[0].yaxis, vals, lambda t, _: f"{t:g}")
 
 def plain_log_ticks(ax, x:bool=True, y:bool=True):
     "`petrini_fig5.log_ticks` on the log axes of `ax`, from the data it shows, labelled with plain numbers."
@@ -220,81 +230,113 @@ def plain_log_ticks(ax, x:bool=True, y:bool=True):
     for on, axis, vals in ((x, ax.xaxis, xs), (y, ax.yaxis, ys)):
         if on and vals: log_ticks(axis, np.concatenate(vals).astype(float), lambda t, _: f"{t:g}")
 
-def _loglog(ax, xlabel:str="training-set size P"):
+def _loglog(ax, xlabel:str="training-set size P", y:bool=True):
     ax.set(xscale="log", yscale="log", xlabel=xlabel)
-    plain_log_ticks(ax)
+    plain_log_ticks(ax, y=y)
     ax.grid(True, which="major", alpha=0.3)
 
 def _dataset_name(ds:xr.Dataset) -> str: return str(results.parameters(ds).get("dataset", ""))
 
+def _legend(fig, handles:list):
+    "One legend under the panels."
+    fig.legend(handles=handles, loc="outside lower center", ncol=len(handles))
+
+def _quantities() -> list:
+    from matplotlib.lines import Line2D
+    return [Line2D([], [], color=_cn(c), lw=2, label=f"${k[0]}_f$") for k, c in _COLORS.items()]
+
 @EXPERIMENT.figure("fig6")
 def draw_fig6(ds:xr.Dataset):
     "Fig. 6: G_f, D_f and R_f after training against P, per architecture, one line style per cut-off."
-    fig, axes = _panels(ds)
+    from matplotlib.lines import Line2D
+    fig, axes = _panels(ds, sharey=True)
     P = ds.P.values
     for ax, arch in zip(axes, ds.arch.values):
         for k, color in _COLORS.items():
             for j, c in enumerate(ds.c.values):
                 v = ds[k + "_logmean"].sel(arch=arch, state="trained", c=c).isel(interpolation=0)
-                ax.plot(P, v, _STYLES[j % 4], color=color, marker="o", ms=3, label=f"{k}, c = {c:g}" if k == "R_f" or j == 0 else None)
-        _loglog(ax); ax.set_title(str(arch))
-    axes[0].legend(fontsize=7)
-    fig.suptitle(f"Fig. 6: stabilities after training against P ({_dataset_name(ds)}, {ds.sizes['seed']} seeds)")
+                ax.plot(P, v, _STYLES[j % 4], color=_cn(color), marker="o", ms=3)
+        _loglog(ax, y=False); ax.set_title(str(arch))
+    _share_log_y(axes)
+    axes[0].set_ylabel(f"$G_f$, $D_f$, $R_f$ after training ({ds.interpolation.values[0]})")
+    _legend(fig, _quantities() + [Line2D([], [], color="0.3", ls=_STYLES[j % 4], label=f"c = {c:g}") for j, c in enumerate(ds.c.values)])
+    fig.suptitle(f"Fig. 6: stabilities after training against P ({_dataset_name(ds)}, geometric mean over {ds.sizes['seed']} seeds)")
     return fig
 
 @EXPERIMENT.figure("fig22")
 def draw_fig22(ds:xr.Dataset):
     "Fig. 22: Fig. 6 at the main cut-off with the spread over seeds shaded."
-    fig, axes = _panels(ds)
+    from matplotlib.patches import Patch
+    fig, axes = _panels(ds, sharey=True)
     P = ds.P.values
     for ax, arch in zip(axes, ds.arch.values):
         for k, color in _COLORS.items():
             sel = dict(arch=arch, state="trained")
             m = ds[k + "_logmean"].sel(sel).isel(c=0, interpolation=0).values
             sd = ds[k + "_logstd"].sel(sel).isel(c=0, interpolation=0).values
-            ax.plot(P, m, "o-", color=color, ms=3, label=k)
-            if np.isfinite(sd).any(): ax.fill_between(P, m * 10 ** -sd, m * 10 ** sd, color=color, alpha=0.2)
-        _loglog(ax); ax.set_title(str(arch))
-    axes[0].legend(fontsize=8)
-    fig.suptitle(f"Fig. 22: {_dataset_name(ds)}, c = {ds.c.values[0]:g}, shaded: ±1 sd of log10 over {ds.sizes['seed']} seeds")
+            ax.plot(P, m, "o-", color=_cn(color), ms=3)
+            if np.isfinite(sd).any(): ax.fill_between(P, m * 10 ** -sd, m * 10 ** sd, color=_cn(color), alpha=0.2, lw=0)
+        _loglog(ax, y=False); ax.set_title(str(arch))
+    _share_log_y(axes)
+    axes[0].set_ylabel(f"$G_f$, $D_f$, $R_f$ after training (c = {ds.c.values[0]:g})")
+    _legend(fig, _quantities() + [Patch(color="0.6", alpha=0.4, label=f"±1 s.d. of log10 over {ds.sizes['seed']} seeds")])
+    fig.suptitle(f"Fig. 22: {_dataset_name(ds)}, c = {ds.c.values[0]:g}, {ds.interpolation.values[0]}: geometric mean over {ds.sizes['seed']} seeds")
     return fig
 
 @EXPERIMENT.figure("fig13")
 def draw_fig13(ds:xr.Dataset):
     "Fig. 13 (and Figs. 3 right, 4 bottom): R_f(P) for both interpolations, R_f at init dashed, the slope -1 guide."
-    fig, axes = _panels(ds)
+    from matplotlib.lines import Line2D
+    fig, axes = _panels(ds, sharey=True)
     P, fit = ds.P.values, ds.P.values[ds.in_fit.values > 0]
+    colors = dict(zip(ds.interpolation.values, (_cn("C0"), _cn("C3"))))
     for ax, arch in zip(axes, ds.arch.values):
-        for i, color in zip(ds.interpolation.values, ("C0", "C3")):
+        for i, color in colors.items():
             r = ds.R_f.sel(arch=arch, state="trained", interpolation=i).isel(c=0)
-            for s in ds.seed.values: ax.plot(P, r.sel(seed=s), color=color, lw=0.6, alpha=0.5)
+            for s in ds.seed.values: ax.plot(P, r.sel(seed=s), color=_cn(color), lw=0.6, alpha=0.5)
             m = ds.R_f_logmean.sel(arch=arch, state="trained", interpolation=i).isel(c=0)
-            ax.plot(P, m, "o-", color=color, lw=2, ms=4, label=f"{i}, trained")
-            ax.axhline(ds.R_f_logmean.sel(arch=arch, state="init", interpolation=i).isel(c=0).mean().item(), color=color, ls="--", lw=1,
-                       label=f"{i}, $R_f^0$ at init")
+            ax.plot(P, m, "o-", color=_cn(color), lw=2, ms=4)
+            ax.axhline(ds.R_f_logmean.sel(arch=arch, state="init", interpolation=i).isel(c=0).mean().item(), color=_cn(color), ls="--", lw=1)
         m0 = ds.R_f_logmean.sel(arch=arch, state="trained").isel(c=0, interpolation=0).sel(P=fit[0]).item()
-        ax.plot(fit, m0 * (fit / fit[0]) ** -1.0, "k:", lw=1, label="slope −1")
+        ax.plot(fit, m0 * (fit / fit[0]) ** -1.0, "k:", lw=1)
         k = ds.slope_R_f.sel(arch=arch).isel(c=0, interpolation=0)
-        _loglog(ax); ax.set_title(f"{arch}: slope {k.mean().item():.2f} ± {k.std().item():.2f}", fontsize=10)
-    axes[0].set_ylabel(f"$R_f$ (c = {ds.c.values[0]:g})"); axes[0].legend(fontsize=7)
+        _loglog(ax, y=False); ax.set_title(f"{arch}: fitted slope {k.mean().item():.2f} ± {k.std().item():.2f}".replace("-", "−"))
+    _share_log_y(axes)
+    axes[0].set_ylabel(f"$R_f$ (c = {ds.c.values[0]:g})")
+    h = [Line2D([], [], color=c, lw=2, marker="o", ms=4, label=f"{i}, trained") for i, c in colors.items()]
+    h += [Line2D([], [], color=c, ls="--", lw=1, label=f"{i}, $R_f^0$ at init") for i, c in colors.items()]
+    h += [Line2D([], [], color="0.5", lw=0.6, label="each seed"), Line2D([], [], color="k", ls=":", lw=1, label="slope −1")]
+    fig.legend(handles=h, loc="outside lower center", ncol=3)
+    fig.suptitle(f"Fig. 13: $R_f$ after training against P ({_dataset_name(ds)}; thick: geometric mean over {ds.sizes['seed']} seeds; "
+                 "slope: mean ± s.d. over seeds)")
     return fig
 
 @EXPERIMENT.figure("fig18")
 def draw_fig18(ds:xr.Dataset):
-    "Fig. 18: test error against R_f after training, one curve per architecture along P."
+    "Fig. 18: test error against R_f after training, one curve per architecture along P, with the seeds' spread."
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+    from diffgeo.style import family_color
     fig, ax = plt.subplots(figsize=(5.5, 4.2), layout="constrained")
-    for j, arch in enumerate(ds.arch.values):
-        x = ds.R_f_logmean.sel(arch=arch, state="trained").isel(c=0, interpolation=0).values
-        y = ds.test_error_logmean.sel(arch=arch, state="trained").values
-        ax.plot(x, y, "o-", color=f"C{j}", label=str(arch))
-        for i in (0, -1): ax.annotate(f"P={ds.P.values[i]}", (x[i], y[i]), textcoords="offset points", xytext=(4, 4), fontsize=7,
-                                      color=f"C{j}")
+    ends = ((0, "s", f"smallest P = {ds.P.values[0]}"), (-1, "D", f"largest P = {ds.P.values[-1]}"))
+    for arch in ds.arch.values:
+        color = family_color(str(arch))
+        sel = dict(arch=arch, state="trained")
+        x = ds.R_f_logmean.sel(sel).isel(c=0, interpolation=0).values
+        sx = np.nan_to_num(ds.R_f_logstd.sel(sel).isel(c=0, interpolation=0).values)
+        y = ds.test_error_logmean.sel(sel).values
+        sy = np.nan_to_num(ds.test_error_logstd.sel(sel).values)
+        ax.errorbar(x, y, xerr=[x * (1 - 10 ** -sx), x * (10 ** sx - 1)], yerr=[y * (1 - 10 ** -sy), y * (10 ** sy - 1)],
+                    fmt="o-", ms=4, color=_cn(color), elinewidth=0.7, capsize=0, label=str(arch)).lines[2][0].set_alpha(0.5)
+        for i, marker, _ in ends: ax.plot(x[i], y[i], marker, ms=8, color=_cn(color), mec="k", mew=0.8, zorder=3)  # the ends of P, marked, not labelled
     _loglog(ax, "relative stability $R_f$"); ax.set_ylabel("test error $\\epsilon_t$")
-    ax.legend(fontsize=8)
-    ax.set_title(f"Fig. 18: corr(log ε_t, log R_f) = {ds.corr_R_f.item():.2f} over {ds.sizes['arch']} nets × {ds.sizes['P']} P",
-                 fontsize=10)
+    h, _ = ax.get_legend_handles_labels()
+    h += [Line2D([], [], ls="", marker=m, ms=7, color="0.8", mec="k", label=lab) for _, m, lab in ends]
+    fig.legend(handles=h, loc="outside right lower")  # below the title's height
+    ax.set_title(f"Fig. 18: corr(log ε_t, log R_f) = {ds.corr_R_f.item():.2f} over {ds.sizes['arch']} nets × {ds.sizes['P']} P\n"
+                 f"(geometric means, bars ±1 s.d. of log10 over {ds.sizes['seed']} seeds)")
     return fig
+
 
 # %% ../../nbs/petrini_fig6.ipynb #36809196
 def _main(ds:xr.Dataset, k:str="R_f", state:str="trained") -> xr.DataArray:

@@ -14,12 +14,12 @@ import torch
 import xarray as xr
 
 from .. import diffeo, results
-from ..core import progress, resolve_device, seed_everything
+from ..core import check_int, progress, resolve_device, seed_everything
 from ..scaffold import Experiment, Var
 
 
 # %% auto #0
-__all__ = ['PROFILES', 'VARIABLES', 'EXPERIMENT', 'cell', 'derive', 'draw']
+__all__ = ['PROFILES', 'VARIABLES', 'EXPERIMENT', 'MAX_CELL_BYTES', 'cell', 'settings', 'derive', 'draw']
 
 # %% ../../nbs/petrini_fig8.ipynb #11c8c3b8
 PROFILES = {
@@ -61,6 +61,28 @@ def cell(
     return xr.Dataset({"delta_unit": (("cutoff", "c", "sample"), torch.stack(delta).reshape(shape).numpy()),
                        "max_xi_unit": (("cutoff", "c", "sample"), torch.stack(xi).reshape(shape).numpy())},
                       coords={"cutoff": list(diffeo.CUTOFFS), "c": np.array(c_grid, dtype=float), "sample": np.arange(samples)})
+
+
+# %% ../../nbs/petrini_fig8.ipynb #de92030b
+#: The most memory one run may take (bytes), by `_cell_bytes`: the paper profile's takes about 20 GiB.
+MAX_CELL_BYTES = 64 * 2**30
+
+def _cell_bytes(n:int, samples:int) -> int:
+    "Peak memory of the cell: the Jacobian of every field of one cut-off on the n × n grid, its parts and Ξ (float64), about 100 bytes per pixel per field."
+    return 104 * samples * n * n
+
+@EXPERIMENT.settings
+def settings(p:dict, profile:str, overrides:dict) -> dict:
+    "Check the sizes (at least one field, an image of at least 2 × 2 pixels, memory within `MAX_CELL_BYTES`) and the cut-offs."
+    n = check_int(p["n"], "n", low=2, hint="(the image side in pixels)")
+    samples = check_int(p["samples"], "samples", low=1, hint="(fields drawn per cut-off: with none, every median is NaN)")
+    if not p["c_grid"]: raise ValueError("c_grid must list at least one cut-off c, got [].")
+    need = _cell_bytes(n, samples)
+    if need > MAX_CELL_BYTES:
+        raise ValueError(f"n = {n} with samples = {samples} would take about {need / 2**30:,.0f} GiB (the Jacobians of {samples} fields "
+                         f"on {n} x {n} pixels), more than MAX_CELL_BYTES = {MAX_CELL_BYTES / 2**30:g} GiB; use a smaller n or fewer samples "
+                         "(the paper's: n = 320, samples = 2048).")
+    return p
 
 
 # %% ../../nbs/petrini_fig8.ipynb #eaac803f

@@ -169,47 +169,92 @@ def draw_table(ds:xr.Dataset):
     ax.set_title(f"Table 2: corr(log ε_t, log ·) over {ds.sizes['arch']} architectures, {ds.sizes['seed']} seeds each", fontsize=10)
     return fig
 
-def _scatter(ax, ds:xr.Dataset, d:str, k:str, sel:dict, color:str="C0", label:str|None=None):
+#: A marker per architecture (in the order of the run), the colour its family's (`style.family_color`)
+_MARKERS = "osD^vPXh*p<>d8"
+_NAMES = {"D_f": "stability to diffeomorphisms $D_f$", "G_f": "stability to noise $G_f$", "R_f": "relative stability $R_f$"}
+
+def _look(ds:xr.Dataset, i:int) -> dict:
+    "Marker and colour of the run's `i`-th architecture."
+    from diffgeo.style import family_color
+    return dict(marker=_MARKERS[i % len(_MARKERS)], color=family_color(str(ds.arch.values[i])))
+
+def _spread(v:xr.DataArray) -> np.ndarray:
+    "S.d. of log10 over the seeds (0 with one seed: no spread is drawn)."
+    return np.log10(v).std("seed", ddof=1).values if v.sizes["seed"] > 1 else np.zeros(v.sizes["arch"])
+
+def _scatter(ax, ds:xr.Dataset, d:str, k:str, sel:dict, filled:bool=True, labels:bool=True, bars:bool=True):
+    "ε_t against k on data set `d` at probe `sel`: each architecture's geometric mean over seeds, bars ±1 s.d. of log10 over seeds."
     x = ds[k + "_logmean"].sel(dataset=d, **sel).values
     y = ds.test_error_logmean.sel(dataset=d).values
-    ax.plot(x, y, "o", color=color, ms=5, label=label)
-    for a, xi, yi in zip(ds.arch.values, x, y): ax.annotate(str(a), (xi, yi), fontsize=5, xytext=(2, 2), textcoords="offset points")
+    if bars and ds.sizes["seed"] > 1:
+        ex, ey = _spread(ds[k].sel(dataset=d, **sel)), _spread(ds.test_error.sel(dataset=d))
+        ax.errorbar(x, y, xerr=[x - x / 10**ex, x * 10**ex - x], yerr=[y - y / 10**ey, y * 10**ey - y], fmt="none",
+                    ecolor="0.65", lw=0.8, zorder=1)
+    for i, a in enumerate(ds.arch.values):
+        look = _look(ds, i)
+        ax.plot(x[i], y[i], ls="", marker=look["marker"], ms=6, mec=look["color"], mfc=look["color"] if filled else "white",
+                mew=1.2, zorder=3)
+        if labels: petrini_fig5.point_label(ax, str(a), (x[i], y[i]), radius=4.0)
     ax.set(xscale="log", yscale="log")
+    return x, y
+
+def _seeds(ds:xr.Dataset) -> str:
+    s = ds.sizes["seed"]
+    return f"geometric mean over {s} seeds, bars ±1 s.d. of log10 over the seeds" if s > 1 else "1 seed (no seed-to-seed spread in this run)"
 
 @EXPERIMENT.figure("fig20")
 def draw_fig20(ds:xr.Dataset):
-    "Fig. 20: test error against D_f, G_f and R_f, one row per data set."
+    "Fig. 20: test error against D_f, G_f and R_f, one row per data set, every architecture named beside its point."
     import matplotlib.pyplot as plt
-    n = ds.sizes["dataset"]
-    fig, axes = plt.subplots(n, 3, figsize=(11, 3.2 * n), layout="constrained", squeeze=False)
+    n, m = ds.sizes["dataset"], main_probe(ds)
+    fig, axes = plt.subplots(n, 3, figsize=(10, 3.3 * n + 0.7), layout="constrained", squeeze=False, sharey="row")
     for row, d in zip(axes, ds.dataset.values):
         for ax, k in zip(row, _STATS):
-            _scatter(ax, ds, d, k, main_probe(ds))
-            ax.set_title(f"{d}: corr {ds[f'corr_{k}'].sel(dataset=d, **main_probe(ds)).item():.2f}", fontsize=9)
-            ax.set_xlabel(f"${k[0]}_f$"); plain_log_ticks(ax)
-        row[0].set_ylabel("test error $\\epsilon_t$")
-    return fig
+            _scatter(ax, ds, d, k, m)
+            ax.set_title(f"corr(log ε_t, log {k}) = {ds[f'corr_{k}'].sel(dataset=d, **m).item():.2f}", fontsize=9)
+            ax.set_xlabel(_NAMES[k]); plain_log_ticks(ax); ax.margins(0.12)
+        row[0].set_ylabel(f"{d}: test error $\\epsilon_t$")
+    fig.suptitle(f"Fig. 20: test error against $D_f$, $G_f$, $R_f$ (δ = 1, c = {m['c']:g}, {m['interpolation']}); "
+                 f"each point one of {ds.sizes['arch']} architectures, {_seeds(ds)}", fontsize=9)
+    return petrini_fig5._finish(fig)
 
 @EXPERIMENT.figure("fig21")
 def draw_fig21(ds:xr.Dataset):
-    "Fig. 21: test error against R_f for every (c, δ) and both interpolations, first data set."
+    """Fig. 21: test error against R_f for every (c, δ) and both interpolations, first data set; architectures by marker and
+    family colour (the legend), the interpolations filled and open, joined per architecture."""
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
     d = ds.dataset.values[0]
-    fig, axes = plt.subplots(ds.sizes["c"], ds.sizes["delta"], figsize=(3.3 * ds.sizes["delta"], 2.9 * ds.sizes["c"]),
-                             layout="constrained", squeeze=False)
+    interps = [str(v) for v in ds.interpolation.values]
+    fig, axes = plt.subplots(ds.sizes["c"], ds.sizes["delta"], figsize=(2.9 * ds.sizes["delta"] + 0.4, 2.5 * ds.sizes["c"] + 1.2),
+                             layout="constrained", squeeze=False, sharey=True)
     for i, c in enumerate(ds.c.values):
         for j, delta in enumerate(ds.delta.values):
-            ax, parts = axes[i, j], []
-            for interp, color in zip(ds.interpolation.values, ("C0", "C3")):
+            ax, parts, xs = axes[i, j], [], []
+            for n_i, interp in enumerate(interps):
                 sel = dict(c=c, delta=delta, interpolation=interp)
-                _scatter(ax, ds, d, "R_f", sel, color, str(interp))
-                parts.append(f"{ds.corr_R_f.sel(dataset=d, **sel).item():.2f}")
+                x, y = _scatter(ax, ds, d, "R_f", sel, filled=n_i == 0, labels=False, bars=False)
+                xs.append(x)
+                per = ds.corr_R_f_seed.sel(dataset=d, **sel)
+                sd = f" ± {float(per.std('seed', ddof=1)):.2f}" if ds.sizes["seed"] > 1 else ""
+                parts.append(f"{ds.corr_R_f.sel(dataset=d, **sel).item():.2f}{sd}")
+            for a in range(ds.sizes["arch"]):  # the shift of each architecture between the interpolations
+                ax.plot([x_[a] for x_ in xs], [y[a]] * len(xs), "-", color=_look(ds, a)["color"], lw=0.8, alpha=0.6, zorder=2)
             if ds.diffeo_fraction.sel(dataset=d, c=c, delta=delta).mean().item() >= 0.9: ax.set_facecolor("#e6f5e6")
-            ax.set_title(f"c = {c:g}, δ = {delta:g}: corr {' / '.join(parts)}", fontsize=8)
-            plain_log_ticks(ax)
-    axes[0, 0].legend(fontsize=7)
-    fig.suptitle(f"Fig. 21 ({d}): test error against $R_f$; green: at least 90% of the fields are diffeomorphisms")
-    return fig
+            ax.set_title(f"c = {c:g}, δ = {delta:g}\nρ = {' / '.join(parts)}", fontsize=8)
+            ax.set_xlabel("$R_f$"); plain_log_ticks(ax); ax.margins(0.1)
+        axes[i, 0].set_ylabel("test error $\\epsilon_t$")
+    arch = [Line2D([], [], ls="", ms=6, mew=1.2, label=str(a), **{k: v for k, v in _look(ds, i).items() if k == "marker"},
+                   color=_look(ds, i)["color"]) for i, a in enumerate(ds.arch.values)]
+    kind = [Line2D([], [], ls="", marker="o", ms=6, mew=1.2, color="0.3", mfc="0.3" if n_i == 0 else "white", label=f"{v} interpolation")
+            for n_i, v in enumerate(interps)]
+    fig.legend(handles=arch + kind, loc="outside lower center", ncols=min(5, len(arch) + len(kind)), fontsize=7, frameon=False)
+    spread = f" ± s.d. of the per-seed ρ" if ds.sizes["seed"] > 1 else ""
+    fig.suptitle(f"Fig. 21 ({d}): test error against $R_f$ at every cut-off c and displacement δ\n{ds.sizes['arch']} architectures, "
+                 f"{_seeds(ds).split(',')[0]}; ρ = corr(log ε_t, log R_f) on the seed means{spread}, {' / '.join(interps)}\n"
+                 "green: at least 90% of the drawn fields are diffeomorphisms", fontsize=9)
+    return petrini_fig5._finish(fig)
+
 
 # %% ../../nbs/petrini_tab2.ipynb #207513cf
 def _robust(ds:xr.Dataset, k:str="corr_R_f") -> dict:

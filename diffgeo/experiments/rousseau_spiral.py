@@ -209,15 +209,19 @@ def _seed0(v:xr.DataArray, solver:str="euler") -> xr.DataArray:
 
 @EXPERIMENT.figure("fig2")
 def draw_boundaries(ds:xr.Dataset):
-    "Fig. 2: decision regions of the seed-0 networks (trained and integrated with Euler), test points on top."
+    "Fig. 2: decision regions of the seed-0 networks (trained and integrated with Euler), test points on top; accuracy of seed 0 and its range over seeds."
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, ds.sizes["model"], figsize=(3.3 * ds.sizes["model"], 3.5), layout="constrained")
-    d = float(ds.gx[-1])
+    fig, axes = plt.subplots(1, ds.sizes["model"], figsize=(3.3 * ds.sizes["model"], 3.7), layout="constrained")
+    d, n = float(ds.gx[-1]), ds.sizes["seed"]
     for ax, m in zip(np.atleast_1d(axes), ds.model.values):
         ax.imshow(_seed0(ds.probability.sel(model=m)).values > 0.5, origin="lower", extent=(-d, d, -d, d), cmap="coolwarm", alpha=0.35)
         ax.scatter(*ds.test_points.values.T, c=ds.test_label.values, cmap="coolwarm", s=2)
-        ax.set_title(f"{m}: acc {100 * _seed0(ds.accuracy.sel(model=m)).item():.1f}%,\nboundary {_seed0(ds.boundary_length.sel(model=m)).item():.1f}", fontsize=9)
+        acc = 100 * ds.accuracy.sel(model=m, solver="euler").isel(trained_with=0)
+        spread = f"\n(range over {n} seeds {float(acc.min()):.1f}–{float(acc.max()):.1f}%)" if n > 1 else ""
+        ax.set_title(f"{m}: acc {float(acc.isel(seed=0)):.1f}%, boundary {_seed0(ds.boundary_length.sel(model=m)).item():.1f}{spread}", fontsize=9)
         ax.set_xticks([]); ax.set_yticks([])
+    fig.suptitle(f"Decision regions of the seed-0 networks (trained and integrated with Euler) and the test points; "
+                 f"test accuracy of seed 0, range over {n} seed{'s' if n > 1 else ''}", fontsize=9)
     return fig
 
 @EXPERIMENT.figure("fig3")
@@ -236,13 +240,17 @@ def draw_layers(ds:xr.Dataset):
 
 @EXPERIMENT.figure("fig4")
 def draw_jacobians(ds:xr.Dataset):
-    "Fig. 4: det ∇φ of the seed-0 networks on the paper's colour scale (top), J_min/J_max ours and the paper's; log₁₀|det ∇φ| with the fold lines det = 0 (bottom)."
+    "Fig. 4: det ∇φ of the seed-0 networks on a symmetric log scale (top), J_min/J_max ours and the paper's; log₁₀|det ∇φ| with the fold lines det = 0 (bottom)."
     import matplotlib.pyplot as plt
+    from matplotlib.colors import SymLogNorm
     fig, axes = plt.subplots(2, ds.sizes["model"], figsize=(3.3 * ds.sizes["model"], 6.8), layout="constrained", squeeze=False)
     d = float(ds.gx[-1])
+    dets = {m: _seed0(ds.det.sel(model=m)).values for m in ds.model.values}
+    top_abs = max(1.0, max(float(np.abs(v).max()) for v in dets.values()))   # one scale for every panel, none saturates
+    norm = SymLogNorm(linthresh=1.0, linscale=1.0, vmin=-top_abs, vmax=top_abs, base=10)
     for top, bottom, m in zip(axes[0], axes[1], ds.model.values):
-        det = _seed0(ds.det.sel(model=m)).values
-        im = top.imshow(det, origin="lower", extent=(-d, d, -d, d), cmap="gray", vmin=-2.5, vmax=2.5)
+        det = dets[m]
+        im = top.imshow(det, origin="lower", extent=(-d, d, -d, d), cmap="PuOr_r", norm=norm)
         lo, hi = _seed0(ds.J_min.sel(model=m)).item(), _seed0(ds.J_max.sel(model=m)).item()
         plo, phi = ds.paper_J.sel(model=m).values
         top.set_title(f"{m}\nours {lo:.3g}/{hi:.3g}, paper {plo:.2f}/{phi:.2f}", fontsize=9)
@@ -250,24 +258,34 @@ def draw_jacobians(ds:xr.Dataset):
         if (det <= 0).any(): bottom.contour(ds.gx, ds.gy, det, [0], colors="k", linewidths=0.6)
         bottom.set_title(f"folded: {100 * (det <= 0).mean():.0f}% of the domain", fontsize=9)
         for ax in (top, bottom): ax.set_xticks([]); ax.set_yticks([])
-    fig.colorbar(im, ax=axes[0], shrink=0.8, label="det ∇φ")
+    fig.colorbar(im, ax=axes[0], shrink=0.8, label="det ∇φ, symmetric log scale\n(linear within ±1; purple: folded, det < 0)")
     fig.colorbar(log, ax=axes[1], shrink=0.8, label="log₁₀ |det ∇φ| (black: det = 0)")
+    fig.suptitle("Jacobian determinant of the seed-0 networks (trained and integrated with Euler); J_min/J_max ours and the paper's", fontsize=9)
     return fig
 
 @EXPERIMENT.figure("solvers")
 def draw_solvers(ds:xr.Dataset):
-    "Our addition: accuracy, boundary length and J_min of each network integrated by Euler, RK4 and the adaptive scheme."
+    "Our addition: accuracy, boundary length and J_min of each network integrated by Euler, RK4 and the adaptive scheme (bars: mean over seeds, whiskers: range, dots: seeds)."
     import matplotlib.pyplot as plt
-    cols = (("accuracy", "test accuracy"), ("boundary_length", "boundary length"), ("J_min", "$J_{\\min}$"))
-    fig, axes = plt.subplots(1, 3, figsize=(12, 3.4), layout="constrained")
+    n = ds.sizes["seed"]
+    cols = (("accuracy", "test accuracy"), ("boundary_length", "decision-boundary length"), ("J_min", "$J_{\\min}$ = min det ∇φ (symmetric log)"))
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6), layout="constrained")
     x, w = np.arange(ds.sizes["model"]), 0.8 / ds.sizes["solver"]
     for ax, (k, label) in zip(axes, cols):
         v = ds[k].sel(trained_with=ds.trained_with[0])
         for i, s in enumerate(ds.solver.values):
             m = v.sel(solver=s)
-            ax.bar(x + i * w, m.mean("seed"), w, yerr=[m.mean("seed") - m.min("seed"), m.max("seed") - m.mean("seed")], label=s, capsize=2)
-        ax.set_xticks(x + w, ds.model.values, fontsize=8); ax.set_title(label, fontsize=10)
-    axes[0].legend(fontsize=8, title=f"trained with {ds.trained_with.values[0]}; evaluated with", title_fontsize=8)
+            mean = m.mean("seed")
+            ax.bar(x + i * w, mean, w, yerr=[mean - m.min("seed"), m.max("seed") - mean], label=s, capsize=2, alpha=0.85)
+            ax.plot(np.repeat(x + i * w, n), m.transpose("model", "seed").values.ravel(), "o", ms=3, mfc="w", mec="k", mew=0.6, zorder=4)
+        ax.set_xticks(x + w * (ds.sizes["solver"] - 1) / 2, ds.model.values, fontsize=8); ax.set_ylabel(label)
+        if k == "J_min":
+            ax.set_yscale("symlog", linthresh=0.1); ax.axhline(0, color="k", lw=0.6)
+            ax.set_title("below 0: the map folds (symlog, linear within ±0.1)", fontsize=8)
+    axes[0].set_ylim(0, 1.05)
+    h, l = axes[0].get_legend_handles_labels()
+    fig.legend(h, l, loc="outside upper center", ncols=len(l), fontsize=8,
+               title=f"trained with {ds.trained_with.values[0]}; evaluated with (bars: mean over {n} seeds, whiskers: range, dots: seeds)", title_fontsize=8)
     return fig
 
 # %% ../../nbs/rousseau_spiral.ipynb #7e5e6570

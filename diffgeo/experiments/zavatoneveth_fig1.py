@@ -266,19 +266,23 @@ def _draw(
     nets = [n for n in ds.net.values if ds.task.sel(net=n) == task]
     x1, x2, rows = ds.x1.values, ds.x2.values, ds.sizes["snapshot"]
     fine = np.linspace(x1[0], x1[-1], 400)
-    fig, axes = plt.subplots(rows, 2 * len(nets), figsize=(2.2 * 2 * len(nets) + 0.5, 2.2 * rows + 1.2),
+    size = 2.2 if len(nets) <= 2 else 1.8  # inches per panel: XOR's eight columns smaller
+    fig, axes = plt.subplots(rows, 2 * len(nets), figsize=(size * 2 * len(nets) + 0.5, size * rows + 1.4),
                              squeeze=False, sharex=True, sharey=True, layout="constrained")
     for j, name in enumerate(nets):
         d = ds.sel(net=name)
         lo, hi = np.nanpercentile(d.log_volume, [1, 99])
-        r = max(np.nanpercentile(abs(d.ricci), 99), 1e-6)  # floor: n = 2 is flat, its R rounding noise
+        r = max(np.nanpercentile(abs(d.ricci), 99), 1e-6)  # clip at the 99th percentile of |R|; floor: n = 2 is flat, its R rounding noise
+        # symmetric log, linear within ± the median |R| of the trained network (last snapshot): R below that, of either sign,
+        # stays pale, and only the curvature that stands out of the bulk is coloured (a tiny linear range turns sign noise into colour)
+        lin = r / 1000 if r == 1e-6 else float(np.clip(np.nanmedian(abs(d.ricci.isel(snapshot=-1))), r / 1000, r / 2))
         arch = f"[2, {d.width.item()}, {d.width.item()}, 2]" if task == "sinusoid" else f"[2, {d.width.item()}, 2]"
         for i in range(rows):
             s = d.isel(snapshot=i)
             vol, cur = axes[i, 2 * j], axes[i, 2 * j + 1]
             mv = vol.pcolormesh(x1, x2, s.log_volume, shading="nearest", cmap="viridis", vmin=lo, vmax=hi)
             mr = cur.pcolormesh(x1, x2, s.ricci, shading="nearest", cmap="coolwarm",
-                                norm=SymLogNorm(linthresh=r / 1000, vmin=-r, vmax=r))
+                                norm=SymLogNorm(linthresh=lin, vmin=-r, vmax=r))
             for ax in (vol, cur):
                 if s.prob.min() < 0.5 < s.prob.max():
                     ax.contour(x1, x2, s.prob, levels=[0.5], colors="k", linewidths=1.2)
@@ -291,12 +295,14 @@ def _draw(
                     vol.scatter(px[pl == c], py[pl == c], s=30 if task == "xor" else 4, color=face, edgecolors=edge,
                                 linewidths=0.8 if task == "xor" else 0.3)
             if r == 1e-6: cur.text(0.5, 0.5, "flat: R = 0\nup to rounding", transform=cur.transAxes, ha="center", fontsize=8)
-            vol.text(0.03, 0.03, f"acc {s.train_accuracy.item():.2f}", transform=vol.transAxes, color="w", fontsize=7)
+            vol.text(0.03, 0.03, f"acc {s.train_accuracy.item():.2f}", transform=vol.transAxes, color="w", fontsize=7,
+                     bbox=dict(boxstyle="round,pad=0.15", fc="k", alpha=0.45, lw=0))
             if j == 0: vol.set_ylabel(f"epoch {s.epoch.item()}\nx₂")
         axes[0, 2 * j].set_title(f"{arch}\nlog √det g", fontsize=9)
         axes[0, 2 * j + 1].set_title(f"{arch}\nRicci scalar R", fontsize=9)
-        fig.colorbar(mv, ax=axes[:, 2 * j], location="bottom", shrink=0.9, aspect=15)
-        bar = fig.colorbar(mr, ax=axes[:, 2 * j + 1], location="bottom", shrink=0.9, aspect=15)
+        fig.colorbar(mv, ax=axes[:, 2 * j], location="bottom", shrink=0.9, aspect=15, label="log √det g")
+        bar = fig.colorbar(mr, ax=axes[:, 2 * j + 1], location="bottom", shrink=0.9, aspect=15,
+                           label="R (flat: rounding)" if r == 1e-6 else f"R (sym. log, linear in ±{lin:.2g})")
         bar.set_ticks([-r, 0, r], labels=[f"{-r:.2g}", "0", f"{r:.2g}"])
     for ax in axes[-1]: ax.set_xlabel("x₁")
     what = "sinusoid (dashed: the true boundary)" if task == "sinusoid" else "XOR"

@@ -22,10 +22,10 @@ from ..core import check_choice, check_int, resolve_device, seed_everything
 from ..scaffold import Experiment, Var
 
 # %% auto #0
-__all__ = ['COMMON', 'PROFILES', 'VARIABLES', 'EXPERIMENT', 'BOUNDARY_MUTATIONS', 'SEGMENTS_SWAPPED', 'shallow_classifier',
-           'choose_anchors', 'slice_geometry', 'snapshot_file', 'measure_during_training', 'cell', 'slice_dataset',
-           'derive', 'draw_slices', 'draw', 'genuine_segments', 'too_few_segments', 'boundary_vs_control',
-           'boundary_passes', 'triangle', 'peak_at_boundary', 'accuracy']
+__all__ = ['COMMON', 'PROFILES', 'VARIABLES', 'EXPERIMENT', 'BOUNDARY_COLOR', 'BOUNDARY_MUTATIONS', 'SEGMENTS_SWAPPED',
+           'shallow_classifier', 'choose_anchors', 'slice_geometry', 'snapshot_file', 'measure_during_training', 'cell',
+           'slice_dataset', 'derive', 'triangle_panel', 'draw_slices', 'draw', 'genuine_segments', 'too_few_segments',
+           'boundary_vs_control', 'boundary_passes', 'triangle', 'peak_at_boundary', 'accuracy']
 
 # %% ../../nbs/zavatoneveth_fig2.ipynb #76bc736e
 COMMON = dict(width=2000, activation="sigmoid", lr=1e-3, batch_size=1000, weight_decay=0.0, n_lines=3, n_same=2, seed=0)
@@ -275,10 +275,36 @@ def _ternary(w:np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     "Barycentric weights [P, 3] -> Cartesian points of the equilateral triangle with corners (0, 0), (1, 0), (1/2, √3/2)."
     return w[:, 1] + 0.5 * w[:, 2], np.sqrt(3) / 2 * w[:, 2]
 
+BOUNDARY_COLOR = "#56b4e9"  # the decision boundaries over the triangle: sky blue, seen on both ends of magma
+
 def _draw_boundaries(ax, tri, prob:np.ndarray, pred:np.ndarray):
     "The decision boundaries over the triangle: the boundary of class k is where it stops being the most probable."
     for k in np.unique(pred):
-        ax.tricontour(tri, prob[:, k] - np.delete(prob, k, axis=1).max(1), levels=[0.0], colors="w", linewidths=1)
+        ax.tricontour(tri, prob[:, k] - np.delete(prob, k, axis=1).max(1), levels=[0.0], colors=BOUNDARY_COLOR, linewidths=1.2)
+
+def triangle_panel(
+    fig, # the figure
+    ax, # the panel
+    ds:xr.Dataset, # the slices' dataset (its triangle's weights, corner labels and last snapshot's probabilities)
+    values:np.ndarray, # `[point]` what to colour the triangle by
+    title:str, # the panel's title
+    item:str="digit", # what the corners' labels are called
+    label:str="log √det g", # the colour bar's label
+):
+    "The triangle coloured by `values`, the last snapshot's decision boundaries, its corners' classes, and a labelled colour bar."
+    import matplotlib.tri as mtri
+    tri = mtri.Triangulation(*_ternary(ds.weight.values))
+    last = ds.isel(epoch=-1)
+    im = ax.tripcolor(tri, values, shading="gouraud", cmap="magma")
+    _draw_boundaries(ax, tri, last.plane_prob.values, last.plane_pred.values)
+    h = np.sqrt(3) / 2
+    for c, (cx, cy, va) in enumerate([(0, -0.04, "top"), (1, -0.04, "top"), (0.5, h + 0.03, "bottom")]):
+        ax.text(cx, cy, f"{item} {int(ds.corner_label[c])}", ha="center", va=va, fontsize=8)
+    ax.set(xlim=(-0.2, 1.2), ylim=(-0.16, h + 0.11), aspect="equal")
+    ax.set_anchor("E")  # beside its colour bar, which sits at the right of the panel's slot
+    ax.set_axis_off(); ax.xaxis.set_visible(False); ax.yaxis.set_visible(False)
+    ax.set_title(title, fontsize=9)
+    fig.colorbar(im, ax=ax, shrink=0.8, label=label)
 
 def draw_slices(
     ds:xr.Dataset, # a dataset of this experiment or one with the same slice variables (`zavatoneveth_fig3`)
@@ -289,38 +315,30 @@ def draw_slices(
 ):
     "Segments (top) and the triangle at the first and last snapshot (bottom), with the last snapshot's decision boundaries."
     import matplotlib.pyplot as plt
-    import matplotlib.tri as mtri
+    from matplotlib.lines import Line2D
     L, epochs = ds.sizes["line"], ds.epoch.values
-    fig = plt.figure(figsize=(3.2 * max(L, 2), 6.4))
-    gs = fig.add_gridspec(2, max(L, 2))
-    colors = plt.cm.viridis(np.linspace(0, 0.9, len(epochs)))
+    fig = plt.figure(figsize=(max(2.7 * L, 7.5), 6.8), layout="constrained")
+    gs = fig.add_gridspec(2, 1, height_ratios=[1, 1.25])
+    top, bottom = gs[0].subgridspec(1, L), gs[1].subgridspec(1, 2)
+    colors = plt.cm.viridis(np.linspace(0, 0.8, len(epochs)))
     last = ds.isel(epoch=-1)
     for i in range(L):
-        ax = fig.add_subplot(gs[0, i])
+        ax = fig.add_subplot(top[0, i])
         for e, c in zip(epochs, colors):
             v = ds[line_var].sel(epoch=e, line=i)
             ax.plot(ds.t, v - v.mean(), color=c, label=f"epoch {e}")
         change = np.flatnonzero(np.diff(last.line_pred.sel(line=i).values) != 0)
-        for k in change: ax.axvline(float(ds.t[k:k + 2].mean()), color="0.6", ls=":", lw=1)
+        for k in change: ax.axvline(float(ds.t[k:k + 2].mean()), color="0.5", ls=":", lw=1.2)
         a, b = ds.line_label.sel(line=i).values
-        ax.set(xlabel=f"t  ({item} {a} → {item} {b})", ylabel="log √det g − its mean" if i == 0 else None)
-        if ds.same_class[i]: ax.set_title("same class (control)", fontsize=9)
-        if i == 0: ax.legend(fontsize=7)
-    x, y = _ternary(ds.weight.values)
-    tri = mtri.Triangulation(x, y)
-    half = max(L, 2) // 2
+        ax.set(xlabel=f"t  ({item} {a} → {item} {b})", ylabel="log √det g − its mean")
+        ax.set_title("same class (control)" if ds.same_class[i] else "between classes", fontsize=9)
+    handles = [Line2D([], [], color=c, label=f"epoch {e}") for e, c in zip(epochs, colors)]
+    handles.append(Line2D([], [], color="0.5", ls=":", lw=1.2, label=f"prediction changes (epoch {epochs[-1]})"))
+    handles.append(Line2D([], [], color=BOUNDARY_COLOR, lw=1.2, label=f"triangle: decision boundaries (epoch {epochs[-1]})"))
+    fig.legend(handles=handles, loc="outside lower center", ncol=len(handles))
     for j, e in enumerate([epochs[0], epochs[-1]]):
-        ax = fig.add_subplot(gs[1, j * half:(j + 1) * half])
-        v = ds[plane_var].sel(epoch=e).values
-        im = ax.tripcolor(tri, v, shading="gouraud", cmap="magma")
-        _draw_boundaries(ax, tri, last.plane_prob.values, last.plane_pred.values)
-        for c, (cx, cy) in enumerate([(0, 0), (1, 0), (0.5, np.sqrt(3) / 2)]):
-            ax.text(cx, cy + (0.04 if c == 2 else -0.08), f"{int(ds.corner_label[c])}", ha="center", fontsize=11)
-        ax.set_aspect("equal"); ax.axis("off")
-        ax.set_title(f"epoch {e}", fontsize=9, pad=16)
-        fig.colorbar(im, ax=ax, shrink=0.8, label="log √det g")
+        triangle_panel(fig, fig.add_subplot(bottom[0, j]), ds, ds[plane_var].sel(epoch=e).values, f"epoch {e}", item)
     if title: fig.suptitle(title)
-    fig.tight_layout()
     return fig
 
 @EXPERIMENT.figure("fig2")

@@ -143,23 +143,29 @@ def draw(ds:xr.Dataset):
 def draw_blocks(ds:xr.Dataset):
     "Fig. 4 from its dataset: each block's log volume element over the triangle and along the segments, trained network."
     import matplotlib.pyplot as plt
-    import matplotlib.tri as mtri
+    from matplotlib.lines import Line2D
+    from diffgeo.experiments.zavatoneveth_fig2 import BOUNDARY_COLOR, triangle_panel
     last = ds.isel(epoch=-1)
-    fig, axes = plt.subplots(2, len(BLOCKS), figsize=(3.2 * len(BLOCKS), 6))
-    tri = mtri.Triangulation(*_ternary(ds.weight.values))
+    fig = plt.figure(figsize=(3.2 * len(BLOCKS), 6.6), layout="constrained")
+    gs = fig.add_gridspec(2, len(BLOCKS), height_ratios=[1.1, 1])
+    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colors = [palette[k % len(palette)] for k in (1, 2, 4, 3, 5, 7, 9)]  # segments: not the palette's blue (near the boundaries') nor orange next to vermilion
+    share = None
     for j, b in enumerate(BLOCKS):
-        ax = axes[0, j]
-        im = ax.tripcolor(tri, last.plane_block_log_volume.sel(block=b).values, shading="gouraud", cmap="magma")
-        _draw_boundaries(ax, tri, last.plane_prob.values, last.plane_pred.values)
-        ax.set_aspect("equal"); ax.axis("off"); ax.set_title(f"{b}, epoch {int(last.epoch)}", fontsize=9, pad=12)
-        fig.colorbar(im, ax=ax, shrink=0.7)
-        ax = axes[1, j]
+        triangle_panel(fig, fig.add_subplot(gs[0, j]), ds, last.plane_block_log_volume.sel(block=b).values, f"{b}", item="class")
+        ax = fig.add_subplot(gs[1, j], sharey=share)
+        share = share or ax
         for i in ds.line.values:
             v = last.line_block_log_volume.sel(block=b, line=i)
-            ax.plot(ds.t, v - v.mean(), ls="--" if ds.same_class[i] else "-", label=f"segment {i}" + (" (same class)" if ds.same_class[i] else ""))
-        ax.set(xlabel="t", ylabel="log √det g − its mean" if j == 0 else None)
-        if j == 0: ax.legend(fontsize=6)
-    fig.tight_layout()
+            ax.plot(ds.t, v - v.mean(), ls="--" if ds.same_class[i] else "-", lw=1.4, color=colors[i % len(colors)])
+        ax.set(xlabel="t along the segment", ylabel="log √det g − its mean" if j == 0 else None)
+        if j: ax.tick_params(labelleft=False)  # one scale for the four blocks, labelled on the first
+    handles = [Line2D([], [], color=colors[i % len(colors)], ls="--" if ds.same_class[i] else "-", lw=1.4,
+                      label=f"segment {i}: class {a} → {c}" + (" (same class)" if ds.same_class[i] else ""))
+               for i, (a, c) in zip(ds.line.values, ds.line_label.values)]
+    handles.append(Line2D([], [], color=BOUNDARY_COLOR, lw=1.2, label="triangle: decision boundaries"))
+    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 4))
+    fig.suptitle(f"GELU ResNet at epoch {int(last.epoch)}: log volume element of each block's output")
     return fig
 
 # %% ../../nbs/zavatoneveth_fig3.ipynb #906dfce8
