@@ -20,7 +20,8 @@ from . import data, models, results, stability
 from .core import check_int, resolve_device, seed_everything
 
 # %% auto #0
-__all__ = ['load_model', 'load_images', 'build_parser', 'stability_command', 'experiment', 'plan_command', 'main']
+__all__ = ['MAX_SIZE', 'MAX_BOOTSTRAP', 'load_model', 'load_images', 'build_parser', 'stability_command', 'experiment',
+           'plan_command', 'main']
 
 # %% ../nbs/70_cli.ipynb #8e18fb40
 def _torchvision_names() -> list[str]:
@@ -72,6 +73,8 @@ def load_model(
                              "check the architecture, --size and the number of classes.")
     return net.eval()
 
+MAX_SIZE = 1024  # the largest --size: n images of 3 × size² float32 pixels are held at once (500 at 1024: 6 GB)
+
 def load_images(
     source:str, # a name in `data.DATASETS` or a folder of class sub-folders of images
     n:int, # test images drawn at random
@@ -80,7 +83,8 @@ def load_images(
     seed:int=0, # seed of the draw
 ) -> tuple[torch.Tensor, int]: # images `[n, C, H, W]` and the number of classes
     "n test images of a data set or of an image folder."
-    if size is not None: check_int(size, "size", low=2, hint="(--size: the side in pixels the folder's images are resized to)")
+    if size is not None: check_int(size, "size", low=2, high=MAX_SIZE,
+                                   hint=f"(--size: the side in pixels the folder's images are resized to, at most MAX_SIZE = {MAX_SIZE})")
     g = torch.Generator().manual_seed(seed)
     if os.path.isdir(source):
         from torchvision import datasets, transforms as T
@@ -158,11 +162,16 @@ def _interval(value:float, sd:float) -> str:
     if not math.isfinite(sd): return f"{value:.4g}"                      # --bootstrap 0: no interval
     return f"{value:.4g}  [{value * 10 ** (-2 * sd):.4g}, {value * 10 ** (2 * sd):.4g}]"
 
+MAX_BOOTSTRAP = 10_000  # the most bootstrap resamples: all are drawn at once (resamples × images indices per distance)
+
 def stability_command(args:argparse.Namespace) -> int:
     "Run `diffgeo stability`; print the table and write the dataset."
     if args.n_images < 2: raise ValueError(f"--n-images must be at least 2, got {args.n_images}.")
     if args.bootstrap == 1 or args.bootstrap < 0:
         raise ValueError(f"--bootstrap takes the number of resamples, at least 2 (or 0: no intervals), got {args.bootstrap}.")
+    if args.bootstrap > MAX_BOOTSTRAP:
+        raise ValueError(f"--bootstrap {args.bootstrap} is more resamples than the maximum, MAX_BOOTSTRAP = {MAX_BOOTSTRAP:,} "
+                         "(they are drawn at once; the default is 200); use fewer.")
     folder = os.path.dirname(os.path.abspath(args.out)) if args.out else None   # refused before measuring, not after
     if folder and os.path.exists(folder) and not os.path.isdir(folder):
         raise ValueError(f"--out {args.out}: {folder} is a file, not a folder; choose another path.")
@@ -223,6 +232,14 @@ def main(argv:list[str]|None=None) -> int: # the exit status
     except (ValueError, TypeError, OSError) as e:                        # OSError: files, folders, images the user named
         print(f"diffgeo {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except (MemoryError, torch.OutOfMemoryError) as e:                 # sizes the checks let through but this machine cannot hold
+        print(f"diffgeo {args.command}: error: out of memory ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else 'no details'}); "
+              "use fewer images (-n), a smaller --size or --batch-size.", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print(f"diffgeo {args.command}: interrupted", file=sys.stderr)
         return 130
+
+# %% ../nbs/70_cli.ipynb #336ffb5e
+if __name__ == "__main__": sys.exit(main())   # `python -m diffgeo.cli ...`, as the installed `diffgeo` command
+

@@ -18,11 +18,12 @@ import scipy.linalg
 import torch
 
 from . import maps
-from .core import check_generator, check_images, check_int, check_scalar, load_compiled, match_threads
+from .core import check_finite, check_generator, check_images, check_int, check_scalar, load_compiled, match_threads
 
 # %% auto #0
-__all__ = ['COMPILED', 'MIN_STEPS', 'MAX_STEPS', 'Tessellation', 'cell_matrices', 'theta_from_matrices', 'locate', 'velocity',
-           'covariance', 'sample', 'transform', 'inverse', 'pixel_points', 'grid', 'warp']
+__all__ = ['MAX_BUILD_BYTES', 'COMPILED', 'MIN_STEPS', 'MAX_STEPS', 'MAX_N_STEPS', 'Tessellation', 'cell_matrices',
+           'theta_from_matrices', 'locate', 'velocity', 'covariance', 'sample', 'transform', 'inverse', 'pixel_points',
+           'grid', 'warp']
 
 # %% ../nbs/11_cpab.ipynb #b577a85b
 def _geometry_1d(n: int) -> dict:
@@ -154,6 +155,22 @@ def _constraints(geo: dict, zero_boundary: bool, volume_preservation: bool) -> n
     return np.concatenate(rows)
 
 
+#: The most memory building a tessellation's constraints and their null space may take (bytes); see `_build_bytes`.
+MAX_BUILD_BYTES = 4 * 2**30
+
+
+def _build_bytes(nc: tuple, zero_boundary: bool, volume_preservation: bool) -> tuple[int, int, int]:
+    "(bytes, rows, columns) of building the constraint matrix L [rows, columns] and its null space (an SVD with both factors), counted before allocating."
+    if len(nc) == 1:
+        (n,) = nc; cells, nd, n_fv, shared, boundary = n, 1, 1, n - 1, 2
+    else:
+        nx, ny = nc; cells, nd, n_fv = 4 * nx * ny, 2, 2
+        shared, boundary = 4 * nx * ny + (nx - 1) * ny + nx * (ny - 1), 2 * (nx + ny)
+    rows = shared * n_fv * nd + (boundary * n_fv if zero_boundary else 0) + (cells if volume_preservation else 0)
+    cols = cells * nd * (nd + 1)
+    return 8 * (2 * rows * cols + rows * rows + cols * cols), rows, cols   # L and its copy, U, Vᵀ (float64)
+
+
 @lru_cache(maxsize=None)
 def _build(nc: tuple, zero_boundary: bool, volume_preservation: bool):
     geo = _geometry_1d(*nc) if len(nc) == 1 else _geometry_2d(*nc)
@@ -178,6 +195,11 @@ class Tessellation:
             raise ValueError(f"nc must be an int (1-D) or a pair (nx, ny) (2-D), got {nc!r}.")
         self.nc = tuple(check_int(n, "nc", low=1, high=256) for n in nc)
         self.zero_boundary, self.volume_preservation = bool(zero_boundary), bool(volume_preservation)
+        need, rows, cols = _build_bytes(self.nc, self.zero_boundary, self.volume_preservation)
+        if need > MAX_BUILD_BYTES:
+            raise ValueError(f"Tessellation({self.nc if len(self.nc) > 1 else self.nc[0]}) would need {need / 2**30:,.1f} GiB to build its "
+                             f"constraint matrix [{rows:,} x {cols:,}] and null space, more than MAX_BUILD_BYTES = "
+                             f"{MAX_BUILD_BYTES / 2**30:g} GiB; use fewer cells (a 2-D tessellation of up to about 20 x 20 squares fits).")
         self._geo, self._L, self._basis = _build(self.nc, self.zero_boundary, self.volume_preservation)
         if self._basis.shape[1] == 0:
             raise ValueError(f"the constraints leave no velocity field on tessellation {self.nc} "
@@ -215,9 +237,18 @@ class Tessellation:
     __hash__ = lambda self: hash((self.nc, self.zero_boundary, self.volume_preservation))
 
 # %% ../nbs/11_cpab.ipynb #e21beaae
+def _check_tess(tess, name:str="tess") -> Tessellation:
+    "`tess`, refused unless it is a `Tessellation`; the error shows how to build one (from the cells per axis given in its place)."
+    if isinstance(tess, Tessellation): return tess
+    if isinstance(tess, int) and not isinstance(tess, bool) and tess > 0:
+        fix = f"cpab.Tessellation(({tess}, {tess})) for {tess} x {tess} squares (cpab.Tessellation({tess}) in 1-D)"
+    elif isinstance(tess, (tuple, list)) and 1 <= len(tess) <= 2: fix = f"cpab.Tessellation({tuple(tess)!r})"
+    else: fix = "cpab.Tessellation((4, 4)) for 4 x 4 squares"
+    raise TypeError(f"{name} must be a cpab.Tessellation, got {type(tess).__name__} {tess!r}; build one first, e.g. {fix}.")
+
+
 def _check_theta(theta, tess: Tessellation) -> torch.Tensor:
-    if not isinstance(tess, Tessellation):
-        raise TypeError(f"tess must be a cpab.Tessellation, got {type(tess).__name__}.")
+    _check_tess(tess)
     if not isinstance(theta, torch.Tensor) or not theta.is_floating_point():
         raise TypeError(f"theta must be a floating-point torch.Tensor of shape [B, {tess.dim}], got "
                         f"{type(theta).__name__ if not isinstance(theta, torch.Tensor) else theta.dtype}.")
@@ -238,12 +269,31 @@ def cell_matrices(theta, tess):
 
 def theta_from_matrices(A, tess):
     "The θ whose cell matrices are closest to `A` [B, n_cells, ndim, ndim+1] (exact when `A` is CPA)."
+    _check_tess(tess)
+    nd, want = tess.ndim, [tess.n_cells, tess.ndim, tess.ndim + 1]
+    if not isinstance(A, torch.Tensor) or not A.is_floating_point():
+        raise TypeError(f"A must be a floating-point torch.Tensor [B, {', '.join(map(str, want))}] of cell matrices, got "
+                        f"{type(A).__name__ if not isinstance(A, torch.Tensor) else A.dtype}.")
+    if A.ndim != 4 or list(A.shape[1:]) != want:
+        raise ValueError(f"A must have shape [B, {', '.join(map(str, want))}] (B, n_cells, ndim, ndim+1) for {tess}, "
+                         f"got {list(A.shape)}.")
     B = tess.basis(A.dtype, A.device)
     return A.reshape(A.shape[0], -1) @ B
 
 # %% ../nbs/11_cpab.ipynb #4fab5792
 def locate(points, tess):
     "Index of the cell holding each point [..., ndim]; points outside the domain get the outside cells' indices."
+    _check_tess(tess)
+    if not isinstance(points, torch.Tensor) or not points.is_floating_point():
+        raise TypeError(f"points must be a floating-point torch.Tensor [..., {tess.ndim}], got "
+                        f"{type(points).__name__ if not isinstance(points, torch.Tensor) else points.dtype}.")
+    if points.ndim == 0 or points.shape[-1] != tess.ndim:
+        raise ValueError(f"points must have shape [..., {tess.ndim}] for {tess}, got {list(points.shape)}.")
+    return _locate(points, tess)
+
+
+def _locate(points, tess):
+    "`locate` without the checks (the integrator calls it at every step)."
     if tess.ndim == 1:
         (n,) = tess.nc
         x = points[..., 0]
@@ -300,13 +350,13 @@ def velocity(points, theta, tess):
     theta = _check_theta(theta, tess)
     x = _check_points(points, tess, theta, inside=False)
     A = _all_matrices(cell_matrices(theta, tess), tess)
-    Ac = A[torch.arange(len(theta), device=x.device)[:, None], locate(x, tess)]
+    Ac = A[torch.arange(len(theta), device=x.device)[:, None], _locate(x, tess)]
     return _affine(Ac, x)
 
 # %% ../nbs/11_cpab.ipynb #a0d4ca7e
 def covariance(tess, length_scale:float=0.1, output_variance:float=1.0) -> torch.Tensor:
     "Prior covariance of θ [dim, dim] (float64): squared-exponential over cell centroids, pulled back by the basis."
-    if not isinstance(tess, Tessellation): raise TypeError(f"tess must be a cpab.Tessellation, got {type(tess).__name__}.")
+    _check_tess(tess)
     ell = check_scalar(length_scale, "length_scale", low=0, low_open=True)
     var = check_scalar(output_variance, "output_variance", low=0, low_open=True)
     m = tess.centres
@@ -321,7 +371,7 @@ def sample(tess, n:int=1, length_scale:float=0.1, output_variance:float=1.0, gen
            dtype=torch.float32, device="cpu") -> torch.Tensor:
     "Draw `n` θ [n, dim] from the zero-mean Gaussian prior with `covariance(tess, length_scale, output_variance)`."
     n = check_int(n, "n", low=0)
-    if not isinstance(tess, Tessellation): raise TypeError(f"tess must be a cpab.Tessellation, got {type(tess).__name__}.")
+    _check_tess(tess)
     generator = check_generator(generator)
     key = ("chol", length_scale, output_variance)
     if key not in tess._cache:
@@ -508,6 +558,7 @@ class _CompiledFlow(torch.autograd.Function):
 # %% ../nbs/11_cpab.ipynb #dbc774b2
 MIN_STEPS = 4
 MAX_STEPS = 256  # bounds the cost for huge θ; see the warning in `transform`
+MAX_N_STEPS = 65536  # the most steps an explicit n_steps may ask for (each step is a pass over every point)
 
 
 def _largest_norm(L:torch.Tensor) -> float:
@@ -549,21 +600,26 @@ def transform(points, theta, tess, t:float=1.0, n_steps:int|None=None, inside:bo
                           f"integration would take {n_steps} steps; capped at MAX_STEPS = {MAX_STEPS}, so points that cross "
                           "many cells in one step may stop short. Scale θ down, or pass n_steps to pay for accuracy.", stacklevel=3)
             n_steps = MAX_STEPS
-    n_steps = check_int(n_steps, "n_steps", low=1)
+    n_steps = check_int(n_steps, "n_steps", low=1, high=MAX_N_STEPS,
+                        hint=f"(MAX_N_STEPS: each step is a pass over every point; without n_steps the count is chosen from θ "
+                             f"and t, at most MAX_STEPS = {MAX_STEPS})")
     h = t / n_steps
     n_terms = _n_terms(norm * h, x.dtype)
+    overflow = (f"the flow overflowed the float range, so points left every bound: t = {t:g} with a largest cell velocity "
+                f"gradient of {norm:.3g}, in {n_steps} steps of h = {h:.3g} (growth up to exp(h·{norm:.3g}) = exp({norm * h:.3g}) "
+                "per step); use a smaller t or θ, or more steps (n_steps, at most MAX_N_STEPS).")
     if _use_compiled(x, tess):   # float64 arithmetic, with the series and root tolerance of x's dtype
-        return _CompiledFlow.apply(x.double(), A.double(), h, n_steps, n_terms, torch.finfo(x.dtype).eps,
-                                   _n_terms(norm * h, torch.float64), tess).to(x.dtype)
+        return check_finite(_CompiledFlow.apply(x.double(), A.double(), h, n_steps, n_terms, torch.finfo(x.dtype).eps,
+                                                _n_terms(norm * h, torch.float64), tess).to(x.dtype), f"T^θ(points) at t = {t:g}", overflow)
     Ah = torch.cat([A, torch.zeros_like(A[..., :1, :])], -2) * h
-    E = torch.linalg.matrix_exp(Ah)[..., :-1, :].reshape(B * C, d, d + 1)
+    E = check_finite(torch.linalg.matrix_exp(Ah)[..., :-1, :].reshape(B * C, d, d + 1), f"the step map exp(h·A) at t = {t:g}", overflow)
     geo = tess._geo
     edges = tess._tensor("all_edges", geo["all_edges"], x.dtype, x.device)
     b = torch.arange(B, device=x.device)[:, None].expand(B, N).reshape(-1)
     x = x.reshape(-1, d)
     A_flat = A.reshape(B * C, d, d + 1)
     for _ in range(n_steps):
-        c = locate(x, tess)
+        c = _locate(x, tess)
         xn = _affine(E[b * C + c], x)
         G = edges[c]
         # left the cell by the end of the step, or may have grazed an edge (moving towards it at the start and
@@ -577,7 +633,7 @@ def transform(points, theta, tess, t:float=1.0, n_steps:int|None=None, inside:bo
             r = torch.full((len(out),), h, dtype=x.dtype, device=x.device)
             xn = xn.index_put((out,), _cross(x[out], c[out], r, b[out], A, tess, n_terms))
         x = xn
-    return x.view(B, N, d)
+    return check_finite(x.view(B, N, d), f"T^θ(points) at t = {t:g}", overflow)
 
 
 def inverse(points, theta, tess, t:float=1.0, n_steps:int|None=None, inside:bool=True):
@@ -594,7 +650,7 @@ def grid(theta, tess, size, n_steps:int|None=None) -> torch.Tensor:
     "Sampling grid [B, H, W, 2] for `F.grid_sample` (align_corners=False): T^θ of the output pixel centres, in [-1, 1]."
     theta = _check_theta(theta, tess)
     if tess.ndim != 2: raise ValueError(f"grid needs a 2-D tessellation, got {tess}.")
-    H, W = (check_int(s, "size", low=1) for s in size)
+    H, W = maps.check_size(size)
     p = transform(pixel_points((H, W), theta.dtype, theta.device), theta, tess, n_steps=n_steps)
     return maps.convert(p, (H, W), "unit", "normalised").view(len(theta), H, W, 2)
 
@@ -605,5 +661,7 @@ def warp(x, theta, tess, size=None, interp:str="bilinear", padding_mode:str="zer
     theta = _check_theta(theta, tess)
     if len(theta) not in (1, len(x)):
         raise ValueError(f"theta has {len(theta)} rows but x has {len(x)} images; pass one θ per image or a single θ.")
+    if len(x) == 0 or len(theta) == 0:   # an empty batch: an empty result, as for the other batched functions
+        return x.new_empty(0, x.shape[1], *maps.check_size(size or x.shape[-2:]))
     out = maps.warp(x, grid(theta.to(x.dtype), tess, size or x.shape[-2:], n_steps=n_steps), "normalised", interp, padding_mode)
     return out[0] if single else out

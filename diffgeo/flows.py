@@ -8,6 +8,8 @@ Docs: https://diffgeo.github.io/diffgeo/flows.html.md"""
 from __future__ import annotations
 
 import math
+import os
+import sys
 import warnings
 from collections.abc import Callable
 
@@ -19,8 +21,9 @@ from . import maps
 from .core import check_choice, check_generator, check_int, check_scalar
 
 # %% auto #0
-__all__ = ['ACTIVATIONS', 'METHODS', 'MAX_STEPS', 'MAX_ADAPTIVE_STEPS', 'SQUARING_BYTES', 'VelocityField', 'Flow', 'grid',
-           'scaling_and_squaring', 'inverse_consistency', 'uniform_points', 'determinant_map']
+__all__ = ['ACTIVATIONS', 'METHODS', 'MAX_STEPS', 'MAX_ADAPTIVE_STEPS', 'GRID_BYTES', 'SQUARING_BYTES', 'MAX_SQUARINGS',
+           'VelocityField', 'Flow', 'grid', 'scaling_and_squaring', 'inverse_consistency', 'uniform_points',
+           'determinant_map']
 
 # %% ../nbs/12_flows.ipynb #944207ab
 ACTIVATIONS = {"tanh": torch.tanh, "relu": torch.relu, "sigmoid": torch.sigmoid, "softplus": F.softplus,
@@ -69,6 +72,13 @@ class VelocityField(nn.Module):
 
 # %% ../nbs/12_flows.ipynb #847f1e8c
 MAX_STEPS = 10**6  # the most steps one pass of a fixed-step `Flow` may take (units × substeps)
+
+def _caller_level() -> int:
+    "The `stacklevel` that points a warning at the first caller outside diffgeo and torch (a forward runs under torch's `__call__`)."
+    inside = (os.path.dirname(maps.__file__), os.path.dirname(torch.__file__))
+    f, level = sys._getframe(1), 1
+    while f is not None and f.f_code.co_filename.startswith(inside): f, level = f.f_back, level + 1
+    return level
 MAX_ADAPTIVE_STEPS = 10**4  # the most steps the adaptive scheme may take across one unit (a smooth field needs tens)
 
 class Flow(nn.Module):
@@ -116,6 +126,16 @@ class Flow(nn.Module):
                 x = x + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
         return x
 
+    def _overflowed(self, x:torch.Tensor, what:str) -> torch.Tensor:
+        "`x`, with a warning where the integration overflowed (NaN or ±inf): on CPU, outside torch.func transforms (as `check_finite`)."
+        if x.device.type == "cpu" and not torch._C._functorch.is_functorch_wrapped_tensor(x) and not bool(torch.isfinite(x).all()):
+            bad, n = int((~torch.isfinite(x)).reshape(-1, x.shape[-1]).any(-1).sum()), x.reshape(-1, x.shape[-1]).shape[0]
+            warnings.warn(f"the flow overflowed: {what} is NaN or infinite at {bad} of {n} points with horizon T = {self.horizon:g} "
+                          f"({self.method}, step {self.dt / self.substeps:g}): the points grow beyond {x.dtype}'s range over this "
+                          "horizon (the field's own growth, or an unstable step); shorten the horizon or add substeps.",
+                          stacklevel=_caller_level())
+        return x
+
     def trajectory(self,
         x:torch.Tensor, # points `[..., dim]`
         inverse:bool=False, # integrate backward (the inverse map) instead
@@ -125,23 +145,27 @@ class Flow(nn.Module):
         out = [x]
         for k in (reversed(range(self.field.units)) if inverse else range(self.field.units)):
             out.append(self._unit(out[-1], k, -1 if inverse else 1))
-        return torch.stack(out)
+        return self._overflowed(torch.stack(out), "the trajectory")
 
     def forward(self, x:torch.Tensor) -> torch.Tensor:
         "φ(T)(x) for points `[..., dim]`."
         x = maps._check_points(x, "x", d=self.field.dim)
         for k in range(self.field.units): x = self._unit(x, k, 1)
-        return x
+        return self._overflowed(x, "φ(T)(x)")
 
     def inverse(self, y:torch.Tensor) -> torch.Tensor:
         "φ(T)⁻¹(y) by integrating backward with the same scheme (Eq. 9)."
         y = maps._check_points(y, "y", d=self.field.dim)
         for k in reversed(range(self.field.units)): y = self._unit(y, k, -1)
-        return y
+        return self._overflowed(y, "φ(T)⁻¹(y)")
 
     def extra_repr(self): return f'horizon={self.horizon:g}, method={self.method!r}, substeps={self.substeps}'
 
 # %% ../nbs/12_flows.ipynb #b8f69309
+GRID_BYTES = 2**32  # the most memory `grid` and `determinant_map` may take (4 GiB), refused up front beyond
+
+def _itemsize(dtype) -> int: return dtype.itemsize if isinstance(dtype, torch.dtype) else 8
+
 def grid(
     low:float=-1.0, high:float=1.0, # the square [low, high]²
     size:int=101, # points per side
@@ -150,7 +174,12 @@ def grid(
     "A regular grid of the square domain, in (x, y) order, rows along y."
     low, high = check_scalar(low, "low"), check_scalar(high, "high")
     if high <= low: raise ValueError(f"high must exceed low, got [{low}, {high}].")
-    s = torch.linspace(low, high, check_int(size, "size", low=2), dtype=dtype, device=device)
+    size = check_int(size, "size", low=2)
+    need = size**2 * 2 * _itemsize(dtype)
+    if need > GRID_BYTES:
+        raise ValueError(f"a grid of {size:,}² points needs {need / 2**30:.3g} GiB, more than flows.GRID_BYTES = {GRID_BYTES / 2**30:.3g} GiB; "
+                         "use a smaller size (points per side).")
+    s = torch.linspace(low, high, size, dtype=dtype, device=device)
     return torch.stack(torch.meshgrid(s, s, indexing="xy"), -1)
 
 def _interpolate(u:torch.Tensor, p:torch.Tensor, low:float, high:float) -> torch.Tensor:
@@ -159,6 +188,7 @@ def _interpolate(u:torch.Tensor, p:torch.Tensor, low:float, high:float) -> torch
     return F.grid_sample(u.permute(2, 0, 1)[None], q, align_corners=True, padding_mode="border")[0, :, :, 0].T.reshape(p.shape)
 
 SQUARING_BYTES = 2**32  # the most memory `scaling_and_squaring`'s grid may take (4 GiB), refused up front beyond
+MAX_SQUARINGS = 64  # the most squarings k: 2⁻ᵏ is below float64's rounding long before
 
 def scaling_and_squaring(
     field:VelocityField, # a stationary field of the plane
@@ -170,7 +200,9 @@ def scaling_and_squaring(
     if not isinstance(field, VelocityField) or not field.stationary or field.dim != 2:
         raise ValueError("scaling and squaring needs a stationary VelocityField of the plane (dim=2, stationary=True); "
                          "integrate other fields with Flow.")
-    k = check_int(squarings, "squarings", low=0)
+    k = check_int(squarings, "squarings", low=0, high=MAX_SQUARINGS, hint="Beyond about 50 squarings the scaled field T V / 2ᵏ is "
+                  "below the rounding of the grid's points, so more cost time and add only rounding; 8 suits most fields (the error "
+                  "falls like 2⁻ᵏ).")
     T = check_scalar(horizon, "horizon", low=0, low_open=True)
     size = check_int(size, "size", low=2)
     need = 8 * size**2 * 2 * field.nu.element_size()                     # the grid, its field and the squarings' temporaries
@@ -225,6 +257,11 @@ def determinant_map(
     dtype:torch.dtype=torch.float32, device=None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]: # grid points `[size, size, 2]`, det ∇φ `[size, size]`, fraction where det ≤ 0
     "det ∇φ on a grid of the domain (Eq. 11) and the fraction of the domain where the map folds."
+    size = check_int(size, "size", low=2)
+    need = 16 * size**2 * _itemsize(dtype)                               # the grid, its image, the Jacobians and their rows
+    if need > GRID_BYTES:
+        raise ValueError(f"a determinant map on {size:,}² points needs at least {need / 2**30:.3g} GiB (before the map's own autograd "
+                         f"memory), more than flows.GRID_BYTES = {GRID_BYTES / 2**30:.3g} GiB; use a smaller size (points per side).")
     g = grid(low, high, size, dtype=dtype, device=device)
     J = maps.jacobian(fn, g, functional=False)
     return g, maps.det(J), maps.fraction_folded(J.reshape(1, -1, 2, 2))[0]

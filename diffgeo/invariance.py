@@ -24,7 +24,7 @@ from torch.func import jvp, vjp
 from . import stability
 from .core import check_choice, check_finite, check_generator, check_images, check_int, check_scalar, module_device, progress as _progress
 from .data import DataSet, Split
-from .maps import _check_batch, _flat_output
+from .maps import _check_batch, _check_callable, _flat_output
 from .results import cf_attrs
 
 # %% auto #0
@@ -153,6 +153,9 @@ def invariance_error(
     if not (isinstance(fx, torch.Tensor) and isinstance(fgx, torch.Tensor)) or fx.shape != fgx.shape or fx.ndim != 2:
         raise ValueError(f"fx and fgx must be logits of the same shape [B, K], got {getattr(fx, 'shape', type(fx).__name__)} "
                          f"and {getattr(fgx, 'shape', type(fgx).__name__)}.")
+    if not (fx.is_floating_point() and fgx.is_floating_point()):
+        raise TypeError(f"fx and fgx must be floating-point logits [B, K], got {fx.dtype} and {fgx.dtype}; pass the model's "
+                        "outputs, or convert with fx.float() (class labels are not logits).")
     for t, n in ((fx, "fx"), (fgx, "fgx")): check_finite(t, n, "the model's logits diverged (lower the learning rate, or check its input).")
     if form == "kl":
         return F.kl_div(F.log_softmax(fgx, -1), F.log_softmax(fx, -1), reduction="none", log_target=True).sum(-1)
@@ -296,8 +299,21 @@ class GroupPooledLinear(nn.Module):
         self.linear = nn.Linear(in_features, out_features)
 
     def forward(self, x):
-        h = self.linear(self.group.orbit(x).flatten(2))              # [B, |G|, out]: W gx + b for every g
+        gx = self.group.orbit(x).flatten(2)                          # [B, |G|, C·H·W]
+        if gx.shape[-1] != self.linear.in_features:
+            raise ValueError(f"GroupPooledLinear was built for in_features = {self.linear.in_features} (C·H·W of its images), got "
+                             f"images {list(x.shape)} of C·H·W = {gx.shape[-1]}; build it with in_features={gx.shape[-1]}, or "
+                             "resize the images.")
+        h = self.linear(gx)                                          # [B, |G|, out]: W gx + b for every g
         return h.amax(1) if self.pool == "max" else h.mean(1)
+
+def _check_in_shape(in_shape:tuple, module, args):
+    "A forward pre-hook: refuse images of another (C, H, W) than the network was built for (flattened ones of its size pass)."
+    x = args[0] if args else None
+    if isinstance(x, torch.Tensor) and tuple(x.shape[-3:]) != in_shape and math.prod(x.shape[1:]) != math.prod(in_shape):
+        raise ValueError(f"this perceptron was built for images of (C, H, W) = {in_shape} (its in_shape), got images "
+                         f"{list(x.shape)}; resize or pad the images to {in_shape[1]} × {in_shape[2]} (28 × 28 MNIST is zero-padded "
+                         f"to 36 × 36 by F.pad(x, (4, 4, 4, 4))), or build it with in_shape={tuple(x.shape[-3:])}.")
 
 def perceptron(
     in_shape:tuple=(1, 36, 36), # (C, H, W) of the images
@@ -315,7 +331,9 @@ def perceptron(
     first = nn.Sequential(nn.Flatten(), nn.Linear(C * H * W, width)) if group is None else GroupPooledLinear(C * H * W, width, group, pool)
     layers = [first, nn.ReLU()]
     for _ in range(hidden - 1): layers += [nn.Linear(width, width), nn.ReLU()]
-    return nn.Sequential(*layers, nn.Linear(width, n_classes))
+    net = nn.Sequential(*layers, nn.Linear(width, n_classes))
+    net.register_forward_pre_hook(partial(_check_in_shape, (C, H, W)))  # names both sizes where torch names two matrices
+    return net
 
 # %% ../nbs/41_invariance.ipynb #db88d0cf
 def sigma_max(
@@ -326,6 +344,7 @@ def sigma_max(
     generator:torch.Generator|None=None, # for the starting vectors (None: seed 0)
 ) -> torch.Tensor: # `[B]` float64: the largest singular value of each sample's input–output Jacobian
     "σ_max(J) at each point, by power iteration on JᵀJ with one jvp and one vjp per step; J is never formed."
+    _check_callable(model, "model")
     x = _check_batch(x, empty=True)
     if not len(x): return torch.zeros(0, dtype=torch.float64)
     iters = check_int(iters, "iters", low=1)

@@ -24,9 +24,9 @@ with warnings.catch_warnings():  # torch builds its forward-mode decompositions 
     except ImportError: pass
 
 # %% auto #0
-__all__ = ['FRAMES', 'INTERPOLATIONS', 'PADDING_MODES', 'POINTWISE', 'check_frame', 'check_size', 'convert', 'pixel_grid',
-           'convert_jacobian', 'jacobian', 'det', 'condition_number', 'fraction_folded', 'warp', 'jacobian_matrix',
-           'pullback_metric', 'ChannelAffine', 'KeptDerivative', 'jacobian_ready']
+__all__ = ['FRAMES', 'PIXEL_GRID_BYTES', 'INTERPOLATIONS', 'PADDING_MODES', 'POINTWISE', 'check_frame', 'check_size', 'convert',
+           'pixel_grid', 'convert_jacobian', 'jacobian', 'det', 'condition_number', 'fraction_folded', 'warp',
+           'jacobian_matrix', 'pullback_metric', 'ChannelAffine', 'KeptDerivative', 'jacobian_ready']
 
 # %% ../nbs/05_maps.ipynb #ee277d6f
 FRAMES = ("pixel", "unit", "unit_corners", "normalised", "normalised_corners")
@@ -97,6 +97,8 @@ def convert(
     return torch.stack((_from_pixel(_to_pixel(points[..., 0], W, src), W, dst),
                         _from_pixel(_to_pixel(points[..., 1], H, src), H, dst)), -1)
 
+PIXEL_GRID_BYTES = 2**32  # the most memory `pixel_grid` may take (4 GiB: a 16k × 16k image), refused up front beyond
+
 def pixel_grid(
     size, # (H, W) of the image, or an int n for n × n
     frame:str="pixel", # frame of the returned points, one of `FRAMES`
@@ -109,6 +111,10 @@ def pixel_grid(
         raise TypeError(f"dtype must be a floating-point torch.dtype (pixel centres are not integers in most frames), got {dtype}; "
                         "e.g. torch.float32.")
     H, W = _size_for(size, frame)
+    need = H * W * 2 * (8 + dtype.itemsize)                                # the float64 grid and its cast
+    if need > PIXEL_GRID_BYTES:
+        raise ValueError(f"a pixel grid of {H:,} × {W:,} pixels needs {need / 2**30:.3g} GiB, more than maps.PIXEL_GRID_BYTES = "
+                         f"{PIXEL_GRID_BYTES / 2**30:.3g} GiB; size is (H, W) in pixels: use a smaller image (or raise the limit if you mean it).")
     x = _from_pixel(torch.arange(W, dtype=torch.float64), W, frame)
     y = _from_pixel(torch.arange(H, dtype=torch.float64), H, frame)
     return torch.stack(torch.meshgrid(x, y, indexing="xy"), dim=-1).to(dtype=dtype, device=device)
@@ -133,8 +139,15 @@ def convert_jacobian(
     return J * D[:, None] / D
 
 # %% ../nbs/05_maps.ipynb #88fd6e47
-def _check_callable(fn):
-    if not callable(fn): raise TypeError(f"fn must be a callable map (a function or a network), got {type(fn).__name__}.")
+_NOT_DIFFERENTIABLE = ("fn's output does not depend differentiably on its input: it leaves torch (.numpy(), .item(), "
+                       "torch.tensor(...)), detaches, runs under torch.no_grad(), or is constant; a Jacobian needs a map "
+                       "written in differentiable torch operations.")
+
+def _check_callable(fn, name:str="fn"):
+    if isinstance(fn, type):
+        raise TypeError(f"{name} must be a map (a function or a network), got the class {fn.__name__}; pass an instance, "
+                        "e.g. torch.nn.Linear(2, 3), not torch.nn.Linear.")
+    if not callable(fn): raise TypeError(f"{name} must be a callable map (a function or a network), got {type(fn).__name__}.")
 
 def jacobian(
     fn:Callable, # the map: points `[..., d]` -> `[..., d]`, point by point
@@ -159,9 +172,13 @@ def jacobian(
         p = points.detach().requires_grad_(True)
         with torch.enable_grad():
             out = fn(p); check(out)
+            if out.is_floating_point() and not out.requires_grad: raise ValueError(_NOT_DIFFERENTIABLE)
             rows = [torch.autograd.grad(out[..., i].sum(), p, retain_graph=i < d - 1)[0] for i in range(d)]
         return torch.stack(rows, dim=-2)
-    out, pull = vjp(fn, points)
+    try: out, pull = vjp(fn, points)
+    except RuntimeError as e:
+        if "numpy()" not in str(e): raise
+        raise ValueError(_NOT_DIFFERENTIABLE) from e                # (torch's advice, .detach(), would give a zero Jacobian)
     check(out)
     rows = []
     for i in range(d):                                          # one backward pass per output component
@@ -246,9 +263,7 @@ def _saved_bytes(fn:Callable, x:torch.Tensor) -> tuple[torch.Tensor, int]:
     with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         y = fn(x.detach().requires_grad_(True))
     if isinstance(y, torch.Tensor) and y.is_floating_point() and not y.requires_grad:
-        raise ValueError("fn's output does not depend differentiably on its input: it leaves torch (.numpy(), .item(), "
-                         "torch.tensor(...)), detaches, runs under torch.no_grad(), or is constant; a Jacobian needs a map "
-                         "written in differentiable torch operations.")
+        raise ValueError(_NOT_DIFFERENTIABLE)
     return y.detach(), total
 
 def _flat_output(y, B:int) -> torch.Tensor:
@@ -284,6 +299,14 @@ def _check_sample_by_sample(fn:Callable, x:torch.Tensor, y:torch.Tensor):
                          f"{off:.3g} (relative), so its Jacobian would sum over samples. Use a map that treats each sample alone: "
                          "a network in eval mode (model.eval(): no batch statistics, no dropout).")
 
+def _check_eval(model:torch.nn.Module):
+    "Refuse a network whose features in training mode are not a function of each input alone."
+    live = sorted({type(m).__name__ for m in model.modules()       # the layers' own modes: a slice of a Sequential is in
+                   if m.training and isinstance(m, (torch.nn.modules.batchnorm._BatchNorm, torch.nn.Dropout))})  # training mode, its layers need not be
+    if live:
+        raise ValueError(f"{type(model).__name__} is in training mode ({', '.join(live)}), where batch-norm mixes the samples and "
+                         "dropout is random, so its features are not a function of each input; put it in eval mode: call model.eval() first.")
+
 def jacobian_matrix(
     fn:Callable, # the map on a batch, `[B, ...]` -> `[B, ...]`, sample by sample (a network in eval mode)
     x:torch.Tensor, # `[B, ...]` the points; each sample is a point of R^d, d = its number of entries
@@ -291,6 +314,7 @@ def jacobian_matrix(
 ) -> torch.Tensor: # `[B, m, d]`, J[b, i, j] = ∂fn(x)[b, i] / ∂x[b, j], inputs and outputs flattened (a measurement: not differentiable)
     "The Jacobian of a map between spaces of any dimensions at each point of a batch, in chunks of rows under a memory budget."
     _check_callable(fn)
+    if isinstance(fn, torch.nn.Module): _check_eval(fn)           # (batch-norm in training mode fails on one sample)
     x = _check_batch(x, empty=True)
     memory = check_scalar(memory, "memory", low=1, hint="It is a number of bytes, e.g. 2**30 for 1 GiB.")
     B, d = x.shape[0], math.prod(x.shape[1:])
@@ -398,12 +422,6 @@ def _channels_last_input(module, args):
         try: x = x.contiguous(memory_format=torch.channels_last)
         except RuntimeError: pass   # under vmap the layout cannot be changed (torch NYI): the input stays as it is
         return (x,) + tuple(args[1:])
-
-def _check_eval(model:torch.nn.Module):
-    "Refuse a network whose features in training mode are not a function of each input alone."
-    if model.training and any(isinstance(m, (torch.nn.modules.batchnorm._BatchNorm, torch.nn.Dropout)) for m in model.modules()):
-        raise ValueError(f"{type(model).__name__} is in training mode, where batch-norm mixes the samples and dropout is "
-                         "random, so its features are not a function of each input; call model.eval() first.")
 
 def jacobian_ready(
     model:torch.nn.Module, # a network in evaluation mode

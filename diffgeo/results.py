@@ -73,9 +73,25 @@ def output_root() -> Path:
 
 def resolve_path(
     path:str|os.PathLike, # absolute, or relative to the current working directory
+    name:str="path", # argument name used in error messages
 ) -> Path:
     "An absolute path: `path` itself, or `path` under the current working directory (`~` expanded)."
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"{name} must be a path (a str or os.PathLike such as pathlib.Path), got {type(path).__name__} {path!r}; "
+                        "pass a file or folder name (absolute, or relative to the working directory).")
     return Path(path).expanduser().absolute()
+
+def _check_folder(
+    folder:Path, # a folder to write into, existing or not
+    what:str, # what is being written, for the message: "cannot write {what}"
+) -> Path:
+    "`folder`, refused (NotADirectoryError naming the file) when it, or the nearest of its parents that exists, is a file."
+    for p in (folder, *folder.parents):
+        try: is_dir = p.is_dir()
+        except OSError: continue
+        if is_dir: return folder
+        if p.exists(): raise NotADirectoryError(f"cannot write {what}: {p} is a file, not a folder; choose another path (or move the file).")
+    return folder
 
 
 # %% ../nbs/01_results.ipynb #e21f3861
@@ -285,9 +301,10 @@ def _clean_stale_temps(path:Path):
 def _atomic(path:Path, write):
     """Call `write(tmp)` on a temporary file beside `path`, flush it to the disk, then rename it over `path`: a write killed
     mid-way leaves the old file whole, and its temporary file is removed by the next write to `path`."""
-    if path.parent.exists() and not path.parent.is_dir():
-        raise NotADirectoryError(f"cannot write {path}: {path.parent} is a file, not a folder; choose another path.")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_dir():
+        raise IsADirectoryError(f"cannot write {path}: it is a folder; give the path of a file, such as a name inside it "
+                                f"({path / ('results' + (path.suffix or '.nc'))}).")
+    _check_folder(path.parent, str(path)).mkdir(parents=True, exist_ok=True)
     _clean_stale_temps(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{_host()}.{os.getpid()}.", suffix=".tmp")
     os.close(fd)

@@ -19,7 +19,7 @@ from torch import nn
 from torch.func import grad, jacfwd, vmap
 
 from .core import check_choice, check_generator, check_int, check_scalar
-from .maps import _check_batch, _check_eval, jacobian_matrix, jacobian_ready
+from .maps import _check_batch, _check_callable, _check_eval, jacobian_matrix, jacobian_ready
 from .stability import _check_layers, _check_output, features
 
 # %% auto #0
@@ -41,6 +41,7 @@ def feature_map(
 ) -> Callable: # `x [B, ...]` -> features `[B, m]`
     "The feature map of a network (its output or a named layer) as a function of a batch."
     if not isinstance(model, nn.Module):
+        _check_callable(model, "model")                                # (a class, e.g. nn.Linear, is callable too)
         if not callable(model): raise TypeError(f"model must be an nn.Module or a function of a batch, got {type(model).__name__}.")
         if layer is not None or output is not None:
             raise ValueError("layer= and output= select inside a network; for a plain function, select in the function.")
@@ -455,7 +456,17 @@ def nngp_ricci_scalar(
     def R(r):
         rt = rho_t(r)
         return -2 * (d - 1) * rho_tt(r) / rho(r) + (d - 1) * (d - 2) * (1 - rt * rt) / rho(r) ** 2
-    return vmap(R)(x.norm(dim=-1).clamp_min(1e-4))
+    r = x.norm(dim=-1)
+    out = vmap(R)(r.clamp_min(1e-4))
+    if not torch._C._functorch.is_functorch_wrapped_tensor(out) and not bool(torch.isfinite(out).all()):
+        k = torch.nonzero(~torch.isfinite(out)).reshape(-1).tolist()
+        at = ", ".join(map(str, k[:10])) + (f", ... ({len(k)} of {len(out)})" if len(k) > 10 else "")
+        m = x[k].abs().amax(-1, keepdim=True)                      # |x| without overflowing: m |x / m|
+        far = (m[:, 0] * (x[k] / m.clamp_min(torch.finfo(x.dtype).tiny)).norm(dim=-1)).max().item()
+        warnings.warn(f"the Ricci scalar is NaN or infinite at point {at} (|x| up to {far:.3g}): so far from the "
+                      f"origin the closed form's terms overflow or cancel in {x.dtype}; use points nearer the origin (or "
+                      "rescale x, with sigma_w scaled inversely).", stacklevel=2)
+    return out
 
 # %% ../nbs/60_riemann.ipynb #246135b4
 #: The largest grid `simplex_grid` builds: its enumeration and its points grow as divisions^(k-1).
@@ -477,7 +488,12 @@ def simplex_grid(
         raise ValueError(f"divisions={divisions} on {k} corners makes {P:,} points of {anchors[0].numel():,} values "
                          f"({size / 2**30:.3g} GiB), beyond riemann.MAX_GRID_POINTS = {MAX_GRID_POINTS:,} points or MAX_GRID_BYTES = "
                          f"{MAX_GRID_BYTES / 2**30:.3g} GiB; use fewer divisions (or raise the limits if you mean it).")
-    counts = [c for c in itertools.product(range(divisions + 1), repeat=k - 1) if sum(c) <= divisions]
-    n = torch.tensor([[divisions - sum(c), *c] for c in counts], dtype=anchors.dtype, device=anchors.device)
+    c = torch.zeros(1, 0, dtype=torch.long)                        # the compositions (c_1, ..., c_{k-1}), sum <= divisions, in
+    for _ in range(k - 1):                                          # lexicographic order: only the P valid ones are enumerated
+        room = divisions - c.sum(1) + 1                             # choices for the next entry of each prefix
+        start = torch.cumsum(room, 0) - room
+        nxt = torch.arange(int(room.sum())) - start.repeat_interleave(room)
+        c = torch.cat([c.repeat_interleave(room, 0), nxt[:, None]], 1)
+    n = torch.cat([divisions - c.sum(1, keepdim=True), c], 1).to(dtype=anchors.dtype, device=anchors.device)
     weights = n / divisions
     return (weights @ anchors.reshape(k, -1)).reshape(len(weights), *anchors.shape[1:]), weights

@@ -208,14 +208,29 @@ def check(self:Experiment,
     return ds
 
 # %% ../nbs/55_scaffold.ipynb #eeb2da3a
+def _check_override_types(profile:str, profiles:dict, overrides:dict):
+    """Refuse an override of another kind than the profile's value: a single number where the profile has a list (`c_grid=3`
+    for `c_grid=[2, 3, 5]`), or a list, text or mapping where it has a number. (Text where the profile has a list is left to
+    the experiment's own checks, which name the valid values.)"""
+    for k, v in overrides.items():
+        ref = profiles.get(profile, {}).get(k)
+        if v is None or ref is None: continue
+        if isinstance(ref, (list, tuple)) and not isinstance(v, (list, tuple, str)):
+            raise TypeError(f"setting {k} must be a list, as in profile {profile!r} ({k}={ref!r}), got {type(v).__name__} {v!r}; "
+                            f"for a single value pass {k}=[{v!r}].")
+        if isinstance(ref, (int, float)) and not isinstance(ref, bool) and isinstance(v, (list, tuple, dict, str)):
+            raise TypeError(f"setting {k} must be a number ({type(ref).__name__}), as in profile {profile!r} ({k}={ref!r}), "
+                            f"got {type(v).__name__} {v!r}.")
+
 @patch
 def resolve(self:Experiment,
     profile:str="cpu", # "smoke", "cpu" or "paper"
     data_root:str|None=None, # the run's data folder, for settings that depend on which data sets are there
     **overrides, # settings replacing the profile's (None: keep the profile's)
 ) -> dict:
-    "The settings of a run: the profile's, updated by the overrides, checked and completed by the experiment."
+    "The settings of a run: the profile's, updated by the overrides (each of the kind of the profile's value), checked and completed by the experiment."
     p = results.select_profile(profile, self.profiles, **overrides)
+    _check_override_types(profile, self.profiles, overrides)
     return self._settings(p, profile, {**overrides, "data_root": data_root}) if self._settings else p
 
 @patch
@@ -298,6 +313,11 @@ def run(self:Experiment,
         with results.on_code_change(code_changed), compute_settings(**compute): ds = self._cell(**fixed, **runtime)
         end = results.now()
         if code_changed == "reuse": ds.attrs["code_changed"] = "reuse"
+    empty = [d for d, size in ds.sizes.items() if size == 0]
+    if empty:   # every statistic over them would be NaN, silently
+        said = ", ".join(f"{k}={v!r}" for k, v in overrides.items() if v is not None) or "none"
+        raise ValueError(f"{self.name}'s dataset has no values along {empty} (size 0), so its statistics over them would be NaN; "
+                         f"a setting asks for none of them (this run's overrides: {said}); give every size at least 1.")
     if self._finish: ds = self._finish(ds, {**p, **shared})
     params = dict(profile=profile, **self.constants, **p, **shared, **compute)
     if tag: params["tag"] = tag
@@ -335,9 +355,11 @@ def main(self:Experiment,
         results.save_dataset(self.run(profile, tag=tag, out_dir=out_dir, **kwargs), paths.dataset)
         written = [paths.dataset]
     ds = self.load(paths.dataset)
+    from diffgeo.style import style
     for name, draw in self.figures.items():
         fig = draw(ds)
-        written.append(paths.figures[name]); results.save_figure(fig, paths.figures[name])
+        written.append(paths.figures[name])
+        with style(): results.save_figure(fig, paths.figures[name])   # colours named "C0".."C9" resolve at drawing time
         if show: _show(paths.figures[name])
         plt.close(fig)
     print("wrote", *(os.path.relpath(p) for p in written), sep="\n  ")  # from the working directory: no machine path

@@ -14,11 +14,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import stability
-from .core import check_choice, check_generator, check_int, check_scalar, progress
+from .core import check_choice, check_finite, check_generator, check_int, check_scalar, progress
 
 # %% auto #0
-__all__ = ['QUARTILES', 'LOSSES', 'stripe_labels', 'stripe_data', 'StripeNet', 'gradient_flow', 'stripe_stability',
-           'gradient_ratio']
+__all__ = ['QUARTILES', 'LOSSES', 'MAX_DATA_BYTES', 'stripe_labels', 'stripe_data', 'StripeNet', 'gradient_flow',
+           'stripe_stability', 'gradient_ratio']
 
 # %% ../nbs/43_stripe.ipynb #2073e756
 #: the quartiles of the standard normal: two interfaces that split the data into balanced classes
@@ -42,6 +42,8 @@ def stripe_labels(
     crossed = (x[:, :1] > b).sum(1)
     return 1.0 - 2.0 * (crossed % 2).to(x.dtype)
 
+MAX_DATA_BYTES = 2**32  # the most memory `stripe_data`'s points may take (4 GiB), refused up front beyond
+
 def stripe_data(
     P:int, # points
     d:int, # dimension (d - 1 invariant directions)
@@ -51,6 +53,10 @@ def stripe_data(
 ) -> tuple[torch.Tensor, torch.Tensor]: # points `[P, d]` ~ N(0, I_d) and their labels `[P]`
     "P Gaussian points in d dimensions with the stripe model's labels."
     P, d = check_int(P, "P", low=1), check_int(d, "d", low=2, hint="d = 1 has no invariant direction.")
+    need = P * d * 8 * 2                                                 # the float64 draw and its cast
+    if need > MAX_DATA_BYTES:
+        raise ValueError(f"P = {P:,} points in d = {d} dimensions need {need / 2**30:.3g} GiB, more than stripe.MAX_DATA_BYTES = "
+                         f"{MAX_DATA_BYTES / 2**30:.3g} GiB; use fewer points (the paper trains on P of a few thousand).")
     g = torch.Generator().manual_seed(check_int(seed, "seed", low=0))
     x = torch.randn(P, d, generator=g, dtype=torch.float64).to(dtype)
     return x, stripe_labels(x, boundaries)
@@ -102,6 +108,7 @@ def gradient_flow(
                         f"{getattr(y, 'dtype', type(y).__name__)}; convert with x.to(net.W.dtype).")
     if x.ndim != 2 or y.shape != (len(x),): raise ValueError(f"x must be [P, d] and y [P], got {list(x.shape)} and {list(y.shape)}.")
     if not len(x): raise ValueError("x holds no points: gradient flow needs a training set (P >= 1).")
+    check_finite(x, "x", "the training points must be finite; drop or repair those points (e.g. x[torch.isfinite(x).all(1)]).")
     if not ((y == 1) | (y == -1)).all():
         raise ValueError(f"y must hold labels -1 and +1 (margins y F(x) >= 1 are the goal), got values {sorted(set(y.unique().tolist()))[:5]}; "
                          "map {0, 1} labels with 2 * y - 1.")
@@ -145,6 +152,13 @@ def gradient_ratio(
     x:torch.Tensor, # test points `[B, d]`
 ) -> float: # d/(d-1) ⟨‖∇_⊥F‖²⟩ / ⟨‖∇F‖²⟩
     "The small-noise limit of the stripe model's R_f, from the input gradients."
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.ndim != 2:
+        raise TypeError(f"x must be floating-point test points [B, d], got "
+                        f"{(str(x.dtype) + ' ' + str(list(x.shape))) if isinstance(x, torch.Tensor) else type(x).__name__}.")
+    if x.shape[1] < 2:
+        raise ValueError(f"x must have d >= 2 coordinates, got d = {x.shape[1]}: the invariant subspace x_⊥ (every coordinate but "
+                         "the first) is empty for d = 1, so the ratio d/(d-1) ⟨‖∇_⊥F‖²⟩ / ⟨‖∇F‖²⟩ is undefined.")
+    if not len(x): raise ValueError("x is an empty batch [0, d]: the ratio averages over test points; pass at least one.")
     x = x.detach().clone().requires_grad_()
     g, = torch.autograd.grad(net(x).sum(), x)
     d = x.shape[-1]

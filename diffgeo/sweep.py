@@ -33,11 +33,11 @@ import xarray as xr
 
 from . import results
 from .core import check_choice, process_alive, progress as _progress
-from .results import _atomic, check_cf, load_dataset, resolve_path
+from .results import _atomic, _check_folder, check_cf, load_dataset, resolve_path
 
 # %% auto #0
-__all__ = ['EXECUTORS', 'HEARTBEAT', 'STALE_AFTER', 'SLURM_POLL', 'ShardError', 'grid_cells', 'cell_id', 'missing_cells',
-           'merge_shards', 'cell_states', 'run_sweep']
+__all__ = ['EXECUTORS', 'HEARTBEAT', 'STALE_AFTER', 'UNREADABLE_AFTER', 'SLURM_POLL', 'ShardError', 'grid_cells', 'cell_id',
+           'missing_cells', 'merge_shards', 'cell_states', 'run_sweep']
 
 # %% ../nbs/50_sweep.ipynb #6ce75e65
 EXECUTORS = ("inline", "local", "slurm")
@@ -230,6 +230,9 @@ def _read_shard(path:Path, cell:Mapping, fixed_json:str|None) -> xr.Dataset:
 # %% ../nbs/50_sweep.ipynb #41b420f0
 HEARTBEAT = 30.0     # seconds between the heartbeats of a claim (touching its lock file)
 STALE_AFTER = 300.0  # a claim whose last heartbeat is older than this (seconds) is abandoned
+#: An empty or unreadable claim older than this (seconds) is abandoned: a claim appears whole (`_try_lock` links a written
+#: file), so only a process killed while writing one (where the file system has no hard links) or a foreign file leaves it.
+UNREADABLE_AFTER = 5.0
 
 def _lock_path(path:Path) -> Path:
     "The lock file of the shard `path`: `<cell_id>.lock`."
@@ -262,7 +265,8 @@ def _claim_state(lock:Path) -> tuple[str, dict|None]:
     age = time.time() - st.st_mtime
     info = _read_claim(lock)
     if age > STALE_AFTER: return "abandoned", info
-    if info is None: return "held", None                               # being written: judged by its age only
+    if info is None or not isinstance(info, dict):                     # being written, or never will be: judged by its age
+        return ("abandoned" if age > UNREADABLE_AFTER else "held"), None
     if info.get("host") == socket.gethostname() and not process_alive(info.get("pid", -1)): return "abandoned", info
     if info.get("slurm_job") and _slurm_job_alive(info["slurm_job"]) is False: return "abandoned", info
     return "held", info
@@ -347,7 +351,7 @@ def missing_cells(
 ) -> list[dict]: # the cells of `grid` that have no shard yet, in grid order
     """The cells of `grid` without a shard in `shard_dir`. A shard computed by other code counts as present, though a
     run recomputes it by default: `cell_states` tells those apart ("stale")."""
-    shard_dir, cells = resolve_path(shard_dir), grid_cells(grid)
+    shard_dir, cells = resolve_path(shard_dir, "shard_dir"), grid_cells(grid)
     _cell_ids(cells)
     return [c for c in cells if not _shard_path(shard_dir, c).exists()]
 
@@ -400,7 +404,7 @@ def merge_shards(
     fixed:Mapping|None=None, # if given, every shard must have been computed with these fixed arguments
 ) -> xr.Dataset:
     "Merge the shards of every cell of `grid` into one dataset, recording the code that computed them; an error names the cells without a shard."
-    shard_dir, cells = resolve_path(shard_dir), grid_cells(grid)
+    shard_dir, cells = resolve_path(shard_dir, "shard_dir"), grid_cells(grid)
     _cell_ids(cells)
     coords_on, attrs = _check_coords_on(coords_on, grid), _dim_attrs(grid, dim_attrs)
     missing = [c for c in cells if not _shard_path(shard_dir, c).exists()]
@@ -476,7 +480,7 @@ def cell_states(
     shard_dir:str|os.PathLike, # the folder of shards (relative paths from the working directory)
 ) -> list[str]: # per cell, in grid order: "done", "stale" (its shard was computed by other code), "running elsewhere" (a live claim: computed, or a stale shard recomputed, by another process) or "to run"
     "Where each cell of `grid` stands: what a new run of the sweep would read back, recompute (if stale), wait for, or compute."
-    shard_dir, mine = resolve_path(shard_dir), results.code_version()["source_hash"]
+    shard_dir, mine = resolve_path(shard_dir, "shard_dir"), results.code_version()["source_hash"]
     def state(p:Path) -> str:
         if p.exists() and _shard_attrs(p).get("code_hash") == mine: return "done"
         if _claim_state(_lock_path(p))[0] == "held": return "running elsewhere"
@@ -541,7 +545,8 @@ def run_sweep(
     if max_parallel is not None and (isinstance(max_parallel, bool) or not isinstance(max_parallel, int) or max_parallel < 1):
         raise ValueError(f"max_parallel must be a positive integer or None, got {max_parallel!r}.")
     fixed, runtime = dict(fixed or {}), dict(runtime or {})
-    cells, shard_dir = grid_cells(grid), resolve_path(shard_dir)
+    cells, shard_dir = grid_cells(grid), resolve_path(shard_dir, "shard_dir")
+    _check_folder(shard_dir, f"the sweep's shards in {shard_dir}")
     _cell_ids(cells)
     _check_coords_on(coords_on, grid); _dim_attrs(grid, dim_attrs)
     for k in [*fixed, *runtime]: _check_name(k, "fixed argument")
