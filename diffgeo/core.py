@@ -22,8 +22,9 @@ import torch
 from tqdm import tqdm
 
 # %% auto #0
-__all__ = ['check_images', 'check_scalar', 'check_finite', 'check_generator', 'process_alive', 'check_int', 'check_choice',
-           'resolve_device', 'module_device', 'seed_everything', 'load_compiled', 'match_threads', 'progress']
+__all__ = ['check_images', 'check_scalar', 'check_bytes', 'check_finite', 'check_generator', 'process_alive', 'check_int',
+           'check_choice', 'resolve_device', 'module_device', 'seed_everything', 'load_compiled', 'match_threads',
+           'progress']
 
 # %% ../nbs/00_core.ipynb #9c2d6a7d
 def check_images(
@@ -68,6 +69,17 @@ def check_scalar(
     if high is not None and value > high:
         raise ValueError(f"{name} must be <= {high}, got {value}. {hint}".strip())
     return value
+
+def check_bytes(
+    need:int, # bytes the request would take
+    limit:int, # the most it may take
+    what:str, # the request and its verb, e.g. "a grid of 100² points needs"
+    limit_name:str, # the limit's qualified name, which a user may raise, e.g. "flows.GRID_BYTES"
+    fix:str, # what to do instead
+):
+    "Refuse up front a request that would take more than `limit` bytes, naming both in GiB and the fix."
+    if need > limit:
+        raise ValueError(f"{what} {need / 2**30:.3g} GiB, more than {limit_name} = {limit / 2**30:.3g} GiB; {fix}")
 
 # %% ../nbs/00_core.ipynb #f749290d
 def check_finite(

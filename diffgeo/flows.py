@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import maps
-from .core import check_choice, check_generator, check_int, check_scalar
+from .core import check_bytes, check_choice, check_generator, check_int, check_scalar
 
 # %% auto #0
 __all__ = ['ACTIVATIONS', 'METHODS', 'MAX_STEPS', 'MAX_ADAPTIVE_STEPS', 'GRID_BYTES', 'SQUARING_BYTES', 'MAX_SQUARINGS',
@@ -176,9 +176,7 @@ def grid(
     if high <= low: raise ValueError(f"high must exceed low, got [{low}, {high}].")
     size = check_int(size, "size", low=2)
     need = size**2 * 2 * _itemsize(dtype)
-    if need > GRID_BYTES:
-        raise ValueError(f"a grid of {size:,}² points needs {need / 2**30:.3g} GiB, more than flows.GRID_BYTES = {GRID_BYTES / 2**30:.3g} GiB; "
-                         "use a smaller size (points per side).")
+    check_bytes(need, GRID_BYTES, f"a grid of {size:,}² points needs", "flows.GRID_BYTES", "use a smaller size (points per side).")
     s = torch.linspace(low, high, size, dtype=dtype, device=device)
     return torch.stack(torch.meshgrid(s, s, indexing="xy"), -1)
 
@@ -206,9 +204,8 @@ def scaling_and_squaring(
     T = check_scalar(horizon, "horizon", low=0, low_open=True)
     size = check_int(size, "size", low=2)
     need = 8 * size**2 * 2 * field.nu.element_size()                     # the grid, its field and the squarings' temporaries
-    if need > SQUARING_BYTES:
-        raise ValueError(f"a grid of {size}² points needs about {need / 2**30:.1f} GiB, more than SQUARING_BYTES = "
-                         f"{SQUARING_BYTES / 2**30:.0f} GiB; use a smaller size (the error falls like 1/size², see above).")
+    check_bytes(need, SQUARING_BYTES, f"a grid of {size}² points needs about", "SQUARING_BYTES",
+                "use a smaller size (the error falls like 1/size², see above).")
     g = grid(low, high, size, dtype=field.nu.dtype, device=field.nu.device)
     u = T / 2 ** k * field(g)
     left = torch.zeros(g.shape[:-1], dtype=torch.bool, device=g.device)
@@ -259,9 +256,8 @@ def determinant_map(
     "det ∇φ on a grid of the domain (Eq. 11) and the fraction of the domain where the map folds."
     size = check_int(size, "size", low=2)
     need = 16 * size**2 * _itemsize(dtype)                               # the grid, its image, the Jacobians and their rows
-    if need > GRID_BYTES:
-        raise ValueError(f"a determinant map on {size:,}² points needs at least {need / 2**30:.3g} GiB (before the map's own autograd "
-                         f"memory), more than flows.GRID_BYTES = {GRID_BYTES / 2**30:.3g} GiB; use a smaller size (points per side).")
+    check_bytes(need, GRID_BYTES, f"a determinant map on {size:,}² points needs at least", "flows.GRID_BYTES",
+                "use a smaller size (points per side); the map's own autograd memory comes on top.")
     g = grid(low, high, size, dtype=dtype, device=device)
     J = maps.jacobian(fn, g, functional=False)
     return g, maps.det(J), maps.fraction_folded(J.reshape(1, -1, 2, 2))[0]

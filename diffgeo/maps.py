@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch.func import jacrev, jvp, vjp, vmap
 
-from .core import check_choice, check_finite, check_images, check_int, check_scalar
+from .core import check_bytes, check_choice, check_finite, check_images, check_int, check_scalar
 
 with warnings.catch_warnings():  # torch builds its forward-mode decompositions with the deprecated torch.jit.script on
     warnings.filterwarnings("ignore", ".*torch.jit.script.*deprecated", FutureWarning)  # first use: do it once, quietly
@@ -112,9 +112,8 @@ def pixel_grid(
                         "e.g. torch.float32.")
     H, W = _size_for(size, frame)
     need = H * W * 2 * (8 + dtype.itemsize)                                # the float64 grid and its cast
-    if need > PIXEL_GRID_BYTES:
-        raise ValueError(f"a pixel grid of {H:,} × {W:,} pixels needs {need / 2**30:.3g} GiB, more than maps.PIXEL_GRID_BYTES = "
-                         f"{PIXEL_GRID_BYTES / 2**30:.3g} GiB; size is (H, W) in pixels: use a smaller image (or raise the limit if you mean it).")
+    check_bytes(need, PIXEL_GRID_BYTES, f"a pixel grid of {H:,} × {W:,} pixels needs", "maps.PIXEL_GRID_BYTES",
+                "size is (H, W) in pixels: use a smaller image (or raise the limit if you mean it).")
     x = _from_pixel(torch.arange(W, dtype=torch.float64), W, frame)
     y = _from_pixel(torch.arange(H, dtype=torch.float64), H, frame)
     return torch.stack(torch.meshgrid(x, y, indexing="xy"), dim=-1).to(dtype=dtype, device=device)

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import stability
-from .core import check_choice, check_finite, check_generator, check_int, check_scalar, progress
+from .core import check_bytes, check_choice, check_finite, check_generator, check_int, check_scalar, progress
 
 # %% auto #0
 __all__ = ['QUARTILES', 'LOSSES', 'MAX_DATA_BYTES', 'stripe_labels', 'stripe_data', 'StripeNet', 'gradient_flow',
@@ -54,9 +54,8 @@ def stripe_data(
     "P Gaussian points in d dimensions with the stripe model's labels."
     P, d = check_int(P, "P", low=1), check_int(d, "d", low=2, hint="d = 1 has no invariant direction.")
     need = P * d * 8 * 2                                                 # the float64 draw and its cast
-    if need > MAX_DATA_BYTES:
-        raise ValueError(f"P = {P:,} points in d = {d} dimensions need {need / 2**30:.3g} GiB, more than stripe.MAX_DATA_BYTES = "
-                         f"{MAX_DATA_BYTES / 2**30:.3g} GiB; use fewer points (the paper trains on P of a few thousand).")
+    check_bytes(need, MAX_DATA_BYTES, f"P = {P:,} points in d = {d} dimensions need", "stripe.MAX_DATA_BYTES",
+                "use fewer points (the paper trains on P of a few thousand).")
     g = torch.Generator().manual_seed(check_int(seed, "seed", low=0))
     x = torch.randn(P, d, generator=g, dtype=torch.float64).to(dtype)
     return x, stripe_labels(x, boundaries)
