@@ -600,7 +600,9 @@ def _decorate(fig, axes, ds:xr.Dataset, errorbars:bool=False):
     best = float(ds.test_error_logmean.sel(state="trained").min())
     caveat = (f"\ncaveat: every CIFAR-10 network ends above {100 * best:.0f}% test error, far from trained, so this figure cannot test the paper's claim"
               if p["dataset"] == "cifar10" and best > 0.5 else "")
-    fig.suptitle(f"{p['dataset']}, P = {p['P']}, profile {p.get('profile', '?')}: {what}; δ = {p['delta']}, c = {p['c']}{bars}{caveat}",
+    st = set(p["steps"].values()) if isinstance(p.get("steps"), dict) else {p.get("steps")}
+    epochs = f", {train.epochs_for_steps(st.pop(), p['P'], p.get('batch_size', 128))} epochs" if len(st) == 1 and None not in st else ""
+    fig.suptitle(f"{p['dataset']}, P = {p['P']}{epochs}, profile {p.get('profile', '?')}: {what}; δ = {p['delta']}, c = {p['c']}{bars}{caveat}",
                  fontsize=8, color="firebrick" if caveat else "black")
 
 @EXPERIMENT.figure("fig5")
