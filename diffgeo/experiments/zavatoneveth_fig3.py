@@ -261,6 +261,7 @@ def _(ds):
     every, partly = all(v[0] for v in per.values()), all(v[1] for v in per.values())
     value = "mean boundary gain between classes vs mean midpoint gain of the controls, nats: " + ", ".join(
         f"{b}: {_sig(between.sel(block=b).mean())} vs {_sig(control.sel(block=b).mean())}" for b in between.block.values)
+    nb, nc = int(is_between.sum()), int(is_control.sum())
     note = f"{nb} between-class segment(s), {nc} control(s); partly's condition holds at {sum(v[1] for v in per.values())} of {len(per)} blocks"
     if every and (a := ACCURACY(ds)).status == "not":
         return claims.Verdict("partly", value, note + f"; capped at partly: the network's test accuracy, {a.value}, is far below the paper's")
