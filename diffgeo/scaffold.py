@@ -355,11 +355,16 @@ def main(self:Experiment,
         results.save_dataset(self.run(profile, tag=tag, out_dir=out_dir, **kwargs), paths.dataset)
         written = [paths.dataset]
     ds = self.load(paths.dataset)
-    from diffgeo.style import style
+    from diffgeo.style import check_legible, style
+    check = os.environ.get("DIFFGEO_CHECK_LEGIBLE", "") not in ("", "0")   # opt-in: the smoke notebook tests set it
     for name, draw in self.figures.items():
         fig = draw(ds)
         written.append(paths.figures[name])
-        with style(): results.save_figure(fig, paths.figures[name])   # colours named "C0".."C9" resolve at drawing time
+        with style():   # colours named "C0".."C9" resolve at drawing time
+            if check:
+                try: check_legible(fig, f"{self.name}'s figure {name!r} (profile {profile})")
+                except AssertionError: plt.close(fig); raise
+            results.save_figure(fig, paths.figures[name])
         if show: _show(paths.figures[name])
         plt.close(fig)
     print("wrote", *(os.path.relpath(p) for p in written), sep="\n  ")  # from the working directory: no machine path
@@ -379,6 +384,13 @@ def _show(path:Path):
 def cost(self:Experiment, fn:Callable) -> Callable:
     "Declare `fn(settings, cell, device) -> seconds`: one cell's predicted compute time on `device`, from a throughput `fn` measures there (for `plan`)."
     self._cost = fn; return fn
+
+def _shown(path) -> str:
+    "A path as `plan` prints it: relative to the working directory inside the repository (no machine path in stored outputs), as given elsewhere."
+    path = Path(path)
+    try: inside = path.resolve().is_relative_to(results.project_root())
+    except Exception: inside = False
+    return os.path.relpath(path) if inside else str(path)
 
 @patch
 def plan(self:Experiment,
@@ -428,10 +440,10 @@ def plan(self:Experiment,
     print(f"{self.name}, profile {profile!r}, device {device}: {len(cells)} cells ({shape}); "
           f"{(table.state == 'done').sum()} done{stale}, {(table.state == 'running elsewhere').sum()} running elsewhere, {len(todo)} to run {how}"
           + (f", each with {options}" if options else "") + ".")
-    per_cell = [f"its shard in {work / 'shards'}/"] if grid else []
-    if grid and "checkpoint_dir" in r["runtime"]: per_cell.append(f"its checkpoints in {work / 'checkpoints'}/ while it trains")
-    if grid and executor != "inline": per_cell.append(f"its logs in {work / 'submitit'}/")
-    print(f"The run writes {paths.dataset} and {', '.join(map(str, paths.figures.values()))}"
+    per_cell = [f"its shard in {_shown(work / 'shards')}/"] if grid else []
+    if grid and "checkpoint_dir" in r["runtime"]: per_cell.append(f"its checkpoints in {_shown(work / 'checkpoints')}/ while it trains")
+    if grid and executor != "inline": per_cell.append(f"its logs in {_shown(work / 'submitit')}/")
+    print(f"The run writes {_shown(paths.dataset)} and {', '.join(map(_shown, paths.figures.values()))}"
           + (f"; each cell {', '.join(per_cell)}" if per_cell else "") + ".")
     if why_not is not None and estimate: print(f"No estimate: {why_not}.")
     elif estimate:

@@ -26,7 +26,9 @@ EXPERIMENTS = {n: REGISTRY[n] for n in NAMES}
 
 def _papermill(exp, out, *args):
     cmd = [sys.executable, "-m", "papermill", str(ROOT / "nbs" / exp.notebook), str(out / "executed.ipynb"), "-k", "python3", *args]
-    env = {**os.environ, "DIFFGEO_PROGRESS": "0", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1"}
+    # DIFFGEO_CHECK_LEGIBLE: `Experiment.main` refuses an illegible figure (diffgeo.style.check_legible), so every
+    # figure must read on the smoke run's tiny data too (tests/test_figures.py checks the committed datasets)
+    env = {**os.environ, "DIFFGEO_PROGRESS": "0", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1", "DIFFGEO_CHECK_LEGIBLE": "1"}
     env.pop("IN_TEST", None)
     return subprocess.run(cmd, check=True, cwd=out, env=env, capture_output=True, text=True, timeout=900)
 
@@ -40,7 +42,7 @@ def test_every_experiment_module_is_registered():
 
 @pytest.mark.parametrize("name", NAMES)
 def test_notebook_smoke(name, tmp_path):
-    "papermill -p profile smoke writes the dataset and every declared figure under out_dir, and nothing elsewhere."
+    "papermill -p profile smoke writes the dataset and every declared figure under out_dir, and nothing elsewhere; every figure is legible (checked by `main`)."
     exp = EXPERIMENTS[name]
     _papermill(exp, tmp_path, "-p", "profile", "smoke", "-p", "out_dir", "run")
     paths = exp.paths("smoke", tmp_path / "run")
@@ -129,8 +131,8 @@ def test_template_notebook(tmp_path):
     "The template experiment runs as it stands, so a copy starts from working code."
     cmd = [sys.executable, "-m", "papermill", str(ROOT / "nbs" / "template.ipynb"), str(tmp_path / "executed.ipynb"), "-k", "python3",
            "-p", "profile", "smoke", "-p", "out_dir", "run"]
-    subprocess.run(cmd, check=True, cwd=tmp_path, env={**os.environ, "DIFFGEO_PROGRESS": "0", "MPLBACKEND": "Agg"},
-                   capture_output=True, timeout=300)
+    subprocess.run(cmd, check=True, cwd=tmp_path, env={**os.environ, "DIFFGEO_PROGRESS": "0", "MPLBACKEND": "Agg", "DIFFGEO_CHECK_LEGIBLE": "1"},
+                   capture_output=True, timeout=300)   # the template's figure is checked too: a copy starts legible
     assert (tmp_path / "run" / "results" / "petrini_template.nc").exists()
     assert (tmp_path / "run" / "figures" / "petrini_template.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

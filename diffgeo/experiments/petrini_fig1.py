@@ -137,8 +137,9 @@ def draw(ds:xr.Dataset):
     from matplotlib.patches import Patch
     from matplotlib.ticker import FixedLocator, NullLocator, ScalarFormatter
     nc, nt = ds.sizes["panel_c"], ds.sizes["panel_T"]
-    fig = plt.figure(figsize=(2.0 * nt + 5.5, 2.0 * nc + 0.8))
-    grid = fig.add_gridspec(nc, nt + 3, wspace=0.05, hspace=0.05, bottom=0.11, top=0.95)
+    height = 2.0 * nc + 1.3   # the panels, and a fixed 1.15 in under them for the x axis and the two-row legend
+    fig = plt.figure(figsize=(2.0 * nt + 5.5, height))
+    grid = fig.add_gridspec(nc, nt + 3, wspace=0.05, hspace=0.05, bottom=1.15 / height, top=1 - 0.35 / height)
     ok = lambda c, T: (T < np.interp(c, ds.c, ds.T_half_measured)) and (T >= np.interp(c, ds.c, ds.T_delta_half))
     for i, c in enumerate(ds.panel_c.values[::-1]):
         for j, T in enumerate(ds.panel_T.values):

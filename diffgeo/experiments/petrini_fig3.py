@@ -185,9 +185,8 @@ def derive(ds:xr.Dataset) -> xr.Dataset:
 # %% ../../nbs/petrini_fig3.ipynb #f798a546
 from matplotlib.ticker import MaxNLocator, NullLocator
 
-from .petrini_fig5 import log_ticks
 from .petrini_fig6 import _cn
-from ..style import family_color
+from ..style import family_color, log_ticks
 
 _SIMPLE = ("FullConn", "LeNet")
 
@@ -302,6 +301,10 @@ def draw_fig14(ds:xr.Dataset):
         ax.set(yscale="log", xlabel="relative depth (0: first layer, 1: output)", ylabel="$R_f$", title=title)
         plain_log_ticks(ax, x=False)
         ax.legend(fontsize=7)
+    from matplotlib.lines import Line2D
+    styles = [Line2D([], [], color="0.3", ls=ls, label=l) for ls, l in (("-", "trained"), ("--", "at initialisation"))]
+    fig.legend(handles=styles, fontsize=7, loc="outside lower center", ncols=2, frameon=False, handlelength=4)
+    fig.suptitle(f"Fig. 14: R_f of each layer's output, geometric mean over {ds.sizes['seed']} seed(s)", fontsize=9)
     return fig
 
 @EXPERIMENT.figure("training")

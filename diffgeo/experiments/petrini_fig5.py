@@ -25,8 +25,8 @@ from ..scaffold import Experiment, Var
 # %% auto #0
 __all__ = ['PAPER_ARCHS', 'CPU_WIDTH', 'CPU_LR', 'LONG_ARCHS', 'LONG_WIDTH', 'LONG_EPOCHS', 'COMMON', 'PROFILES', 'SMALL_NOISE',
            'STATES', 'VARIABLES', 'EXPERIMENT', 'PAPER_CORR', 'train_network', 'Setup', 'setup', 'resolve_archs',
-           'cell', 'settings', 'seconds_per_step', 'cost', 'logmean', 'logstd', 'derive', 'probe_ratios', 'log_ticks',
-           'point_label', 'place_labels', 'thin_ticks', 'draw', 'draw_fig15', 'draw_fig16', 'draw_fig17', 'draw_fig19']
+           'cell', 'settings', 'seconds_per_step', 'cost', 'logmean', 'logstd', 'derive', 'probe_ratios', 'draw',
+           'draw_fig15', 'draw_fig16', 'draw_fig17', 'draw_fig19']
 
 # %% ../../nbs/fig5.ipynb #0a70fb56
 PAPER_ARCHS = ["FullConnL2", "FullConnL4", "FullConnL6", "LeNet", "AlexNet", "VGG11", "VGG11bn", "VGG16bn", "VGG19bn",
@@ -415,133 +415,9 @@ def _depth_norm(ds:xr.Dataset):
     lo, hi = float(ds.depth.min()), float(ds.depth.max())
     return LogNorm(lo / 1.2, hi * 1.2)
 
-def log_ticks(axis, values:np.ndarray, fmt):
-    "Labelled ticks at 1, 2, 5 per decade, more when the data span about a decade or less, only decades beyond three."
-    import matplotlib.pyplot as plt
-    v = values[np.isfinite(values) & (values > 0)]
-    decades = np.log10(v.max() / v.min()) if v.size else 2
-    subs = (1, 1.5, 2, 3, 4, 5, 6, 7, 8, 9) if decades < 0.5 else (1, 2, 3, 5) if decades < 1.2 else (1, 2, 5) if decades <= 3 else (1,)
-    axis.set_major_locator(plt.LogLocator(subs=subs))
-    axis.set_major_formatter(plt.FuncFormatter(fmt)); axis.set_minor_formatter(plt.NullFormatter())
+from ..style import log_ticks, place_labels, point_label, thin_ticks, tidy_labels  # shared by every figure (06_style); importable from here too
 
-#: The sides of a point a label may take, tried in this order: (x, y) directions, each at growing distances
-_SIDES = ((1, 1), (1, -1), (-1, 1), (-1, -1), (1, 0), (-1, 0), (0, 1), (0, -1))
-
-def point_label(ax, text:str, xy:tuple, radius:float=4.0, **kwargs):
-    "An annotation naming the point `xy` of `ax` (a marker of `radius` points), left out of the layout; `place_labels` puts it."
-    t = ax.annotate(text, xy, textcoords="offset points", xytext=(radius + 2, 2), fontsize=kwargs.pop("fontsize", 7), **kwargs)
-    t.set_in_layout(False)  # the layout must not move the points after the labels are placed beside them
-    ax.__dict__.setdefault("_point_labels", []).append((t, radius))
-    return t
-
-def _overlap(a, b) -> float:
-    "Area two display boxes share."
-    return max(0.0, min(a.x1, b.x1) - max(a.x0, b.x0)) * max(0.0, min(a.y1, b.y1) - max(a.y0, b.y0))
-
-def _line_points(ax, step:float) -> np.ndarray:
-    "Display points every `step` pixels along the lines of `ax` (fits, error bars), which a label had rather not cover."
-    from matplotlib.collections import LineCollection
-    segs = [ax.transData.transform(np.column_stack([l.get_xdata(), l.get_ydata()]).astype(float))
-            for l in ax.lines if len(l.get_xdata()) > 1 and l.get_visible()]
-    segs += [c.get_transform().transform(s) for c in ax.collections if isinstance(c, LineCollection) for s in c.get_segments()]
-    out = [np.zeros((0, 2))]
-    for s in segs:
-        s = s[np.isfinite(s).all(1)]
-        for a, b in zip(s[:-1], s[1:]):
-            n = max(2, int(np.hypot(*(b - a)) / step) + 1)
-            out.append(a + np.linspace(0, 1, n)[:, None] * (b - a))
-    return np.concatenate(out)
-
-def _closer(box, pts:np.ndarray, i:int, ok:np.ndarray, slack:float=0.0) -> int:
-    "How many other points are not clearly farther (1.5 times, plus `slack` pixels) from the label `box` than its own point `i` (a label is read as naming the nearest)."
-    d = np.hypot(np.maximum.reduce([box.x0 - pts[:, 0], np.zeros(len(pts)), pts[:, 0] - box.x1]),
-                 np.maximum.reduce([box.y0 - pts[:, 1], np.zeros(len(pts)), pts[:, 1] - box.y1]))
-    return int(np.count_nonzero(ok & (d < 1.5 * d[i] + slack) & (np.arange(len(pts)) != i)))
-
-def _fixed_texts(fig) -> list:
-    "The visible texts of `fig` other than point labels: tick and axis labels, titles, legends, figure texts."
-    out = list(fig.texts) + [t for lg in fig.legends for t in lg.get_texts()]
-    for ax in fig.axes:
-        out += [ax.title, ax._left_title, ax._right_title, ax.xaxis.label, ax.yaxis.label]
-        out += [l for axis in (ax.xaxis, ax.yaxis) if axis.get_visible() for tk in axis._update_ticks() for l in (tk.label1, tk.label2)]  # drawn ticks only
-        if ax.get_legend() is not None: out += ax.get_legend().get_texts()
-    return [t for t in out if t.get_visible() and t.get_text().strip()]
-
-def place_labels(fig, gap:float=2.0):
-    """Put every `point_label` of `fig` beside its point, inside its panel, where it covers no other label, tick label or
-    marker and is read as naming its own point: greedily, the most crowded points first, each trying eight sides at growing
-    distances and taking the one of least cost (overlapping texts or leaving the panel worst, then lying as near another
-    point as its own, then covering markers and lines, then distance). Call it once the layout is final."""
-    from matplotlib.transforms import Bbox
-    fig.canvas.draw()  # the final layout
-    r = fig.canvas.get_renderer()
-    px = fig.dpi / 72
-    ticks = [t.get_window_extent(r) for t in _fixed_texts(fig)]  # the texts a label must not touch, in every panel
-    for ax in fig.axes:
-        labels = [(t, rad) for t, rad in ax.__dict__.get("_point_labels", []) if t.get_visible()]
-        if not labels: continue
-        frame = ax.get_window_extent(r)
-        pts = np.array([ax.transData.transform(t.xy) for t, _ in labels], dtype=float)
-        ok = np.isfinite(pts).all(1)
-        # the other points' markers, widened: a label keeps clear of them, so that it is read as naming its own point
-        marks = [Bbox.from_extents(x - (rad + 6) * px, y - (rad + 6) * px, x + (rad + 6) * px, y + (rad + 6) * px) if good else None
-                 for (x, y), (_, rad), good in zip(pts, labels, ok)]
-        trace = _line_points(ax, 3 * px)
-        crowd = [-(np.hypot(*(pts - p).T) < 40 * px).sum() if good else 0 for p, good in zip(pts, ok)]
-        placed = []
-        for i in np.argsort(crowd, kind="stable"):
-            if not ok[i]: continue
-            t, rad = labels[i]
-            best = None
-            for extra in (0, 5, 12):
-                for sx, sy in _SIDES:
-                    d = rad + gap + extra
-                    t.set_position((sx * d * (0.8 if sx and sy else 1), sy * d * (0.6 if sx and sy else 1)))
-                    t.set_ha({1: "left", -1: "right", 0: "center"}[sx]); t.set_va({1: "bottom", -1: "top", 0: "center"}[sy])
-                    box = t.get_window_extent(r)
-                    cost = (sum(_overlap(box, o) for o in placed + ticks) * 1000 + sum(_overlap(box, m) for j, m in enumerate(marks) if m is not None and j != i)
-                            + (box.width * box.height - _overlap(box, frame)) * 50
-                            + 3000 * px * px * _closer(box, pts, i, ok, 3 * px) + 40 * px * px * extra
-                            + 12 * px * px * np.count_nonzero((trace[:, 0] > box.x0) & (trace[:, 0] < box.x1)
-                                                             & (trace[:, 1] > box.y0) & (trace[:, 1] < box.y1)))
-                    if best is None or cost < best[0]: best = (cost, t.get_position(), t.get_ha(), t.get_va())
-                    if cost == 0: break
-                if best[0] == 0: break
-            t.set_position(best[1]); t.set_ha(best[2]); t.set_va(best[3])
-            placed.append(t.get_window_extent(r))
-
-def _roundness(v:float) -> int:
-    "0 for a power of ten, 1 for 2 or 5 times one, 2 for 3 times one, 3 otherwise: which tick labels to keep first."
-    if not np.isfinite(v) or v <= 0: return 3
-    m = round(v / 10 ** np.floor(np.log10(v) + 1e-9), 6)
-    return 0 if m == 1 else 1 if m in (2, 5) else 2 if m == 3 else 3
-
-def thin_ticks(fig, pad:float=5.0):
-    "Blank the tick labels that would come within `pad` points of a neighbour's on every axis of `fig`, keeping their ticks."
-    import matplotlib.pyplot as plt
-    fig.canvas.draw()
-    r = fig.canvas.get_renderer()
-    for ax in fig.axes:
-        for axis, lo, hi in ((ax.xaxis, "x0", "x1"), (ax.yaxis, "y0", "y1")):
-            ticks = [tk for tk in axis.get_major_ticks() if tk.label1.get_visible() and tk.label1.get_text()]
-            ticks = [tk for tk in ticks if axis.get_view_interval().min() <= tk.get_loc() <= axis.get_view_interval().max()]
-            ticks.sort(key=lambda tk: _roundness(tk.get_loc()))  # decades first, then 2 and 5, then the rest
-            drop, kept, room = [], [], pad * fig.dpi / 72
-            for tk in ticks:
-                box = tk.label1.get_window_extent(r)
-                if any(getattr(box, lo) < getattr(k, hi) + room and getattr(k, lo) < getattr(box, hi) + room for k in kept):
-                    drop.append(tk.get_loc()); continue
-                kept.append(box)
-            if drop:
-                old = axis.get_major_formatter()
-                axis.set_major_formatter(plt.FuncFormatter(
-                    lambda v, p, old=old, drop=drop: "" if any(np.isclose(v, d, rtol=1e-9) for d in drop) else old(v, p)))
-
-def _finish(fig):
-    "Thin colliding tick labels, then place the point labels beside their points, on the final layout."
-    thin_ticks(fig)
-    place_labels(fig)
-    return fig
+_finish = tidy_labels  # thin colliding tick labels, then place the point labels, on the final layout
 
 def _scatter(ax, ds:xr.Dataset, k:str, invert:bool=False, errorbars:bool=False, fit:bool=False):
     "Test error against `k` (or 1/`k`) for the trained networks, on log-log axes."

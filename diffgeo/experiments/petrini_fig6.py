@@ -17,9 +17,10 @@ from .. import models, results, stability, train
 from ..core import check_choice, check_int
 from ..diffeo import INTERPOLATIONS
 from . import petrini_fig5
-from .petrini_fig5 import log_ticks, logmean, logstd, resolve_archs, setup, train_network
+from .petrini_fig5 import logmean, logstd, resolve_archs, setup, train_network
 from ..results import span
 from ..scaffold import Experiment, Var
+from ..style import log_ticks
 
 # %% auto #0
 __all__ = ['CPU_WIDTH', 'COMMON', 'PROFILES', 'STATES', 'VARIABLES', 'EXPERIMENT', 'SOTA', 'probe', 'cell', 'check_interps',
@@ -223,7 +224,7 @@ def _share_log_y(axes):
     log_ticks(axes[0].yaxis, vals, lambda t, _: f"{t:g}")
 
 def plain_log_ticks(ax, x:bool=True, y:bool=True):
-    "`petrini_fig5.log_ticks` on the log axes of `ax`, from the data it shows, labelled with plain numbers."
+    "`diffgeo.style.log_ticks` on the log axes of `ax`, from the data it shows, labelled with plain numbers."
     data_lines = [l for l in ax.lines if l.get_transform() == ax.transData]  # not axhline/axvline
     xs = [np.ravel(l.get_xdata()) for l in data_lines]
     ys = [np.ravel(l.get_ydata()) for l in ax.lines] + [np.array([p.get_height() for p in ax.patches])]

@@ -19,6 +19,7 @@ from .petrini_fig5 import CPU_LR, logmean, resolve_archs, setup, train_network
 from .petrini_fig6 import check_interps, plain_log_ticks, probe
 from ..results import span
 from ..scaffold import Experiment, Var
+from ..style import point_label, tidy_labels
 
 # %% auto #0
 __all__ = ['CPU_WIDTH', 'CPU_STEPS', 'PAPER_TABLE2', 'COMMON', 'PROFILES', 'VARIABLES', 'EXPERIMENT', 'cell', 'settings',
@@ -194,7 +195,7 @@ def _scatter(ax, ds:xr.Dataset, d:str, k:str, sel:dict, filled:bool=True, labels
         look = _look(ds, i)
         ax.plot(x[i], y[i], ls="", marker=look["marker"], ms=6, mec=look["color"], mfc=look["color"] if filled else "white",
                 mew=1.2, zorder=3)
-        if labels: petrini_fig5.point_label(ax, str(a), (x[i], y[i]), radius=4.0)
+        if labels: point_label(ax, str(a), (x[i], y[i]), radius=4.0)
     ax.set(xscale="log", yscale="log")
     return x, y
 
@@ -216,7 +217,7 @@ def draw_fig20(ds:xr.Dataset):
         row[0].set_ylabel(f"{d}: test error $\\epsilon_t$")
     fig.suptitle(f"Fig. 20: test error against $D_f$, $G_f$, $R_f$ (δ = 1, c = {m['c']:g}, {m['interpolation']}); "
                  f"each point one of {ds.sizes['arch']} architectures, {_seeds(ds)}", fontsize=9)
-    return petrini_fig5._finish(fig)
+    return tidy_labels(fig)
 
 @EXPERIMENT.figure("fig21")
 def draw_fig21(ds:xr.Dataset):
@@ -253,7 +254,7 @@ def draw_fig21(ds:xr.Dataset):
     fig.suptitle(f"Fig. 21 ({d}): test error against $R_f$ at every cut-off c and displacement δ\n{ds.sizes['arch']} architectures, "
                  f"{_seeds(ds).split(',')[0]}; ρ = corr(log ε_t, log R_f) on the seed means{spread}, {' / '.join(interps)}\n"
                  "green: at least 90% of the drawn fields are diffeomorphisms", fontsize=9)
-    return petrini_fig5._finish(fig)
+    return tidy_labels(fig)
 
 
 # %% ../../nbs/petrini_tab2.ipynb #207513cf

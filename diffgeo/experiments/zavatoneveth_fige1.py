@@ -164,7 +164,7 @@ def draw(ds:xr.Dataset):
         row[2].loglog(n, d.log_volume_error, "o-", label=f"log √det g: slope {float(d.log_volume_slope):.2f}")
         row[2].loglog(n, d.ricci_error, "s-", label=f"R (relative): slope {float(d.ricci_slope):.2f}")
         row[2].loglog(n, float(d.log_volume_error[-1]) * np.sqrt(n[-1] / n), "k:", label="∝ 1/√n")
-        row[2].axvspan(n[0] / 1.2, p["fit_from"] / 1.1, color="grey", alpha=0.15, lw=0)
+        row[2].axvspan(n[0] / 1.2, p["fit_from"] / 1.1, color="grey", alpha=0.15, lw=0, label=f"not fitted (n < {p['fit_from']})")
         row[2].set(xlabel="width n", ylabel="rms deviation from n → ∞", title=f"fitted over n ≥ {p['fit_from']}")
         for ax in row: ax.legend(fontsize=7)
     fig.suptitle(f"shallow networks on 2-D inputs, σ_w = {p['sigma_w']}, σ_b = {p['sigma_b']}, "
