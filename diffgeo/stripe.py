@@ -88,6 +88,19 @@ def _loss(margin:torch.Tensor, alpha:float, loss:str, sharpness:float) -> torch.
     per_point = torch.relu(1 - margin) if loss == "hinge" else F.softplus(sharpness * (1 - margin)) / sharpness
     return per_point.mean() / alpha ** 2
 
+def _hidden(x:torch.Tensor, W:torch.Tensor, b:torch.Tensor, out:torch.Tensor) -> torch.Tensor:
+    "The hidden activations a = relu(x Wᵀ/√d + b) `[P, h]`, written into `out`: one matrix product and one pass, no new [P, h] tensor."
+    torch.addmm(b, x, W.t(), alpha=1 / math.sqrt(x.shape[1]), out=out)
+    return out.relu_()
+
+def _gradient(a:torch.Tensor, c:torch.Tensor, x1:torch.Tensor, beta:torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """∂L/∂(W, b, β) from the activations `a` [P, h] (overwritten by their mask 1[a > 0]), c = ∂L/∂u [P] of the hidden
+    sums u = a β, and x1 = [x, 1] [P, d + 1]: ∂L/∂β = aᵀc; [∂L/∂W, ∂L/∂b]_i = β_i Σ_μ 1[a_μi > 0] c_μ [x_μ/√d, 1]."""
+    g_beta = a.t().mv(c)
+    g = a.sign_().t().mm(x1 * c[:, None])                     # [h, d + 1]: the second matrix product
+    d = x1.shape[1] - 1
+    return beta[:, None] * g[:, :d] / math.sqrt(d), beta * g[:, d], g_beta
+
 def gradient_flow(
     net:StripeNet, # trained in place
     x:torch.Tensor, y:torch.Tensor, # training points `[P, d]` and labels `[P]` in {-1, +1}
@@ -111,27 +124,33 @@ def gradient_flow(
     if not ((y == 1) | (y == -1)).all():
         raise ValueError(f"y must hold labels -1 and +1 (margins y F(x) >= 1 are the goal), got values {sorted(set(y.unique().tolist()))[:5]}; "
                          "map {0, 1} labels with 2 * y - 1.")
-    params = [net.W, net.b, net.beta]
-    def objective():                                   # one forward pass: the loss and the smallest margin
-        margin = y * net(x)
-        return _loss(margin, net.alpha, loss, sharpness), margin.min().item()
-    L, margin = objective()
-    grads = torch.autograd.grad(L, params)
+    alpha, root_h = net.alpha, math.sqrt(net.h)
+    a = x.new_empty(len(x), net.h)                     # the one [P, h] buffer: activations, then their mask
+    with torch.no_grad():
+        f0 = _hidden(x, net.W0, net.b0, a).mv(net.beta0) / root_h   # f_w0 on the training points, once
+        x1 = torch.cat([x, torch.ones_like(x[:, :1])], 1)
+        w = [net.W.detach().clone(), net.b.detach().clone(), net.beta.detach().clone()]
+    def objective(W, b, beta):                         # one forward pass into `a`: the loss, its margins, the smallest
+        with torch.no_grad(): margin = (y * (alpha * (_hidden(x, W, b, a).mv(beta) / root_h - f0))).requires_grad_()
+        with torch.enable_grad(): L = _loss(margin, alpha, loss, sharpness)
+        return L, margin, margin.min().item()
+    def gradient(L, margin, beta):                     # at the point whose activations `a` holds
+        g_margin, = torch.autograd.grad(L, margin)     # the loss's own derivative (its kinks as autograd takes them)
+        with torch.no_grad(): return _gradient(a, g_margin * y * alpha / root_h, x1, beta)
+    L, m, margin = objective(*w)
+    grads = gradient(L, m, w[2])
     steps = 0
     for _ in (progress(range(max_steps), desc="gradient flow") if show_progress else range(max_steps)):
         if margin >= 1: break
-        old = [p.detach().clone() for p in params]
-        with torch.no_grad():
-            for p, g in zip(params, grads): p -= dt * g
-        new, new_margin = objective()
-        if new.item() <= L.item():
-            L, margin, dt = new, new_margin, dt * 1.1
-            if margin < 1: grads = torch.autograd.grad(L, params)
-        else:
-            with torch.no_grad():
-                for p, o in zip(params, old): p.copy_(o)
-            dt /= 2
+        trial = [p - dt * g for p, g in zip(w, grads)]
+        new, new_m, new_margin = objective(*trial)
+        if new.item() <= L.item():                     # kept: its forward pass gives the next gradient
+            w, L, margin, dt = trial, new, new_margin, dt * 1.1
+            if margin < 1: grads = gradient(L, new_m, w[2])
+        else: dt /= 2                                  # undone: w and its gradient stay
         steps += 1
+    with torch.no_grad():
+        for p, v in zip((net.W, net.b, net.beta), w): p.copy_(v)
     return dict(steps=steps, converged=margin >= 1, dt=dt, loss=L.item(), min_margin=margin)
 
 # %% ../nbs/43_stripe.ipynb #03d52cdd

@@ -7,23 +7,31 @@ Docs: https://diffgeo.github.io/diffgeo/petrini_fig7.html.md"""
 # %% ../../nbs/petrini_fig7.ipynb #2ef8c385
 from __future__ import annotations
 
+import functools
+import math
+import time
+
 import numpy as np
 import torch
 import xarray as xr
 
 from .. import stripe
-from ..core import check_int, progress, resolve_device
+from ..core import check_int, resolve_device
 from ..results import span
 from ..scaffold import Experiment, Var
 
 # %% auto #0
-__all__ = ['COMMON', 'PROFILES', 'VARIABLES', 'EXPERIMENT', 'cell', 'derive', 'draw', 'check_regression', 'quoted']
+__all__ = ['LONG_SEEDS', 'COMMON', 'PROFILES', 'VARIABLES', 'EXPERIMENT', 'STEPS_PER_POINT', 'settings', 'cell', 'finish',
+           'seconds_per_step', 'cost', 'derive', 'draw', 'check_regression', 'quoted']
 
 # %% ../../nbs/petrini_fig7.ipynb #92710c82
+#: The long profile's seeds: the paper's network and sizes, as many seeds as fit in about 12 core-hours (see Profiles).
+LONG_SEEDS = [0, 1]
 COMMON = dict(d=30, boundaries=list(stripe.QUARTILES), radius=1e-3, fit_from=256)
 PROFILES = {
     "smoke": dict(COMMON, P=[64, 128, 256], seeds=[0], h=20, alpha=1e-2, max_steps=300, n_test=200, fit_from=128),
     "cpu": dict(COMMON, P=[128, 256, 512, 1024, 2048, 4096], seeds=[0, 1, 2, 3, 4], h=100, alpha=1e-2, max_steps=40000, n_test=4000),
+    "long": dict(COMMON, P=[2 ** k for k in range(7, 15)], seeds=LONG_SEEDS, h=1000, alpha=1e-3, max_steps=400000, n_test=10000),
     "paper": dict(COMMON, P=[2 ** k for k in range(7, 15)], seeds=list(range(10)), h=1000, alpha=1e-3, max_steps=400000, n_test=10000),
 }
 _RUN = ("P", "seed")
@@ -46,43 +54,87 @@ VARIABLES = {
     "local_slope": Var(("P_mid", "seed"), "slope of log R_f between consecutive P"),
     "P_mid": Var(("P_mid",), "geometric mean of consecutive P"),
 }
-EXPERIMENT = Experiment("petrini", "fig7", PROFILES, VARIABLES)
+EXPERIMENT = Experiment("petrini", "fig7", PROFILES, VARIABLES, grid=lambda p: {"P": p["P"], "seed": p["seeds"]})
 
 # %% ../../nbs/petrini_fig7.ipynb #3765b223
+@EXPERIMENT.settings
+def settings(p:dict, profile:str, overrides:dict) -> dict:
+    "Check the sizes, seeds and interfaces; give the cells the largest P, whose draw's prefixes are the nested training sets."
+    P = sorted(check_int(v, "P", low=2) for v in p["P"])
+    if len(set(P)) != len(P): raise ValueError(f"P must not repeat, got {P}.")
+    seeds = [check_int(s, "seed", low=0) for s in p["seeds"]]
+    if not seeds: raise ValueError("need at least one seed.")
+    if len(set(seeds)) != len(seeds): raise ValueError(f"seeds must not repeat, got {seeds}.")
+    if sum(v >= p["fit_from"] for v in P) < 2: raise ValueError(f"need two P >= fit_from = {p['fit_from']} to fit a slope, got {P}.")
+    stripe.stripe_labels(torch.zeros(1, 1, dtype=torch.float64), p["boundaries"])   # the interfaces: increasing and finite
+    return {**p, "P": P, "seeds": seeds, "P_max": P[-1]}
+
 @EXPERIMENT.cell
 def cell(
-    d:int, P:list, seeds:list, # dimension; training set sizes; seeds
+    P:int, seed:int, # training set size; seed of the training set and of the initialisation
+    P_max:int, # the run's largest P: the training set is the first P points of the seed's draw of P_max
+    d:int, # dimension
     h:int, alpha:float, # hidden units; output scale (α√h ≪ 1: feature regime)
     boundaries:list, # interfaces along x_∥
     max_steps:int, # gives up training after this many steps
-    n_test:int, radius:float, # test points; ‖ν‖ = ‖η‖
-    fit_from:int, # smallest P of the fitted range
+    n_test:int, radius:float, # test points (the same for every cell); ‖ν‖ = ‖η‖
     device:str="cpu", # cpu | cuda | auto
 ) -> xr.Dataset:
-    "Fig. 7: R_f and its small-noise limit, test error and training steps per training set size and seed."
-    P = sorted(check_int(p, "P", low=2) for p in P)
-    seeds = [check_int(s, "seed", low=0) for s in seeds]
-    if not seeds: raise ValueError("need at least one seed.")
-    if sum(p >= fit_from for p in P) < 2: raise ValueError(f"need two P >= fit_from = {fit_from} to fit a slope, got {P}.")
+    "One network of Fig. 7: trained on the first P of the seed's P_max points; its R_f and small-noise limit, test error and training steps."
+    P, P_max = check_int(P, "P", low=2), check_int(P_max, "P_max", low=2)
+    if P > P_max: raise ValueError(f"P = {P} exceeds P_max = {P_max}, the draw its training set is the start of.")
     dev = resolve_device(device)
     xt, yt = stripe.stripe_data(n_test, d, boundaries, seed=10_000)
     xt, yt = xt.to(dev), yt.to(dev)
-    out = {k: np.zeros((len(P), len(seeds))) for k in ("R_f", "R_f_limit", "test_error", "steps", "converged")}
-    for si, seed in enumerate(seeds):
-        x_all, y_all = stripe.stripe_data(max(P), d, boundaries, seed=seed)
-        for pi, p in enumerate(progress(P, desc=f"seed {seed}")):
-            net = stripe.StripeNet(d, h, alpha, generator=torch.Generator().manual_seed(1000 + seed)).to(dev)
-            run = stripe.gradient_flow(net, x_all[:p].to(dev), y_all[:p].to(dev), max_steps=max_steps)
-            with torch.no_grad(): err = ((net(xt) > 0).double() * 2 - 1 != yt).double().mean().item()
-            vals = dict(R_f=stripe.stripe_stability(net, xt, radius), R_f_limit=stripe.gradient_ratio(net, xt),
-                        test_error=err, steps=run["steps"], converged=float(run["converged"]))
-            for k, v in vals.items(): out[k][pi, si] = v
-    pic, lab = stripe.stripe_data(400, 2, boundaries, seed=0)
-    return xr.Dataset(
-        {**{k: (_RUN, v) for k, v in out.items()},
-         "in_fit": (("P",), np.array([float(p >= fit_from) for p in P])), "d": ((), d),
-         "picture_points": (("picture_point", "coord"), pic.numpy()), "picture_label": (("picture_point",), lab.numpy())},
-        coords={"P": P, "seed": seeds, "boundary": list(boundaries), "picture_point": np.arange(400), "coord": ["x_parallel", "x_perp"]})
+    x_all, y_all = stripe.stripe_data(P_max, d, boundaries, seed=seed)
+    net = stripe.StripeNet(d, h, alpha, generator=torch.Generator().manual_seed(1000 + seed)).to(dev)
+    t0 = time.perf_counter()
+    run = stripe.gradient_flow(net, x_all[:P].to(dev), y_all[:P].to(dev), max_steps=max_steps)
+    seconds = time.perf_counter() - t0
+    with torch.no_grad(): err = ((net(xt) > 0).double() * 2 - 1 != yt).double().mean().item()
+    print(f"P = {P}, seed {seed}: {run['steps']} steps in {seconds:.0f} s, converged {run['converged']}", flush=True)
+    return xr.Dataset({"R_f": ((), stripe.stripe_stability(net, xt, radius)), "R_f_limit": ((), stripe.gradient_ratio(net, xt)),
+                       "test_error": ((), err), "steps": ((), float(run["steps"])), "converged": ((), float(run["converged"]))})
+
+@EXPERIMENT.finish
+def finish(ds:xr.Dataset, p:dict) -> xr.Dataset:
+    "What does not depend on (P, seed), added once: the fitted range, d, a two-dimensional picture of the model and its interfaces."
+    pic, lab = stripe.stripe_data(400, 2, p["boundaries"], seed=0)
+    ds["in_fit"] = ("P", (ds.P.values >= p["fit_from"]).astype(float))
+    ds["d"] = ((), p["d"])
+    ds["picture_points"] = (("picture_point", "coord"), pic.numpy())
+    ds["picture_label"] = (("picture_point",), lab.numpy())
+    return ds.assign_coords(boundary=list(p["boundaries"]), picture_point=np.arange(400), coord=["x_parallel", "x_perp"])
+
+
+# %% ../../nbs/petrini_fig7.ipynb #79fd9e67
+#: Descent steps to a margin of 1 per training point, at α√h ≈ 0.03 (the long and paper profiles), from the measured cells of Profiles.
+STEPS_PER_POINT = 3.6
+
+@functools.lru_cache(maxsize=None)
+def seconds_per_step(
+    P:int, d:int, h:int, # training points, dimension, hidden units
+    device:str="cpu", # where to measure
+    steps:int=20, # timed steps, after 30 untimed ones
+) -> float:
+    "Seconds of one step of `stripe.gradient_flow` on P points (a step taken, its gradient computed), measured on `device` with its threads."
+    x, y = stripe.stripe_data(P, d, seed=0)
+    net = stripe.StripeNet(d, h, 1e-3, generator=torch.Generator().manual_seed(0))
+    dev = torch.device(device)
+    net, x, y = net.to(dev), x.to(dev), y.to(dev)
+    dt = stripe.gradient_flow(net, x, y, max_steps=30)["dt"]   # past the first steps' halvings, far from a margin of 1
+    t0 = time.perf_counter()
+    stripe.gradient_flow(net, x, y, max_steps=steps, dt=dt)     # kept and undone steps in the proportion of a run
+    if dev.type == "cuda": torch.cuda.synchronize(dev)
+    return (time.perf_counter() - t0) / steps
+
+@EXPERIMENT.cost
+def cost(settings:dict, cell:dict, device:torch.device) -> float:
+    "Predicted seconds of one cell on `device`: STEPS_PER_POINT · P steps (at most max_steps) at the measured seconds per step."
+    P = cell["P"]
+    steps = min(settings["max_steps"], math.ceil(STEPS_PER_POINT * P))
+    return steps * seconds_per_step(P, settings["d"], settings["h"], str(device))
+
 
 # %% ../../nbs/petrini_fig7.ipynb #6e35c178
 @EXPERIMENT.derive

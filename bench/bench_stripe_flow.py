@@ -1,0 +1,101 @@
+"""Benchmark `stripe.gradient_flow` against its previous implementation (the reference) and against the floor.
+
+Usage:
+
+    OMP_NUM_THREADS=1 python bench/bench_stripe_flow.py                    # P = 1024, 4096; h = 1000; 200 steps
+    OMP_NUM_THREADS=1 python bench/bench_stripe_flow.py --P 1024 --steps 50 --repeats 2
+
+The task: a `StripeNet` of d = 30 inputs, h = 1000 hidden units and α = 1e-3 (the paper's Fig. 7 settings) trained on
+P stripe-model points for a fixed number of steps of the adaptive descent (far from a margin of 1, so that every step
+is taken), single-threaded, float64. Three timings per P, each the best of --repeats runs after a warm-up, in one
+process:
+
+- reference: the implementation `gradient_flow` had before (copied below, `reference_gradient_flow`): autograd on
+             F = α(f_w − f_w0), the initial network's forward pass recomputed at every trial step;
+- ours:      `stripe.gradient_flow`: f_w0 cached once, the gradient by hand from the trial step's own activations;
+- floor:     the two matrix products per step no implementation of this algorithm avoids: the hidden layer's
+             x Wᵀ ([P, d] × [d, h], `torch.addmm` into a buffer) and the gradient's aᵀ [x, 1] ([h, P] × [P, d + 1]).
+
+Both implementations are also checked to take the same steps and end at the same weights (to float64 rounding).
+Printed: seconds per step of each, reference / ours, and ours / floor.
+"""
+import argparse
+import math
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import best_times  # noqa: E402
+from diffgeo import results, stripe  # noqa: E402
+
+
+def reference_gradient_flow(net, x, y, max_steps=40000, loss="softhinge", sharpness=10.0, dt=1.0):
+    "The reference: `stripe.gradient_flow` as it was before (autograd through F = α(f_w − f_w0) at every step), checks left out."
+    params = [net.W, net.b, net.beta]
+    def objective():
+        margin = y * net(x)
+        per_point = torch.relu(1 - margin) if loss == "hinge" else F.softplus(sharpness * (1 - margin)) / sharpness
+        return per_point.mean() / net.alpha ** 2, margin.min().item()
+    L, margin = objective()
+    grads = torch.autograd.grad(L, params)
+    steps = 0
+    for _ in range(max_steps):
+        if margin >= 1: break
+        old = [p.detach().clone() for p in params]
+        with torch.no_grad():
+            for p, g in zip(params, grads): p -= dt * g
+        new, new_margin = objective()
+        if new.item() <= L.item():
+            L, margin, dt = new, new_margin, dt * 1.1
+            if margin < 1: grads = torch.autograd.grad(L, params)
+        else:
+            with torch.no_grad():
+                for p, o in zip(params, old): p.copy_(o)
+            dt /= 2
+        steps += 1
+    return dict(steps=steps, converged=margin >= 1, dt=dt, loss=L.item(), min_margin=margin)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--P", type=int, nargs="+", default=[1024, 4096])
+    ap.add_argument("--h", type=int, default=1000)
+    ap.add_argument("--d", type=int, default=30)
+    ap.add_argument("--alpha", type=float, default=1e-3)
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--repeats", type=int, default=3)
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    print(f"gradient_flow, d = {a.d}, h = {a.h}, alpha = {a.alpha}, {a.steps} steps, float64, 1 thread; "
+          f"{results.processor(torch.device('cpu'))}, torch {torch.__version__}")
+    for P in a.P:
+        x, y = stripe.stripe_data(P, a.d, seed=0)
+        make = lambda: stripe.StripeNet(a.d, a.h, a.alpha, generator=torch.Generator().manual_seed(1000))
+        out = {}
+        def run(name, flow):
+            def go():
+                net = make()
+                out[name] = (flow(net, x, y, max_steps=a.steps), net.W.detach().clone())
+            return go
+        W, b = make().W.detach(), make().b.detach()
+        buf, x1, c = torch.empty(P, a.h, dtype=torch.float64), torch.cat([x, torch.ones(P, 1, dtype=torch.float64)], 1), y.clone()
+        def floor():
+            for _ in range(a.steps):
+                torch.addmm(b, x, W.t(), out=buf)
+                buf.t().mm(x1 * c[:, None])
+        t_ref, t_ours, t_floor = best_times([run("reference", reference_gradient_flow), run("ours", stripe.gradient_flow), floor],
+                                            a.repeats)
+        (r_ref, W_ref), (r_ours, W_ours) = out["reference"], out["ours"]
+        assert r_ref["steps"] == r_ours["steps"] == a.steps, (r_ref, r_ours)
+        dW = ((W_ref - W_ours).abs().max() / (W_ref - make().W0).abs().max()).item()
+        per = lambda t: 1e3 * t / a.steps
+        print(f"P = {P:5d}: reference {per(t_ref):7.2f} ms/step, ours {per(t_ours):7.2f} ms/step, floor {per(t_floor):7.2f} ms/step; "
+              f"reference/ours {t_ref / t_ours:.2f}, ours/floor {t_ours / t_floor:.2f}; "
+              f"same {a.steps} steps, weights differ by {dW:.1e} of their displacement")
+
+
+if __name__ == "__main__":
+    main()
