@@ -28,8 +28,8 @@ from . import results
 from .results import _atomic, cf_attrs, resolve_path
 
 # %% auto #0
-__all__ = ['OPTIMIZERS', 'DEFAULTS', 'AMP', 'epochs_for_steps', 'augment', 'evaluate', 'TrainResult', 'mixed_precision', 'train',
-           'train_tracked']
+__all__ = ['OPTIMIZERS', 'DEFAULTS', 'AMP', 'epochs_for_steps', 'host_to', 'augment', 'evaluate', 'TrainResult',
+           'mixed_precision', 'train', 'train_tracked']
 
 # %% ../nbs/31_train.ipynb #654dc24f
 OPTIMIZERS = ("sgd", "adam")
@@ -46,6 +46,16 @@ def epochs_for_steps(
     return max(1, math.ceil(steps / math.ceil(P / check_int(batch_size, "batch_size", low=1))))
 
 # %% ../nbs/31_train.ipynb #90c0b57a
+def host_to(
+    t:torch.Tensor, # a tensor in CPU memory
+    device:torch.device|str, # where it is needed
+) -> torch.Tensor:
+    """`t` on `device`. On CUDA through pinned memory and without blocking: a copy from ordinary (pageable) memory first
+    waits for everything queued on the GPU, which, once per training step, leaves the GPU idle while Python catches up."""
+    device = torch.device(device)
+    if device.type != "cuda": return t.to(device)
+    return t.pin_memory().to(device, non_blocking=True)
+
 def augment(
     x:torch.Tensor, # images `[B, C, H, W]`
     generator:torch.Generator, # CPU generator for the draws
@@ -62,12 +72,12 @@ def augment(
         if fill.numel() not in (1, C): raise ValueError(f"fill must be a number or {C} values (one per channel), got {fill.numel()}.")
         canvas = fill.view(1, -1, 1, 1).expand(B, C, H + 2 * pad, W + 2 * pad).clone()
         canvas[..., pad:pad + H, pad:pad + W] = xb
-        oy, ox = (torch.randint(0, 2 * pad + 1, (B,), generator=generator).to(xb.device) for _ in range(2))
+        oy, ox = (host_to(torch.randint(0, 2 * pad + 1, (B,), generator=generator), xb.device) for _ in range(2))
         rows = (oy[:, None] + torch.arange(H, device=xb.device))[:, :, None]
         cols = (ox[:, None] + torch.arange(W, device=xb.device))[:, None, :]
         xb = canvas[torch.arange(B, device=xb.device)[:, None, None], :, rows, cols].permute(0, 3, 1, 2)
     if flip:
-        mirror = (torch.rand(B, generator=generator) < 0.5).to(xb.device)
+        mirror = host_to(torch.rand(B, generator=generator) < 0.5, xb.device)
         xb = torch.where(mirror.view(-1, 1, 1, 1), xb.flip(-1), xb)
     return xb
 
@@ -91,15 +101,15 @@ def evaluate(
     dev = module_device(model, split.images.device)
     amp = _AMP.get()
     was = model.training; model.eval()
-    loss = wrong = 0.0
+    loss, wrong = torch.zeros((), dtype=torch.float64, device=dev), torch.zeros((), dtype=torch.int64, device=dev)  # summed on the device: no sync per batch
     try:
         with torch.no_grad(), _autocast(dev, amp):
             for i in range(0, len(split.images), batch_size):
                 out = model(split.images[i:i + batch_size].to(dev, non_blocking=True))
                 y = split.labels[i:i + batch_size].to(dev, non_blocking=True)
-                loss += F.cross_entropy(out if amp is None else out.float(), y, reduction="sum").item(); wrong += (out.argmax(1) != y).sum().item()
+                loss += F.cross_entropy(out if amp is None else out.float(), y, reduction="sum").double(); wrong += (out.argmax(1) != y).sum()
     finally: model.train(was)
-    return {"loss": loss / len(split.images), "error": wrong / len(split.images)}
+    return {"loss": loss.item() / len(split.images), "error": wrong.item() / len(split.images)}
 
 # %% ../nbs/31_train.ipynb #4c9236af
 @dataclass
@@ -256,9 +266,11 @@ def _epoch(model, opt, sched, scaler, data, batch_size, aug, penalty, seed, epoc
     torch.manual_seed(int(seed) * 1_000_003 + epoch)  # dropout masks
     model.train()
     order = torch.randperm(len(images), generator=gen)
-    loss_sum = wrong = penalty_sum = 0.0
+    # running sums on the device (float64, as Python's floats were): reading them every step would wait for the GPU each step
+    loss_sum, penalty_sum = (torch.zeros((), dtype=torch.float64, device=images.device) for _ in range(2))
+    wrong = torch.zeros((), dtype=torch.int64, device=images.device)
     for i in range(0, len(order), batch_size):
-        idx = order[i:i + batch_size].to(images.device)
+        idx = host_to(order[i:i + batch_size], images.device)
         x = aug(images[idx], gen)
         y = labels[idx]
         with _autocast(images.device, amp):
@@ -267,10 +279,10 @@ def _epoch(model, opt, sched, scaler, data, batch_size, aug, penalty, seed, epoc
             extra = penalty(model, x, out, gen) if penalty is not None else None
         opt.zero_grad(set_to_none=True); scaler.scale(loss if extra is None else loss + extra).backward()
         scaler.step(opt); scaler.update(); sched.step()
-        loss_sum += loss.item() * len(idx); wrong += (out.argmax(1) != y).sum().item()
-        if extra is not None: penalty_sum += extra.item() * len(idx)
-    row = {"train_loss": loss_sum / len(order), "train_error": wrong / len(order), "lr": opt.param_groups[0]["lr"]}
-    return row | ({"train_penalty": penalty_sum / len(order)} if penalty is not None else {})
+        loss_sum += loss.detach().double() * len(idx); wrong += (out.argmax(1) != y).sum()
+        if extra is not None: penalty_sum += extra.detach().double() * len(idx)
+    row = {"train_loss": loss_sum.item() / len(order), "train_error": wrong.item() / len(order), "lr": opt.param_groups[0]["lr"]}
+    return row | ({"train_penalty": penalty_sum.item() / len(order)} if penalty is not None else {})
 
 # %% ../nbs/31_train.ipynb #bbe38e6e
 def train_tracked(

@@ -132,3 +132,29 @@ def test_evaluate_a_model_without_parameters():
     split = data.Split(x, torch.arange(6) % 10)
     net = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten())
     assert train.evaluate(net, split)["error"] == 0.0 and net.training
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_training_epoch_waits_for_the_gpu_only_at_its_end():
+    "One epoch of `train` on CUDA: no step reads a value back or copies from pageable memory (both wait for the GPU); only the epoch's sums are read at its end."
+    import warnings
+    from diffgeo import models, train
+    dev = torch.device("cuda")
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(512, 1, 28, 28, generator=g).to(dev), torch.randint(10, (512,), generator=g).to(dev)
+    net = models.build("LeNet", in_channels=1, n_classes=10, size=28).to(dev)
+    opt = torch.optim.SGD(net.parameters(), lr=0.01)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
+    scaler = torch.amp.GradScaler("cuda", enabled=False)
+    aug = lambda im, gen: train.augment(im, gen, pad=2, flip=True)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("warn")
+    try:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            sums = train._epoch(net, opt, sched, scaler, (x, y), 64, aug, None, 0, 0, None)   # 8 steps
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    syncs = [w for w in seen if "synchroniz" in str(w.message)]
+    assert len(syncs) <= 2, f"{len(syncs)} waits for the GPU in an epoch of 8 steps: {[str(w.message) for w in syncs[:3]]}"
+    assert set(sums) >= {"train_loss", "train_error"}
