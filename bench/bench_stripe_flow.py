@@ -10,7 +10,7 @@ P stripe-model points for a fixed number of steps of the adaptive descent (far f
 is taken), single-threaded, float64. Three timings per P, each the best of --repeats runs after a warm-up, in one
 process:
 
-- reference: the implementation `gradient_flow` had before (copied below, `reference_gradient_flow`): autograd on
+- reference: the implementation `gradient_flow` had before (`reference_gradient_flow` of tests/test_stripe.py): autograd on
              F = α(f_w − f_w0), the initial network's forward pass recomputed at every trial step;
 - ours:      `stripe.gradient_flow`: f_w0 cached once, the gradient by hand from the trial step's own activations;
 - floor:     the two matrix products per step no implementation of this algorithm avoids: the hidden layer's
@@ -20,43 +20,19 @@ Both implementations are also checked to take the same steps and end at the same
 Printed: seconds per step of each, reference / ours, and ours / floor.
 """
 import argparse
-import math
 import os
 import sys
 
 import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import best_times  # noqa: E402
 from diffgeo import results, stripe  # noqa: E402
 
 
-def reference_gradient_flow(net, x, y, max_steps=40000, loss="softhinge", sharpness=10.0, dt=1.0):
-    "The reference: `stripe.gradient_flow` as it was before (autograd through F = α(f_w − f_w0) at every step), checks left out."
-    params = [net.W, net.b, net.beta]
-    def objective():
-        margin = y * net(x)
-        per_point = torch.relu(1 - margin) if loss == "hinge" else F.softplus(sharpness * (1 - margin)) / sharpness
-        return per_point.mean() / net.alpha ** 2, margin.min().item()
-    L, margin = objective()
-    grads = torch.autograd.grad(L, params)
-    steps = 0
-    for _ in range(max_steps):
-        if margin >= 1: break
-        old = [p.detach().clone() for p in params]
-        with torch.no_grad():
-            for p, g in zip(params, grads): p -= dt * g
-        new, new_margin = objective()
-        if new.item() <= L.item():
-            L, margin, dt = new, new_margin, dt * 1.1
-            if margin < 1: grads = torch.autograd.grad(L, params)
-        else:
-            with torch.no_grad():
-                for p, o in zip(params, old): p.copy_(o)
-            dt /= 2
-        steps += 1
-    return dict(steps=steps, converged=margin >= 1, dt=dt, loss=L.item(), min_margin=margin)
+# the reference: the previous `gradient_flow`, kept once, as the oracle of tests/test_stripe.py
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
+from test_stripe import reference_gradient_flow  # noqa: E402
 
 
 def main():
