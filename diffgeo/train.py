@@ -56,6 +56,10 @@ def host_to(
     if device.type != "cuda": return t.to(device)
     return t.pin_memory().to(device, non_blocking=True)
 
+def _sum_dtype(device) -> torch.dtype:
+    "The dtype of running sums kept on `device`: float64, as Python's floats, except on MPS, which has no float64."
+    return torch.float32 if torch.device(device).type == "mps" else torch.float64
+
 def augment(
     x:torch.Tensor, # images `[B, C, H, W]`
     generator:torch.Generator, # CPU generator for the draws
@@ -63,12 +67,13 @@ def augment(
     flip:bool=True, # random horizontal flips
     fill=0.0, # padding value: a number or one per channel
 ) -> torch.Tensor:
-    "Random translations (padded crops) and horizontal flips, one draw per image."
-    xb, _ = check_images(x)
+    """Random translations (padded crops) and horizontal flips, one draw per image. It only moves pixels, so it does not
+    check them for NaN (a check would read a value back from the GPU at every training step; `train` checks its data once)."""
+    xb, _ = check_images(x, finite=False)
     B, C, H, W = xb.shape
     pad = check_int(pad, "pad", low=0)
     if pad:
-        fill = torch.as_tensor(fill, dtype=xb.dtype, device=xb.device).reshape(-1)
+        fill = host_to(torch.as_tensor(fill, dtype=xb.dtype).reshape(-1), xb.device)   # a number copied to the GPU: pinned, no wait
         if fill.numel() not in (1, C): raise ValueError(f"fill must be a number or {C} values (one per channel), got {fill.numel()}.")
         canvas = fill.view(1, -1, 1, 1).expand(B, C, H + 2 * pad, W + 2 * pad).clone()
         canvas[..., pad:pad + H, pad:pad + W] = xb
@@ -101,13 +106,14 @@ def evaluate(
     dev = module_device(model, split.images.device)
     amp = _AMP.get()
     was = model.training; model.eval()
-    loss, wrong = torch.zeros((), dtype=torch.float64, device=dev), torch.zeros((), dtype=torch.int64, device=dev)  # summed on the device: no sync per batch
+    acc = _sum_dtype(dev)
+    loss, wrong = torch.zeros((), dtype=acc, device=dev), torch.zeros((), dtype=torch.int64, device=dev)  # summed on the device: no sync per batch
     try:
         with torch.no_grad(), _autocast(dev, amp):
             for i in range(0, len(split.images), batch_size):
                 out = model(split.images[i:i + batch_size].to(dev, non_blocking=True))
                 y = split.labels[i:i + batch_size].to(dev, non_blocking=True)
-                loss += F.cross_entropy(out if amp is None else out.float(), y, reduction="sum").double(); wrong += (out.argmax(1) != y).sum()
+                loss += F.cross_entropy(out if amp is None else out.float(), y, reduction="sum").to(acc); wrong += (out.argmax(1) != y).sum()
     finally: model.train(was)
     return {"loss": loss.item() / len(split.images), "error": wrong.item() / len(split.images)}
 
@@ -267,7 +273,8 @@ def _epoch(model, opt, sched, scaler, data, batch_size, aug, penalty, seed, epoc
     model.train()
     order = torch.randperm(len(images), generator=gen)
     # running sums on the device (float64, as Python's floats were): reading them every step would wait for the GPU each step
-    loss_sum, penalty_sum = (torch.zeros((), dtype=torch.float64, device=images.device) for _ in range(2))
+    acc = _sum_dtype(images.device)
+    loss_sum, penalty_sum = (torch.zeros((), dtype=acc, device=images.device) for _ in range(2))
     wrong = torch.zeros((), dtype=torch.int64, device=images.device)
     for i in range(0, len(order), batch_size):
         idx = host_to(order[i:i + batch_size], images.device)
@@ -279,8 +286,8 @@ def _epoch(model, opt, sched, scaler, data, batch_size, aug, penalty, seed, epoc
             extra = penalty(model, x, out, gen) if penalty is not None else None
         opt.zero_grad(set_to_none=True); scaler.scale(loss if extra is None else loss + extra).backward()
         scaler.step(opt); scaler.update(); sched.step()
-        loss_sum += loss.detach().double() * len(idx); wrong += (out.argmax(1) != y).sum()
-        if extra is not None: penalty_sum += extra.detach().double() * len(idx)
+        loss_sum += loss.detach().to(acc) * len(idx); wrong += (out.argmax(1) != y).sum()
+        if extra is not None: penalty_sum += extra.detach().to(acc) * len(idx)
     row = {"train_loss": loss_sum.item() / len(order), "train_error": wrong.item() / len(order), "lr": opt.param_groups[0]["lr"]}
     return row | ({"train_penalty": penalty_sum.item() / len(order)} if penalty is not None else {})
 
