@@ -13,11 +13,14 @@ import math
 import os
 import sys
 
-import torch
-from torch import nn
-
-from . import data, models, results, stability
-from .core import check_int, resolve_device, seed_everything
+# torch, torchvision, xarray and diffgeo's own modules (which import them) are imported inside the functions that use
+# them: they take seconds to load, and the command line must parse, and `--help` answer, without them. The parser's
+# lists of names are therefore copies, checked below against the registries they copy.
+_ARCHS = ("FullConnL2", "FullConnL4", "FullConnL6", "LeNet", "AlexNet", "VGG11", "VGG11bn", "VGG16", "VGG16bn", "VGG19",
+          "VGG19bn", "ResNet18", "ResNet34", "ResNet50", "EfficientNetB0", "EfficientNetB2")   # models.ARCHS
+_DATASETS = ("mnist5k", "mnist", "fashionmnist", "cifar10", "svhn")                             # data.DATASETS
+_PROFILES = ("smoke", "cpu", "long", "paper")                                                   # results.PROFILE_NAMES
+_CODE_CHANGED = ("recompute", "reuse", "error")                                                 # results.CODE_CHANGED
 
 # %% auto #0
 __all__ = ['MAX_SIZE', 'MAX_BOOTSTRAP', 'load_model', 'load_images', 'build_parser', 'stability_command', 'experiment',
@@ -29,6 +32,7 @@ def _torchvision_names() -> list[str]:
     return sorted(tvm.list_models(module=tvm))
 
 def _state_dict(path:str) -> dict:
+    import torch
     try: sd = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:
         raise ValueError(f"{path} is not a weights file torch can load safely ({type(e).__name__}); save one with "
@@ -45,6 +49,7 @@ def load_model(
 ) -> nn.Module: # the network on the CPU, in evaluation mode
     "A network by name, with its weights."
     import torchvision.models as tvm
+    from diffgeo import models
     tv = _torchvision_names()
     try: arch = models.resolve_arch(name)
     except ValueError: arch = None
@@ -83,6 +88,9 @@ def load_images(
     seed:int=0, # seed of the draw
 ) -> tuple[torch.Tensor, int]: # images `[n, C, H, W]` and the number of classes
     "n test images of a data set or of an image folder."
+    import torch
+    from diffgeo import data
+    from diffgeo.core import check_int
     if size is not None: check_int(size, "size", low=2, high=MAX_SIZE,
                                    hint=f"(--size: the side in pixels the folder's images are resized to, at most MAX_SIZE = {MAX_SIZE})")
     g = torch.Generator().manual_seed(seed)
@@ -113,10 +121,10 @@ def build_parser() -> argparse.ArgumentParser:
                                    "norm (G_f), and their ratio R_f = D_f / G_f, with bootstrap intervals.",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     s.add_argument("model", help="a torchvision classification model (e.g. resnet18, efficientnet_b0) or a Table 1 architecture "
-                                 f"({', '.join(models.ARCHS)})")
+                                 f"({', '.join(_ARCHS)})")
     s.add_argument("--weights", help="a state_dict file, or torchvision's weight enum name (DEFAULT, IMAGENET1K_V1; downloads unless cached); "
                                      "without it the network is measured at initialisation")
-    s.add_argument("--data", default="mnist5k", help=f"a data set ({', '.join(data.DATASETS)}) or a folder of class sub-folders of images")
+    s.add_argument("--data", default="mnist5k", help=f"a data set ({', '.join(_DATASETS)}) or a folder of class sub-folders of images")
     s.add_argument("--data-root", help="folder of the named data sets (default: the DIFFGEO_DATA environment variable)")
     s.add_argument("--size", type=int, help="resize a folder's images to SIZE x SIZE")
     s.add_argument("-n", "--n-images", type=int, default=500, help="test images drawn at random")
@@ -136,7 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "and their state, the files each job writes and the device-hours the remaining cells take, from "
                                    "a throughput measured on --device here. Computes no cell.")
     q.add_argument("experiment", help="an experiment, by its notebook's name (fig5, detlefsen_tab2, ...) or its own (petrini_fig5)")
-    q.add_argument("--profile", default="cpu", choices=list(results.PROFILE_NAMES), help="the settings' profile")
+    q.add_argument("--profile", default="cpu", choices=list(_PROFILES), help="the settings' profile")
     q.add_argument("--device", default="cpu", help="where the cells will run (the estimate measures on it): cpu, cuda, auto")
     q.add_argument("--executor", default="inline", choices=["inline", "local", "slurm"], help="how the cells will run")
     q.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="a submitit option of the jobs, e.g. timeout_min=720")
@@ -144,12 +152,13 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--tag", default="", help="as the notebook's tag")
     q.add_argument("--work-dir", help="as the notebook's work_dir")
     q.add_argument("--out-dir", help="as the notebook's out_dir")
-    q.add_argument("--code-changed", default="recompute", choices=list(results.CODE_CHANGED),
+    q.add_argument("--code-changed", default="recompute", choices=list(_CODE_CHANGED),
                    help="as the notebook's code_changed: what the shards of other code count as (recompute: to run; reuse: done)")
     q.add_argument("--no-estimate", action="store_true", help="skip the measurement and the estimate")
     return p
 
 def _layers(spec:str, net:nn.Module, name:str) -> list[str]:
+    from diffgeo import models
     if spec == "output": return ["output"]
     if spec == "all":
         try: return models.probe_layers(net)
@@ -166,6 +175,8 @@ MAX_BOOTSTRAP = 10_000  # the most bootstrap resamples: all are drawn at once (r
 
 def stability_command(args:argparse.Namespace) -> int:
     "Run `diffgeo stability`; print the table and write the dataset."
+    from diffgeo import results, stability
+    from diffgeo.core import resolve_device, seed_everything
     if args.n_images < 2: raise ValueError(f"--n-images must be at least 2, got {args.n_images}.")
     if args.bootstrap == 1 or args.bootstrap < 0:
         raise ValueError(f"--bootstrap takes the number of resamples, at least 2 (or 0: no intervals), got {args.bootstrap}.")
@@ -228,6 +239,7 @@ def plan_command(args:argparse.Namespace) -> int:
 def main(argv:list[str]|None=None) -> int: # the exit status
     "The `diffgeo` command."
     args = build_parser().parse_args(argv)
+    import torch                                                          # after parsing: `--help` and usage errors need none
     try: return plan_command(args) if args.command == "plan" else stability_command(args)
     except (ValueError, TypeError, OSError) as e:                        # OSError: files, folders, images the user named
         print(f"diffgeo {args.command}: error: {e}", file=sys.stderr)

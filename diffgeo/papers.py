@@ -26,6 +26,15 @@ class Paper:
     year:int # year of publication
     seed:str # file name of its plain-text copy (shared/seeds/ in the development checkout)
     parts:str # what diffgeo takes from it
+    arxiv:str="" # its arXiv identifier, e.g. '2105.02468' ('' if none is known)
+    doi:str="" # its DOI, e.g. '10.1007/s10851-019-00890-3' ('' if none is known)
+
+    @property
+    def url(self) -> str:
+        "Where to read it: its DOI's address when it has one, else its arXiv page."
+        if self.doi: return f"https://doi.org/{self.doi}"
+        if self.arxiv: return f"https://arxiv.org/abs/{self.arxiv}"
+        raise ValueError(f"paper {self.key!r} has neither a DOI nor an arXiv identifier.")
 
     @property
     def short(self) -> str:
@@ -39,19 +48,24 @@ class Paper:
 PAPERS = {p.key: p for p in (
     Paper("petrini", "Leonardo Petrini, Alessandro Favero, Mario Geiger, Matthieu Wyart",
           "Relative stability toward diffeomorphisms indicates performance in deep nets", "NeurIPS", 2021,
-          "000_f8452e533a381596.txt", "max-entropy diffeomorphisms, D_f, G_f, R_f, the architecture zoo, the stripe model"),
+          "000_f8452e533a381596.txt", "max-entropy diffeomorphisms, D_f, G_f, R_f, the architecture zoo, the stripe model",
+          arxiv="2105.02468"),
     Paper("zavatoneveth", "Jacob A. Zavatone-Veth, Sheng Yang, Julian A. Rubinfien, Cengiz Pehlevan",
           "How does training shape the Riemannian geometry of neural network representations?", "preprint", 2025,
-          "001_ecb26baac0c371e7.txt", "pullback metric, volume element, Ricci scalar, infinite-width metrics"),
+          "001_ecb26baac0c371e7.txt", "pullback metric, volume element, Ricci scalar, infinite-width metrics",
+          arxiv="2301.11375"),  # first posted as "Neural networks learn to magnify areas near decision boundaries"
     Paper("moskalev", "Artem Moskalev, Anna Sepliarskaia, Erik J. Bekkers, Arnold Smeulders",
           "On genuine invariance learning without weight-tying", "ICML 2023 workshop", 2023,
-          "002_bb30d2d43ea1a8cf.txt", "group actions, invariance measures DI, LI, SI, invariance regularisation"),
+          "002_bb30d2d43ea1a8cf.txt", "group actions, invariance measures DI, LI, SI, invariance regularisation",
+          arxiv="2308.03904"),
     Paper("detlefsen", "Nicki Skafte Detlefsen, Oren Freifeld, Søren Hauberg",
           "Deep Diffeomorphic Transformer Networks", "CVPR", 2018,
-          "003_f257a26e1bbc213c.txt", "spatial-transformer layers, CPAB, distorted MNIST"),
+          "003_f257a26e1bbc213c.txt", "spatial-transformer layers, CPAB, distorted MNIST",
+          doi="10.1109/CVPR.2018.00463"),
     Paper("rousseau", "François Rousseau, Lucas Drumetz, Ronan Fablet",
           "Residual networks as flows of diffeomorphisms", "Journal of Mathematical Imaging and Vision", 2020,
-          "004_90014ebb9b290f86.txt", "ResNets as ODE flows, inverse consistency, Jacobian-determinant maps"),
+          "004_90014ebb9b290f86.txt", "ResNets as ODE flows, inverse consistency, Jacobian-determinant maps",
+          arxiv="1805.09585", doi="10.1007/s10851-019-00890-3"),
 )}
 
 def paper(

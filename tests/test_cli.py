@@ -87,3 +87,16 @@ def test_plan_counts_shards_of_other_code_as_the_run_would(tmp_path, capsys, mon
     assert "1 stale (computed by other code: kept" in capsys.readouterr().out
     with pytest.raises(SystemExit): cli.main([*args, "--code-changed", "keep"])
     assert "recompute" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args", [("--help",), ("stability", "--help"), ("plan", "--help")])
+def test_help_imports_no_heavy_module(args):
+    "Issue 35: `--help` took 9-10 s importing torch; the command line parses without torch, torchvision, xarray, pandas."
+    code = ("import sys, runpy\n"
+            f"sys.argv = ['diffgeo', *{list(args)!r}]\n"
+            "try: runpy.run_module('diffgeo.cli', run_name='__main__')\n"
+            "except SystemExit as e: assert e.code == 0, e.code\n"
+            "heavy = sorted(m for m in ('torch', 'torchvision', 'xarray', 'pandas') if m in sys.modules)\n"
+            "print('HEAVY', heavy)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "usage: diffgeo" in out and "HEAVY []" in out, out[-500:]

@@ -182,3 +182,18 @@ def test_figure_tables_are_current(page, paper):
     assert _rows(stored) == _rows(site.figure_table(paper, width=16)), \
         f"{page}.ipynb lists other figures than the experiments declare: execute it again (see tidy_outputs.py)"
     assert stored.count("data:image/png;base64,") == len(_rows(stored)), f"{page}.ipynb: a figure without its picture"
+
+
+def test_every_paper_has_a_link_in_readme_citation_and_its_page():
+    "Issue 35: every paper's arXiv or DOI link, from `papers.PAPERS`, is in README.md, CITATION.cff and its page."
+    import json
+    from diffgeo.papers import PAPERS
+    root = Path(__file__).resolve().parents[1]
+    readme, cff = (root / "README.md").read_text(), (root / "CITATION.cff").read_text()
+    for p in PAPERS.values():
+        assert p.url.startswith("https://"), p.key
+        assert p.url in readme, f"README.md lacks {p.key}'s link {p.url} (nbs/index.ipynb's table, then scripts/readme.py)"
+        assert f'url: "{p.url}"' in cff, f"CITATION.cff lacks {p.key}'s link {p.url}"
+        if p.doi: assert f'doi: "{p.doi}"' in cff, p.key
+        page = "".join("".join(c["source"]) for c in json.load(open(root / "nbs" / f"paper_{p.key}.ipynb"))["cells"])
+        assert p.url in page, f"nbs/paper_{p.key}.ipynb lacks its link {p.url}"
