@@ -21,8 +21,8 @@ from ..results import span
 from ..scaffold import Experiment, Var
 
 # %% auto #0
-__all__ = ['LONG_SEEDS', 'COMMON', 'PROFILES', 'VARIABLES', 'EXPERIMENT', 'STEPS_PER_POINT', 'settings', 'cell', 'finish',
-           'seconds_per_step', 'cost', 'derive', 'draw', 'check_regression', 'quoted']
+__all__ = ['LONG_SEEDS', 'COMMON', 'PROFILES', 'VARIABLES', 'EXPERIMENT', 'STEPS_PER_POINT', 'MEASURE_P', 'settings', 'cell',
+           'finish', 'seconds_per_step', 'cost', 'derive', 'draw', 'check_regression', 'quoted']
 
 # %% ../../nbs/petrini_fig7.ipynb #92710c82
 #: The long profile's seeds: the paper's network and sizes, as many seeds as fit in about 12 core-hours (see Profiles).
@@ -111,6 +111,10 @@ def finish(ds:xr.Dataset, p:dict) -> xr.Dataset:
 #: Descent steps to a margin of 1 per training point, at α√h ≈ 0.03 (the long and paper profiles), from the measured cells of Profiles.
 STEPS_PER_POINT = 3.6
 
+#: The largest P at which `cost` times steps; above it the time per step is scaled linearly in P (timing the long profile's
+#: P = 16,384 would itself take seconds).
+MEASURE_P = 4096
+
 @functools.lru_cache(maxsize=None)
 def seconds_per_step(
     P:int, d:int, h:int, # training points, dimension, hidden units
@@ -130,10 +134,11 @@ def seconds_per_step(
 
 @EXPERIMENT.cost
 def cost(settings:dict, cell:dict, device:torch.device) -> float:
-    "Predicted seconds of one cell on `device`: STEPS_PER_POINT · P steps (at most max_steps) at the measured seconds per step."
+    """Predicted seconds of one cell on `device`: STEPS_PER_POINT · P steps (at most max_steps) at the measured seconds per
+    step, timed at P or at MEASURE_P if P is larger and scaled linearly in P (a step's work is linear in P)."""
     P = cell["P"]
-    steps = min(settings["max_steps"], math.ceil(STEPS_PER_POINT * P))
-    return steps * seconds_per_step(P, settings["d"], settings["h"], str(device))
+    steps, at = min(settings["max_steps"], math.ceil(STEPS_PER_POINT * P)), min(P, MEASURE_P)
+    return steps * seconds_per_step(at, settings["d"], settings["h"], str(device)) * P / at
 
 
 # %% ../../nbs/petrini_fig7.ipynb #6e35c178
