@@ -24,8 +24,8 @@ from ..scaffold import Experiment, Var
 # %% auto #0
 __all__ = ['COMMON', 'PROFILES', 'VARIABLES', 'EXPERIMENT', 'BOUNDARY_COLOR', 'BOUNDARY_MUTATIONS', 'SEGMENTS_SWAPPED',
            'shallow_classifier', 'choose_anchors', 'slice_geometry', 'snapshot_file', 'measure_during_training', 'cell',
-           'slice_dataset', 'derive', 'triangle_panel', 'draw_slices', 'draw', 'genuine_segments', 'too_few_segments',
-           'boundary_vs_control', 'boundary_passes', 'triangle', 'peak_at_boundary', 'accuracy']
+           'slice_dataset', 'derive', 'triangle_panel', 'drawn_lines', 'draw_slices', 'draw', 'genuine_segments',
+           'too_few_segments', 'boundary_vs_control', 'boundary_passes', 'triangle', 'peak_at_boundary', 'accuracy']
 
 # %% ../../nbs/zavatoneveth_fig2.ipynb #76bc736e
 COMMON = dict(width=2000, activation="sigmoid", lr=1e-3, batch_size=1000, weight_decay=0.0, n_lines=3, n_same=2, seed=0)
@@ -34,8 +34,10 @@ PROFILES = {
                   **{**COMMON, "width": 64}),
     "cpu": dict(dataset="mnist5k", epochs=60, snapshots=[0, 5, 60], line_divisions=24, plane_divisions=12, n_train=None,
                 **COMMON),
+    # the paper's network, data and training; 20 segments of each kind (the figure draws 3 and 2), so that the claims
+    # compare many segments, not the few a figure shows
     "paper": dict(dataset="mnist", epochs=200, snapshots=[0, 1, 10, 50, 200], line_divisions=50, plane_divisions=30,
-                  n_train=None, **COMMON),
+                  n_train=None, **{**COMMON, "n_lines": 20, "n_same": 20}),
 }
 
 # %% ../../nbs/zavatoneveth_fig2.ipynb #03825bd0
@@ -195,6 +197,7 @@ def cell(
     seed:int=0, # seed of the initialisation, the batches and the anchors
     device:str="cpu", # cpu | cuda | auto
     data_root:str|None=None, # data folder for "mnist" (None: $DIFFGEO_DATA)
+    checkpoint_dir:str|None=None, # folder for the per-epoch training checkpoint and the snapshots measured, deleted when the cell ends (None: none)
 ) -> xr.Dataset:
     "Train the shallow network and measure the log volume element on segments and a triangle of test digits."
     snapshots = _check_snapshots(snapshots, epochs)
@@ -206,8 +209,11 @@ def cell(
     lines, corners = choose_anchors(ds_data.test.labels, n_lines, seed, n_same)
     points, weights = _slices(ds_data.test.images, lines, corners, line_divisions, plane_divisions)
     geometry = lambda net: slice_geometry(net, points.to(dev), lambda m: riemann.feature_map(m, "act"))
-    rows = measure_during_training(net, tr, ds_data.test, snapshots, geometry, optimizer="adam", lr=lr,
+    ckpt = None if checkpoint_dir is None else results.resolve_path(checkpoint_dir) / f"zavatoneveth_fig2_seed{seed}.pt"
+    rows = measure_during_training(net, tr, ds_data.test, snapshots, geometry, checkpoint=ckpt, optimizer="adam", lr=lr,
                                    weight_decay=weight_decay, batch_size=batch_size, pad=0, flip=False, seed=seed)
+    if ckpt is not None:                                                                # the dataset replaces them
+        for f in (ckpt, snapshot_file(ckpt)): f.unlink(missing_ok=True)
     return slice_dataset(rows, ds_data.test.labels, ds_data.test.images.flatten(1).numpy(), lines, corners, weights,
                          n_lines, line_divisions)
 
@@ -306,24 +312,36 @@ def triangle_panel(
     ax.set_title(title, fontsize=9)
     fig.colorbar(im, ax=ax, shrink=0.8, label=label)
 
+def drawn_lines(
+    ds:xr.Dataset, # a slices' dataset (its `same_class`)
+    n_between:int=3, # segments between classes to draw, the first ones
+    n_same:int=2, # same-class controls to draw, the first ones
+) -> list: # indices into `line`: the segments between classes first, then the controls
+    "The segments a figure draws: the paper's figure shows three; a dataset may hold many more, for the claims."
+    same = ds.same_class.values.astype(bool)
+    return [*np.flatnonzero(~same)[:n_between].tolist(), *np.flatnonzero(same)[:n_same].tolist()]
+
 def draw_slices(
     ds:xr.Dataset, # a dataset of this experiment or one with the same slice variables (`zavatoneveth_fig3`)
     line_var:str="line_log_volume", # the (epoch, line, t) variable to plot along the segments
     plane_var:str="plane_log_volume", # the (epoch, point) variable to plot over the triangle
     title:str="", # the figure's title
     item:str="digit", # what the anchors' labels are called on the axes
+    lines:list|None=None, # indices of the segments to draw (None: `drawn_lines`, at most 3 between classes and 2 controls)
 ):
     "Segments (top) and the triangle at the first and last snapshot (bottom), with the last snapshot's decision boundaries."
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
-    L, epochs = ds.sizes["line"], ds.epoch.values
+    lines = drawn_lines(ds) if lines is None else [check_int(i, "line", low=0, high=ds.sizes["line"] - 1) for i in lines]
+    if not lines: raise ValueError("lines is empty: name at least one segment to draw, or pass None for the default.")
+    L, epochs = len(lines), ds.epoch.values
     fig = plt.figure(figsize=(max(2.7 * L, 7.5), 6.8), layout="constrained")
     gs = fig.add_gridspec(2, 1, height_ratios=[1, 1.25])
     top, bottom = gs[0].subgridspec(1, L), gs[1].subgridspec(1, 2)
     colors = plt.cm.viridis(np.linspace(0, 0.8, len(epochs)))
     last = ds.isel(epoch=-1)
-    for i in range(L):
-        ax = fig.add_subplot(top[0, i])
+    for j, i in enumerate(lines):
+        ax = fig.add_subplot(top[0, j])
         for e, c in zip(epochs, colors):
             v = ds[line_var].sel(epoch=e, line=i)
             ax.plot(ds.t, v - v.mean(), color=c, label=f"epoch {e}")
