@@ -96,6 +96,20 @@ def test_sidebar_and_navbar_entries_exist_and_cover_every_page():
     assert not absent, f"pages not in nbs/sidebar.yml: {absent}"
 
 
+#: Pages for those who work on the package, not its readers: the compiled kernels, the site's builder, the template.
+INTERNAL = ("10_diffeo_numba.ipynb", "11_cpab_numba.ipynb", "80_site.ipynb", "template.ipynb")
+
+
+def test_internal_pages_are_out_of_the_readers_path():
+    "The sidebar keeps the internal pages in its last section, 'For contributors', and nowhere else."
+    contents = yaml.safe_load((NBS / "sidebar.yml").read_text())["website"]["sidebar"]["contents"]
+    last = contents[-1]
+    assert isinstance(last, dict) and last.get("section") == "For contributors", "the sidebar's last section must be 'For contributors'"
+    assert sorted(_sidebar_entries(last)) == sorted(INTERNAL)
+    leaked = [e for e in _sidebar_entries(contents[:-1]) if e in INTERNAL]
+    assert not leaked, f"internal pages in the readers' part of the sidebar: {leaked}"
+
+
 LINK = re.compile(r"\]\(([\w./-]+\.(?:ipynb|html|md|qmd|png|pdf))(#[\w-]+)?\)")
 
 
