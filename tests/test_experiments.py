@@ -81,6 +81,8 @@ def test_parameters_are_listed():
         params = papermill.inspect_notebook(str(ROOT / "nbs" / exp.notebook))
         assert {"out_dir", "profile"} <= set(params), exp.name
         assert params["profile"]["help"] and params["out_dir"]["help"], exp.name
+        untyped = [k for k, v in params.items() if v["inferred_type_name"] in ("None", None, "")]
+        assert not untyped, f"{exp.notebook}: annotate the parameters {untyped} (papermill --help-notebook says 'Unknown type')"
     out = subprocess.run([sys.executable, "-m", "papermill", "--help-notebook", str(ROOT / "nbs" / "fig5.ipynb")],
                          capture_output=True, text=True, check=True).stdout
     assert "out_dir" in out and "profile" in out
