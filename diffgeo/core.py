@@ -11,6 +11,7 @@ import importlib
 import math
 import os
 import random
+import re
 import sys
 import warnings
 from collections.abc import Iterable
@@ -204,11 +205,13 @@ def match_threads():
 
 # %% ../nbs/00_core.ipynb #c1748c89
 class _Lines:
-    "A text stream for tqdm that turns each redraw into one plain line (no carriage returns)."
+    """A text stream for tqdm that turns each redraw into one plain line: no carriage returns, and none of the cursor moves
+    (ESC [ A) that a nested bar writes, which a log shows as stray `[A` lines."""
+    _escape = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
     def __init__(self, stream): self.stream = stream
     def write(self, s:str):
-        s = s.replace("\r", "").strip()
-        if s: self.stream.write(s + "\n")
+        for line in self._escape.sub("", s).replace("\r", "\n").split("\n"):
+            if line.strip(): self.stream.write(line.strip() + "\n")
     def flush(self): self.stream.flush()
 
 def progress(

@@ -148,3 +148,13 @@ def test_tab2_networks_are_those_of_fig6_and_fig3():
         np.testing.assert_allclose(t.R_f.sel(arch=arch), six.R_f.sel(arch=arch, P=six.P.max(), state="trained", **probe), rtol=1e-12)
     np.testing.assert_allclose(t.R_f.sel(arch="EfficientNetB0"),
                                three.R_f.sel(arch="EfficientNetB0", state="trained", delta=1.0, **probe), rtol=1e-12)
+
+
+def test_an_undefined_fit_says_why():
+    "A run with fewer than three trained networks (a smoke run's two) gets NaN correlations and a sentence saying why."
+    from diffgeo.experiments import petrini_fig5
+    ds = petrini_fig5.EXPERIMENT.load("results/petrini_fig5.nc")          # from the checkout's root, wherever pytest runs
+    assert petrini_fig5.fit_note(ds) == "" and np.isfinite(ds.corr_R_f.item())
+    two = petrini_fig5.derive(ds.isel(arch=[0, 1]))
+    assert np.isnan(two.corr_R_f.item()) and np.isnan(two.fit_exponent.item())
+    assert "at least 3 trained networks" in petrini_fig5.fit_note(two) and "has 2" in petrini_fig5.fit_note(two)

@@ -362,3 +362,19 @@ def test_log_volume_estimate_says_when_its_quadrature_has_not_converged():
         est, se = riemann.log_volume_estimate(lambda z: z @ narrow.T, x, probes=8, steps=30)
     exact = torch.linspace(1.0, 0.5, 200, dtype=torch.float64).log().sum()
     assert abs(est.item() - exact.item()) <= 4 * se.item() + 1e-9
+
+
+def test_nested_progress_bars_leave_no_cursor_moves_in_a_log(monkeypatch):
+    "Off a terminal (papermill --log-output), nested bars give plain lines: no ESC [ A cursor moves, no stray '[A' lines."
+    import io, sys
+    from diffgeo import core
+    err = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", err)
+    monkeypatch.setenv("DIFFGEO_PROGRESS", "1")
+    monkeypatch.setenv("DIFFGEO_PROGRESS_INTERVAL", "0")
+    for _ in core.progress(range(2), "outer"):
+        for _ in core.progress(range(3), "inner", position=1): pass
+    text = err.getvalue()
+    assert "outer" in text and "inner" in text
+    assert "\x1b" not in text and "[A" not in text and "\r" not in text
+    assert all(line.strip() == line and line for line in text.splitlines())

@@ -24,9 +24,9 @@ from ..scaffold import Experiment, Var
 
 # %% auto #0
 __all__ = ['PAPER_ARCHS', 'CPU_WIDTH', 'CPU_LR', 'LONG_ARCHS', 'LONG_WIDTH', 'LONG_EPOCHS', 'COMMON', 'PROFILES', 'SMALL_NOISE',
-           'STATES', 'VARIABLES', 'EXPERIMENT', 'PAPER_CORR', 'train_network', 'Setup', 'setup', 'resolve_archs',
-           'cell', 'settings', 'seconds_per_step', 'cost', 'logmean', 'logstd', 'derive', 'probe_ratios', 'draw',
-           'draw_fig15', 'draw_fig16', 'draw_fig17', 'draw_fig19']
+           'STATES', 'VARIABLES', 'EXPERIMENT', 'MIN_FIT', 'PAPER_CORR', 'train_network', 'Setup', 'setup',
+           'resolve_archs', 'cell', 'settings', 'seconds_per_step', 'cost', 'logmean', 'logstd', 'derive',
+           'probe_ratios', 'fit_note', 'draw', 'draw_fig15', 'draw_fig16', 'draw_fig17', 'draw_fig19']
 
 # %% ../../nbs/fig5.ipynb #0a70fb56
 PAPER_ARCHS = ["FullConnL2", "FullConnL4", "FullConnL6", "LeNet", "AlexNet", "VGG11", "VGG11bn", "VGG16bn", "VGG19bn",
@@ -340,10 +340,12 @@ def logstd(v:xr.DataArray, dim:str="seed") -> xr.DataArray:
     "The spread of log10 over `dim` (sample standard deviation); NaN with a single value."
     return np.log10(v).std(dim, ddof=1) if v.sizes[dim] > 1 else np.nan * v.isel({dim: 0}, drop=True)
 
+MIN_FIT = 3  # trained networks (seed log-means) the power-law fit and the correlations need
+
 def _fit(err:np.ndarray, x:np.ndarray) -> tuple[float, float, float]:
-    "Least-squares fit log10 err = log10 A + b log10 x, and the correlation of the logs: (A, b, ρ)."
+    "Least-squares fit log10 err = log10 A + b log10 x, and the correlation of the logs: (A, b, ρ); NaN below `MIN_FIT` networks."
     ok = np.isfinite(np.log10(err)) & np.isfinite(np.log10(x))
-    if ok.sum() < 3: return math.nan, math.nan, math.nan
+    if ok.sum() < MIN_FIT: return math.nan, math.nan, math.nan
     le, lx = np.log10(err[ok]), np.log10(x[ok])
     b, a = np.polyfit(lx, le, 1)
     return 10**a, b, float(np.corrcoef(lx, le)[0, 1])
@@ -391,6 +393,17 @@ def probe_ratios(ds:xr.Dataset) -> dict:
             "BN nets: R_f batch / running mode": med(lm(ds.R_f_batch), r, bn),
             "deep nets: G_f/s² small noise / G_f": med(lm(ds.G_f_small), g, deep),
             "shallow nets: G_f/s² small noise / G_f": med(lm(ds.G_f_small), g, ~deep)}
+
+def fit_note(
+    ds:xr.Dataset, # a derived Fig. 5 dataset
+) -> str: # "" when the fit and the correlations are defined, else why they are NaN
+    "Why `fit_*` and `corr_*` are NaN: they need `MIN_FIT` trained networks with a finite test error and R_f."
+    err, R = ds.test_error_logmean.sel(state="trained").values, ds.R_f_logmean.sel(state="trained").values
+    with np.errstate(divide="ignore", invalid="ignore"): n = int((np.isfinite(np.log10(err)) & np.isfinite(np.log10(R))).sum())
+    if n >= MIN_FIT: return ""
+    return (f"the fit and the correlations are NaN: they need at least {MIN_FIT} trained networks with a finite test error "
+            f"and R_f, and this run has {n} (a smoke run trains two; the cpu profile trains every architecture)")
+
 
 # %% ../../nbs/fig5.ipynb #42bfecc6
 def _test_errors(ds:xr.Dataset) -> np.ndarray:
