@@ -198,7 +198,8 @@ def stability_command(args:argparse.Namespace) -> int:
     sd = (stability.bootstrap(res, args.bootstrap, args.statistic, seed=args.seed) if args.bootstrap else
           xr.Dataset({k: xr.full_like(res[k], math.nan) for k in ("D_f", "G_f", "R_f")}))
     print(f"{args.model} on {len(x)} images of {args.data}: delta = {args.delta}, c = {args.c}, {args.interp}; "
-          + (f"{args.statistic} with [-2, +2] bootstrap sd of log10 ({args.bootstrap} resamples)" if args.bootstrap else
+          + (f"{args.statistic} over the images; in brackets, about a 95% interval: the value divided and multiplied by 10^(2 s), s the standard "
+             f"deviation of its log10 over {args.bootstrap} bootstrap resamples of the images" if args.bootstrap else
              f"{args.statistic}, no intervals (--bootstrap 0)"))
     for layer in res.layer.values:
         row = {k: _interval(res[k].sel(layer=layer).item(), sd[k].sel(layer=layer).item()) for k in ("D_f", "G_f", "R_f")}

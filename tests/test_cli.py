@@ -39,6 +39,7 @@ def test_weights_file_and_dataset(tmp_path):
              "--bootstrap", "10", "--out", str(out_nc), "--no-progress")
     assert r.returncode == 0, r.stderr
     assert "R_f =" in r.stdout and out_nc.exists()
+    assert "about a 95% interval" in r.stdout and "over 10 bootstrap resamples of the images" in r.stdout   # says what [a, b] is
     ds = xr.open_dataset(out_nc)
     assert {"D_f", "G_f", "R_f", "R_f_log10_sd"} <= set(ds.data_vars) and ds.attrs["model_name"] == "LeNet"
     # the same measure in Python on the same images and weights
