@@ -31,10 +31,10 @@ import diffgeo
 from .core import check_choice, process_alive
 
 # %% auto #0
-__all__ = ['PROFILE_NAMES', 'COMMITTED_PROFILES', 'CODE_CHANGED', 'STALE_TEMP_DAYS', 'select_profile', 'project_root',
-           'output_root', 'resolve_path', 'git_commit', 'code_version', 'on_code_change', 'code_change_policy', 'now',
-           'processor', 'minutes', 'core_hours', 'provenance', 'stamp', 'parameters', 'span', 'cf_attrs', 'check_cf',
-           'save_dataset', 'load_dataset', 'save_figure']
+__all__ = ['PROFILE_NAMES', 'COMMITTED_PROFILES', 'CODE_CHANGED', 'STALE_TEMP_DAYS', 'CONVENTIONS', 'select_profile',
+           'project_root', 'output_root', 'resolve_path', 'git_commit', 'code_version', 'on_code_change',
+           'code_change_policy', 'now', 'processor', 'minutes', 'core_hours', 'provenance', 'stamp', 'parameters',
+           'span', 'cf_attrs', 'check_cf', 'cf_conventions', 'save_dataset', 'load_dataset', 'save_figure']
 
 # %% ../nbs/01_results.ipynb #d300fb41
 #: The profiles, smallest first: `smoke` (seconds, for tests), `cpu` (the default, minutes), `long` (what two CPU
@@ -325,18 +325,34 @@ def _atomic(path:Path, write):
         if os.path.exists(tmp): os.unlink(tmp)
     return path
 
+CONVENTIONS = "CF-1.10"  # the metadata conventions the files follow: long_name and units everywhere, flags for indicators
+_INDICATOR = ("1 if ", "1 where ")  # how an indicator variable's long_name begins: "1 if the net has batch-norm"
+
+def cf_conventions(ds:xr.Dataset) -> xr.Dataset:
+    """A shallow copy of `ds` with the global `Conventions` attribute, and `flag_values` 0, 1 and `flag_meanings`
+    "false true" on each indicator variable (integer or boolean, its long_name beginning "1 if" or "1 where")."""
+    out = ds.copy(deep=False)
+    out.attrs = {**ds.attrs, "Conventions": CONVENTIONS}
+    for name in [*out.data_vars, *out.coords]:
+        v = out[name]
+        if v.dtype.kind in "biu" and str(v.attrs.get("long_name", "")).startswith(_INDICATOR):
+            v.attrs = {**v.attrs, "flag_values": np.array([0, 1], dtype=np.int8 if v.dtype.kind == "b" else v.dtype),
+                       "flag_meanings": "false true"}
+    return out
+
 def save_dataset(
     ds:xr.Dataset, # the results, with CF attributes and provenance
     path:str|os.PathLike, # target `.nc` file (relative paths from the working directory)
 ) -> Path:
-    "Write `ds` to netCDF-4 atomically; return the absolute path."
+    "Write `ds` to netCDF-4 atomically, with the CF conventions' attributes (`cf_conventions`); return the absolute path."
     if not isinstance(ds, xr.Dataset):
         raise TypeError(f"ds must be an xarray.Dataset, got {type(ds).__name__}"
                         + ("; convert with da.to_dataset(name='...')." if isinstance(ds, xr.DataArray) else "."))
     check_cf(ds)
     if "parameters" not in ds.attrs:
         raise ValueError("the dataset has no provenance; call results.stamp(ds, params, device, start) first.")
-    return _atomic(resolve_path(path), lambda tmp: ds.to_netcdf(tmp, engine="netcdf4"))
+    out = cf_conventions(ds)
+    return _atomic(resolve_path(path), lambda tmp: out.to_netcdf(tmp, engine="netcdf4"))
 
 def load_dataset(
     path:str|os.PathLike, # `.nc` file: absolute, or relative to the working directory, else to the diffgeo checkout's root

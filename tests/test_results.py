@@ -356,7 +356,7 @@ class TestSaveDataset:
         path = save_dataset(ds, tmp_path / "sub" / "r.nc")
         assert path == tmp_path / "sub" / "r.nc"
         back = load_dataset(path)
-        xr.testing.assert_identical(back, ds)  # values, coords, variable and global attributes
+        xr.testing.assert_identical(back, results.cf_conventions(ds))  # values, coords, attributes, and the CF ones added
         assert back["count"].dtype == np.int32 and back["err"].dtype == np.float64
         assert list(back["arch"].values) == ["fc", "cnn"]
         assert parameters(back) == {"profile": "smoke", "seed": 0, "T": [1e-4, 1e-3]}
@@ -375,7 +375,7 @@ class TestSaveDataset:
     def test_relative_path_under_the_working_directory(self, root):
         path = save_dataset(make_dataset(), "out/r.nc")
         assert path == root / "out" / "r.nc" and path.exists()
-        xr.testing.assert_identical(load_dataset("out/r.nc"), make_dataset())
+        xr.testing.assert_identical(load_dataset("out/r.nc"), results.cf_conventions(make_dataset()))
 
     @pytest.mark.parametrize("previous", [True, False])
     def test_atomic(self, tmp_path, monkeypatch, previous):
@@ -494,3 +494,18 @@ def test_a_committed_dataset_loads_from_anywhere(tmp_path, monkeypatch):
     (tmp_path / "results").mkdir()
     with pytest.raises(FileNotFoundError, match="no dataset at"):      # an absolute path is taken as it is
         results.load_dataset(tmp_path / "results" / "petrini_fig5.nc")
+
+
+def test_saved_files_declare_cf_conventions_and_flags(tmp_path):
+    "A saved dataset says Conventions = CF-1.x; an indicator variable ('1 if ...') carries flag_values and flag_meanings."
+    ds = xr.Dataset({"skip": ("arch", np.array([0, 1, 1])), "x": ("arch", np.arange(3.0))},
+                    coords={"arch": ["a", "b", "c"], "bn": ("arch", np.array([True, False, True]))})
+    ds.skip.attrs.update(results.cf_attrs("1 if the net has skip connections"))
+    ds.bn.attrs.update(results.cf_attrs("1 where the net has batch-norm"))
+    ds.x.attrs.update(results.cf_attrs("a measure")); ds.arch.attrs.update(results.cf_attrs("architecture"))
+    results.stamp(ds, {"seed": 0}, "cpu", results.now())
+    back = results.load_dataset(results.save_dataset(ds, tmp_path / "r.nc"))
+    assert re.fullmatch(r"CF-1\.\d+", back.attrs["Conventions"])
+    for name in ("skip", "bn"):
+        assert list(back[name].attrs["flag_values"]) == [0, 1] and back[name].attrs["flag_meanings"] == "false true", name
+    assert "flag_values" not in back.x.attrs and "Conventions" not in ds.attrs and "flag_values" not in ds.skip.attrs  # ds unchanged
