@@ -23,8 +23,8 @@ _PROFILES = ("smoke", "cpu", "long", "paper")                                   
 _CODE_CHANGED = ("recompute", "reuse", "error")                                                 # results.CODE_CHANGED
 
 # %% auto #0
-__all__ = ['MAX_SIZE', 'MAX_BOOTSTRAP', 'load_model', 'load_images', 'build_parser', 'stability_command', 'experiment',
-           'plan_command', 'main']
+__all__ = ['MAX_SIZE', 'MAX_BOOTSTRAP', 'weight_transforms', 'load_model', 'load_images', 'build_parser', 'stability_command',
+           'experiment', 'plan_command', 'main']
 
 # %% ../nbs/70_cli.ipynb #8e18fb40
 def _torchvision_names() -> list[str]:
@@ -42,12 +42,34 @@ def _state_dict(path:str) -> dict:
     if not isinstance(sd, dict): raise ValueError(f"{path} holds a {type(sd).__name__}, not a state_dict; save one with torch.save(model.state_dict(), path).")
     return {k.removeprefix("module."): v for k, v in sd.items()}   # DataParallel's prefix
 
+def _weight_enum(name:str, weights:str):
+    "torchvision's weight enum `weights` (e.g. DEFAULT, IMAGENET1K_V1) of model `name`, or a ValueError listing them."
+    import torchvision.models as tvm
+    try: return tvm.get_model_weights(name)[weights]
+    except KeyError:
+        raise ValueError(f"{weights!r} is neither a file nor a weight of {name}; torchvision's are "
+                         f"{[w.name for w in tvm.get_model_weights(name)] + ['DEFAULT']}.") from None
+
+def weight_transforms(
+    name:str, # a torchvision classification model
+    weights:str|None, # its weight enum name (DEFAULT, IMAGENET1K_V1, ...), a file, or None
+) -> dict|None: # resize (shorter side), size (the centre crop), mean and std; None for a file or no weights
+    """The preprocessing torchvision's pretrained `weights` expect (`weights.transforms()`): resize and centre-crop the
+    images in [0, 1], then normalise. `load_images` does the first part, `load_model` the normalisation, inside the
+    network, so that diffeomorphisms and noise act on pixels as for every other network."""
+    if weights is None or os.path.exists(weights) or name not in _torchvision_names(): return None
+    t = _weight_enum(name, weights).transforms()
+    return dict(resize=int(t.resize_size[0]), size=int(t.crop_size[0]), mean=[float(v) for v in t.mean],
+                std=[float(v) for v in t.std])
+
 def load_model(
     name:str, # a torchvision classification model (`resnet18`) or an architecture of `models.ARCHS`
     weights:str|None=None, # a state_dict file, torchvision's weight enum name (`DEFAULT`), or None (initialisation)
     in_channels:int=3, n_classes:int=10, size:int=32, # what the data set needs (ignored by torchvision's weight enums)
 ) -> nn.Module: # the network on the CPU, in evaluation mode
-    "A network by name, with its weights."
+    """A network by name, with its weights. With torchvision's weight enums the network normalises its input as the
+    weights expect (`weight_transforms`: a forward pre-hook), and takes images in [0, 1]."""
+    import torch
     import torchvision.models as tvm
     from diffgeo import models
     tv = _torchvision_names()
@@ -56,11 +78,15 @@ def load_model(
     if arch is not None and name not in tv: net = models.build(arch, in_channels, n_classes, size)
     elif name in tv:
         if weights is not None and not os.path.exists(weights):
-            try: enum = tvm.get_model_weights(name)[weights]
-            except KeyError:
-                raise ValueError(f"{weights!r} is neither a file nor a weight of {name}; torchvision's are "
-                                 f"{[w.name for w in tvm.get_model_weights(name)] + ['DEFAULT']}.") from None
-            return tvm.get_model(name, weights=enum).eval()
+            enum, pre = _weight_enum(name, weights), weight_transforms(name, weights)
+            try: net = tvm.get_model(name, weights=enum)
+            except OSError as e:                                          # URLError: offline, or the server refused
+                raise ValueError(f"could not download {name}'s {enum.name} weights ({getattr(e, 'reason', e)}); offline, save them "
+                                 f"elsewhere with torch.save(model.state_dict(), FILE), or use a file already cached, and "
+                                 f"pass --weights FILE (its preprocessing is then yours to apply).") from None
+            mean, std = (torch.tensor(pre[k]).view(1, -1, 1, 1) for k in ("mean", "std"))
+            net.register_forward_pre_hook(lambda m, args: ((args[0] - mean.to(args[0])) / std.to(args[0]), *args[1:]))
+            return net.eval()
         net = tvm.get_model(name, num_classes=n_classes)
         if in_channels != 3: raise ValueError(f"torchvision's {name} takes 3 channels, the data have {in_channels}; use a Table 1 architecture ({', '.join(models.ARCHS)}) or RGB data.")
     else:
@@ -86,6 +112,7 @@ def load_images(
     root:str|None=None, # data folder of the named data sets (None: DIFFGEO_DATA)
     size:int|None=None, # resize a folder's images to size × size (None: keep; they must share a size)
     seed:int=0, # seed of the draw
+    preprocess:dict|None=None, # `weight_transforms`: resize and centre-crop as pretrained weights expect, pixels in [0, 1]
 ) -> tuple[torch.Tensor, int]: # images `[n, C, H, W]` and the number of classes
     "n test images of a data set or of an image folder."
     import torch
@@ -96,7 +123,9 @@ def load_images(
     g = torch.Generator().manual_seed(seed)
     if os.path.isdir(source):
         from torchvision import datasets, transforms as T
-        folder = datasets.ImageFolder(source, T.Compose(([T.Resize((size, size))] if size else []) + [T.ToTensor()]))
+        crop = ([T.Resize(preprocess["resize"]), T.CenterCrop(preprocess["size"])] if preprocess else
+                [T.Resize((size, size))] if size else [])
+        folder = datasets.ImageFolder(source, T.Compose(crop + [T.ToTensor()]))
         if len(folder) < 2: raise ValueError(f"{source} holds {len(folder)} images in class sub-folders; need at least 2 (layout: {source}/<class>/<image>).")
         idx = torch.randperm(len(folder), generator=g)[:n]
         images = [folder[i][0] for i in idx.tolist()]
@@ -107,9 +136,13 @@ def load_images(
         return torch.stack(images), len(folder.classes)
     if source not in data.DATASETS:
         raise ValueError(f"unknown data set {source!r}: give one of {', '.join(data.DATASETS)} or an existing folder of images.")
-    ds = data.load(source, root)
+    ds = data.load(source, root, normalize=preprocess is None)          # pretrained weights: pixels in [0, 1], normalised by the net
     idx = torch.randperm(len(ds.test), generator=g)[:n]
-    return ds.test.images[idx], ds.n_classes
+    x = ds.test.images[idx]
+    if preprocess:
+        from torchvision import transforms as T
+        x = T.CenterCrop(preprocess["size"])(T.Resize(preprocess["resize"], antialias=True)(x))
+    return x, ds.n_classes
 
 # %% ../nbs/70_cli.ipynb #2c807366
 def build_parser() -> argparse.ArgumentParser:
@@ -122,7 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     s.add_argument("model", help="a torchvision classification model (e.g. resnet18, efficientnet_b0) or a Table 1 architecture "
                                  f"({', '.join(_ARCHS)})")
-    s.add_argument("--weights", help="a state_dict file, or torchvision's weight enum name (DEFAULT, IMAGENET1K_V1; downloads unless cached); "
+    s.add_argument("--weights", help="a state_dict file, or torchvision's weight enum name (DEFAULT, IMAGENET1K_V1; downloads unless cached; the images then get the weights' own resize, centre crop and normalisation, printed); "
                                      "without it the network is measured at initialisation")
     s.add_argument("--data", default="mnist5k", help=f"a data set ({', '.join(_DATASETS)}) or a folder of class sub-folders of images")
     s.add_argument("--data-root", help="folder of the named data sets (default: the DIFFGEO_DATA environment variable)")
@@ -187,7 +220,13 @@ def stability_command(args:argparse.Namespace) -> int:
     if folder and os.path.exists(folder) and not os.path.isdir(folder):
         raise ValueError(f"--out {args.out}: {folder} is a file, not a folder; choose another path.")
     start = results.now()
-    x, n_classes = load_images(args.data, args.n_images, args.data_root, args.size, args.seed)
+    pre = weight_transforms(args.model, args.weights)
+    x, n_classes = load_images(args.data, args.n_images, args.data_root, args.size, args.seed, preprocess=pre)
+    if pre:
+        if x.shape[1] != 3: raise ValueError(f"{args.model}'s {args.weights} weights take RGB images; {args.data} has {x.shape[1]} channel(s).")
+        print(f"{args.weights} weights' preprocessing: resize to {pre['resize']}, centre crop {pre['size']} x {pre['size']}, pixels "
+              f"in [0, 1] normalised inside the network by mean {pre['mean']} and std {pre['std']}"
+              + (f" (--size {args.size} ignored)" if args.size is not None else ""))
     seed_everything(args.seed)  # the initialisation of a network without --weights
     net = load_model(args.model, args.weights, x.shape[1], n_classes, x.shape[-1])
     dev = resolve_device(args.device)

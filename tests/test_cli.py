@@ -101,3 +101,37 @@ def test_help_imports_no_heavy_module(args):
             "print('HEAVY', heavy)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "usage: diffgeo" in out and "HEAVY []" in out, out[-500:]
+
+
+def test_pretrained_weights_get_their_own_preprocessing(monkeypatch):
+    "torchvision weight enums: images resized and centre-cropped in [0, 1], normalised inside the net by the weights' mean and std."
+    import torchvision.models as tvm
+    pre = cli.weight_transforms("resnet18", "IMAGENET1K_V1")
+    assert pre == {"resize": 256, "size": 224, "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}
+    assert cli.weight_transforms("resnet18", None) is None and cli.weight_transforms("LeNet", "DEFAULT") is None
+    with pytest.raises(ValueError, match="IMAGENET1K_V1"): cli.weight_transforms("resnet18", "IMAGENET")
+    plain = tvm.resnet18(num_classes=1000).eval()                               # stands for the cached weights: no download
+    monkeypatch.setattr(tvm, "get_model", lambda name, weights=None, **kw: plain)
+    net = cli.load_model("resnet18", "IMAGENET1K_V1")
+    x = torch.rand(2, 3, 32, 32)
+    mean, std = torch.tensor(pre["mean"]).view(1, 3, 1, 1), torch.tensor(pre["std"]).view(1, 3, 1, 1)
+    with torch.no_grad(): torch.testing.assert_close(net(x), plain.__class__.forward(plain, (x - mean) / std))
+    small = dict(pre, resize=40, size=36)                                        # the same steps at a small size
+    images, _ = cli.load_images("mnist5k", 2, preprocess=small)
+    assert images.shape == (2, 1, 36, 36) and 0 <= images.min() and images.max() <= 1    # pixels, not standardised
+
+
+def test_an_offline_download_names_the_file_option(monkeypatch, capsys, tmp_path):
+    "Without a network, a weight enum's download fails with a message naming --weights FILE, not a traceback."
+    import urllib.error
+    import torchvision.models as tvm
+    from PIL import Image
+    (tmp_path / "a").mkdir()
+    for i in range(2): Image.fromarray(np.full((20, 20, 3), 40 * i, dtype=np.uint8)).save(tmp_path / "a" / f"{i}.png")
+    def offline(name, weights=None, **kw): raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
+    monkeypatch.setattr(tvm, "get_model", offline)
+    with pytest.raises(ValueError, match=r"could not download resnet18's IMAGENET1K_V1 weights .*--weights FILE"):
+        cli.load_model("resnet18", "DEFAULT")
+    assert cli.main(["stability", "resnet18", "--weights", "DEFAULT", "--data", str(tmp_path), "-n", "2", "--no-progress"]) == 2
+    out = capsys.readouterr()
+    assert "--weights FILE" in out.err and "centre crop 224 x 224" in out.out        # and it said what preprocessing it chose
