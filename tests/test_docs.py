@@ -245,3 +245,28 @@ def test_readme_code_blocks_name_their_language():
     assert len(fences) % 2 == 0, "an unclosed code fence in README.md"
     untagged = [i // 2 for i, tag in enumerate(fences) if i % 2 == 0 and not tag]
     assert not untagged, f"README.md's code blocks number {untagged} have no language tag"
+
+
+def test_the_link_checker_finds_broken_links(tmp_path):
+    "scripts/check_links.py, which the deploy workflow runs on the rendered site, passes good links and names broken ones."
+    import subprocess, sys
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "index.html").write_text('<a href="sub/page.html#x">a</a> <img src="fig.png"> <a href="https://x.org/">e</a> '
+                                         '<a href="#top">t</a> <a href="sub/">folder</a>')
+    (tmp_path / "fig.png").write_bytes(b"")
+    (tmp_path / "sub" / "index.html").write_text('<a href="../index.html">up</a>')
+    (tmp_path / "sub" / "page.html").write_text('<a href="../missing.html">m</a> <script src="../site_libs/x.js"></script>')
+    run = lambda: subprocess.run([sys.executable, str(ROOT / "scripts" / "check_links.py"), str(tmp_path)], capture_output=True, text=True)
+    r = run()
+    assert r.returncode == 1 and "sub/page.html: broken link ../missing.html" in r.stdout and "site_libs/x.js" in r.stdout
+    assert "index.html: broken" not in r.stdout
+    (tmp_path / "missing.html").write_text(""); (tmp_path / "site_libs").mkdir(); (tmp_path / "site_libs" / "x.js").write_text("")
+    assert run().returncode == 0
+
+
+def test_the_deploy_workflow_tests_the_docs_and_checks_links():
+    "The only place the site is rendered checks it: the docs tests before nbdev-docs, every internal link after it."
+    text = (ROOT / ".github" / "workflows" / "deploy.yaml").read_text()
+    assert "tests/test_docs.py" in text and "scripts/check_links.py _docs" in text
+    steps = text[text.index("steps:"):]
+    assert steps.index("tests/test_docs.py") < steps.index("\n          nbdev-docs") < steps.index("check_links.py") < steps.index("gh-pages")
