@@ -24,8 +24,9 @@ from ..scaffold import Experiment, Var
 # %% auto #0
 __all__ = ['COMMON', 'PROFILES', 'VARIABLES', 'EXPERIMENT', 'BOUNDARY_COLOR', 'BOUNDARY_MUTATIONS', 'SEGMENTS_SWAPPED',
            'shallow_classifier', 'choose_anchors', 'slice_geometry', 'snapshot_file', 'measure_during_training', 'cell',
-           'slice_dataset', 'derive', 'triangle_panel', 'drawn_lines', 'draw_slices', 'draw', 'genuine_segments',
-           'too_few_segments', 'boundary_vs_control', 'boundary_passes', 'triangle', 'peak_at_boundary', 'accuracy']
+           'slice_dataset', 'derive', 'triangle_panel', 'drawn_lines', 'draw_slices', 'draw', 'blend_regression',
+           'genuine_segments', 'too_few_segments', 'boundary_vs_control', 'boundary_passes', 'triangle',
+           'peak_at_boundary', 'accuracy']
 
 # %% ../../nbs/zavatoneveth_fig2.ipynb #76bc736e
 COMMON = dict(width=2000, activation="sigmoid", lr=1e-3, batch_size=1000, weight_decay=0.0, n_lines=3, n_same=2, seed=0)
@@ -364,6 +365,25 @@ def draw(ds:xr.Dataset):
     "Fig. 2 from its dataset: log volume element along segments and over a triangle of test digits."
     return draw_slices(ds, title="shallow MNIST network: log volume element of the hidden layer")
 
+# %% ../../nbs/zavatoneveth_fig2.ipynb #1d7ddf43
+def blend_regression(
+    ds:xr.Dataset, # a derived dataset of this experiment
+) -> dict: # coefficient and standard error of: intercept, distance² (squared pixel distance of the ends), crossing
+    """Least squares, over the genuine segments at the last epoch (`genuine_segments`), of the midpoint gain on the
+    squared pixel distance between the segment's ends and on an indicator of the segments that cross a decision
+    boundary: the crossing's coefficient is the gain the boundary adds at equal distance."""
+    is_between, is_control = genuine_segments(ds)
+    keep = (is_between | is_control).values
+    x = ds.line_image.values[keep].astype(np.float64)
+    d2, crossing = ((x[:, 1] - x[:, 0]) ** 2).sum(1), is_between.values[keep].astype(np.float64)
+    y = _last(ds.mid_gain).values[keep]
+    A = np.stack([np.ones_like(d2), d2, crossing], 1)
+    if len(y) <= A.shape[1]: raise ValueError(f"{len(y)} genuine segments; the fit of 3 coefficients needs at least 4.")
+    coef, *_ = np.linalg.lstsq(A, y, rcond=None)
+    r = y - A @ coef
+    se = np.sqrt(np.diag(r @ r / (len(y) - A.shape[1]) * np.linalg.inv(A.T @ A)))
+    return {k: (float(c), float(s)) for k, c, s in zip(("intercept", "distance²", "crossing"), coef, se)}
+
 # %% ../../nbs/zavatoneveth_fig2.ipynb #22467eee
 from .. import claims, results
 
@@ -466,6 +486,25 @@ def _entropy_added(scale:float) -> Callable:
     make.__doc__ = f"log volume + {scale:g} × entropy along the segments"
     return make
 
+def _entropy_dominant(volume:str, prob:str, dim:str, scale:float=1e3) -> Callable:
+    """A dataset whose log volume element `volume` follows the prediction's entropy along `dim`: the entropy, divided by its
+    largest value along `dim`, times `scale` × (the volume's range along `dim` + 1) nats, added, so that the volume peaks
+    where the entropy does (`scale` > 1), or where it is least (`scale` < −1), whatever the data's own slopes (a fixed
+    multiple of the entropy is not enough where the prediction flips between two grid points and its entropy stays small)."""
+    def make(ds:xr.Dataset) -> xr.Dataset:
+        H, v = _entropy(ds[prob]), ds[volume]
+        return ds.assign({volume: v + scale * (v.max(dim) - v.min(dim) + 1) * H / H.max(dim).clip(min=1e-300)})
+    make.__doc__ = f"{volume} + {scale:g} × its range × the entropy (relative to its largest) along {dim}"
+    return make
+
+def _triangle_passes(ds:xr.Dataset) -> xr.Dataset:
+    """A dataset on which `triangle` passes: the last snapshot's log volume element over the triangle replaced by 10³ nats
+    × (the prediction's entropy relative to its largest + the smallest barycentric weight, which peaks at the centre)."""
+    H = _entropy(ds.plane_prob)
+    bump = 1e3 * (H / H.max("point").clip(min=1e-300) + ds.weight.min("corner"))
+    last = ds.epoch == ds.epoch.max()
+    return ds.assign(plane_log_volume=ds.plane_log_volume.where(~last, bump).transpose(*ds.plane_log_volume.dims))
+
 def peak_at_boundary(ds:xr.Dataset) -> claims.Verdict:
     "Criterion of `peak_at_boundary`: the distance along each between-class segment from the volume's peak to the entropy's."
     gap = abs(_last(ds.peak_t) - _last(ds.boundary_t)).where(ds.same_class == 0, drop=True)
@@ -518,7 +557,7 @@ EXPERIMENT.claim("triangle", where="Fig. 2, §4.2",
     partly="the centre is raised above the corners by training, and the volume element is positively correlated with the "
            "entropy, but the centre's excess is within its s.d.",
     mutations={"triangle's log volume negated": claims.transform(np.negative, "plane_log_volume")},
-    passes={"log volume + 100 × entropy": lambda ds: ds.assign(plane_log_volume=ds.plane_log_volume + 100 * _entropy(ds.plane_prob))})(triangle)
+    passes={"the last log volume 10³ × (relative entropy + smallest weight)": _triangle_passes})(triangle)
 
 EXPERIMENT.claim("peak_at_boundary", where="Fig. 2, §4.2",
     words="the volume element is expanded where the path crosses the decision boundary",
@@ -526,8 +565,8 @@ EXPERIMENT.claim("peak_at_boundary", where="Fig. 2, §4.2",
               "entropy peak, in units of the segment's length (mean ± s.d. over segments)",
     reproduced="within a fifth of the segment on every between-class segment",
     partly="within a fifth of the segment on more than half of them",
-    mutations={"log volume − 10⁴ × entropy": _entropy_added(-1e4)},
-    passes={"log volume + 10⁴ × entropy": _entropy_added(1e4)})(peak_at_boundary)
+    mutations={"log volume − 10⁶ × its range × relative entropy": _entropy_dominant("line_log_volume", "line_prob", "t", -1e6)},
+    passes={"log volume + 10³ × its range × relative entropy": _entropy_dominant("line_log_volume", "line_prob", "t")})(peak_at_boundary)
 
 EXPERIMENT.claim("accuracy", where="§4.2, App. I.2", paper_value="above 95 % (train and test, within 200 epochs)",
     words="all networks reach above 95 % train and test accuracy within 200 epochs",
