@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -29,7 +30,7 @@ from .results import _atomic, cf_attrs, resolve_path
 
 # %% auto #0
 __all__ = ['OPTIMIZERS', 'DEFAULTS', 'AMP', 'epochs_for_steps', 'host_to', 'augment', 'evaluate', 'TrainResult',
-           'mixed_precision', 'train', 'train_tracked']
+           'mixed_precision', 'train', 'tracked_file', 'train_tracked']
 
 # %% ../nbs/31_train.ipynb #654dc24f
 OPTIMIZERS = ("sgd", "adam")
@@ -292,6 +293,11 @@ def _epoch(model, opt, sched, scaler, data, batch_size, aug, penalty, seed, epoc
     return row | ({"train_penalty": penalty_sum.item() / len(order)} if penalty is not None else {})
 
 # %% ../nbs/31_train.ipynb #bbe38e6e
+def tracked_file(checkpoint:os.PathLike) -> Path:
+    "Where `train_tracked` keeps the accuracies and seconds measured so far, beside its training checkpoint."
+    checkpoint = Path(checkpoint)
+    return checkpoint.with_name(checkpoint.name + ".tracked")
+
 def train_tracked(
     model:nn.Module, # the network, on the device to train on
     train_split, # `data.Split` to train on
@@ -299,19 +305,31 @@ def train_tracked(
     track_test:bool=True, # evaluate `test_split` after every epoch (False: only after training)
     **kwargs, # passed to `train` (not `on_epoch`)
 ) -> tuple[TrainResult, float, dict[int, float]]: # the result, training seconds without the test evaluations, {epoch: test accuracy}
-    "`train`, timing the training alone and recording the test accuracy after each epoch and of the final network."
+    """`train`, timing the training alone and recording the test accuracy after each epoch and of the final network. With
+    a `checkpoint`, the accuracies and the training seconds so far are kept beside it (`tracked_file`) after each epoch,
+    so that a resumed run returns those of the whole training (the seconds then count the epochs trained, not the
+    restarts; an epoch saved by `train` but killed before its accuracy was kept has none)."""
     _check_split(test_split, "test_split")
     if "on_epoch" in kwargs: raise ValueError("train_tracked sets on_epoch itself; call `train` to pass your own.")
-    accuracy, eval_seconds = {}, 0.0
-    def on_epoch(epoch, row):
-        nonlocal eval_seconds
-        if not track_test: return
-        t = time.perf_counter()
-        accuracy[epoch] = 1 - evaluate(model, test_split)["error"]
-        eval_seconds += time.perf_counter() - t
+    ckpt = kwargs.get("checkpoint")
+    kept = tracked_file(resolve_path(ckpt)) if ckpt is not None else None
+    accuracy, eval_seconds, before = {}, 0.0, 0.0
+    if kept is not None and kept.exists() and resolve_path(ckpt).exists():
+        saved = torch.load(kept, weights_only=False)
+        accuracy, before = dict(saved["accuracy"]), float(saved["seconds"])
     t0 = time.perf_counter()
+    def on_epoch(epoch, row):
+        nonlocal eval_seconds, before
+        if epoch == 1: accuracy.clear(); before = 0.0            # trained from the start (say, a checkpoint of other code): none kept counts
+        if track_test:
+            t = time.perf_counter()
+            accuracy[epoch] = 1 - evaluate(model, test_split)["error"]
+            eval_seconds += time.perf_counter() - t
+        if kept is not None:
+            blob = {"accuracy": dict(accuracy), "seconds": before + time.perf_counter() - t0 - eval_seconds}
+            _atomic(kept, lambda tmp: torch.save(blob, tmp))
     res = train(model, train_split, on_epoch=on_epoch, **kwargs)
-    seconds = time.perf_counter() - t0 - eval_seconds
+    seconds = before + time.perf_counter() - t0 - eval_seconds
     last = int(res.history.epoch[-1])
     if last not in accuracy: accuracy[last] = 1 - evaluate(res.model, test_split)["error"]
     return res, seconds, accuracy

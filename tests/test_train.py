@@ -158,3 +158,30 @@ def test_training_epoch_waits_for_the_gpu_only_at_its_end():
     syncs = [w for w in seen if "synchroniz" in str(w.message)]
     assert len(syncs) <= 2, f"{len(syncs)} waits for the GPU in an epoch of 8 steps: {[str(w.message) for w in syncs[:3]]}"
     assert set(sums) >= {"train_loss", "train_error"}
+
+
+def test_tracked_training_resumes_its_accuracies_and_seconds(tiny, tmp_path, monkeypatch):
+    """train_tracked with a checkpoint: a run stopped after an epoch's accuracy was kept resumes with every earlier epoch's
+    accuracy and the seconds already trained, and ends where an uninterrupted run does."""
+    fit, val, _ = tiny
+    fit, test = fit.subset(128), val.subset(64)
+    def run(**kw):
+        torch.manual_seed(1)
+        return train.train_tracked(models.build("LeNet", 1, 10, 28), fit, test, True, epochs=3, batch_size=32, progress=False, **kw)
+    whole, whole_seconds, whole_acc = run()
+    ck, calls = tmp_path / "ck.pt", []
+    real = train.evaluate
+    def evaluate_then_stop(model, split, *a, **k):
+        out = real(model, split, *a, **k)
+        calls.append(1)
+        if len(calls) == 2: raise KeyboardInterrupt                      # the second epoch's accuracy is measured, not kept
+        return out
+    monkeypatch.setattr(train, "evaluate", evaluate_then_stop)
+    with pytest.raises(KeyboardInterrupt): run(checkpoint=ck)
+    monkeypatch.setattr(train, "evaluate", real)
+    kept = torch.load(train.tracked_file(ck), weights_only=False)
+    assert set(kept["accuracy"]) == {1} and kept["seconds"] > 0
+    res, seconds, acc = run(checkpoint=ck)
+    assert set(acc) == {1, 3} and acc[1] == whole_acc[1] and acc[3] == whole_acc[3]    # epoch 2's was never kept
+    assert seconds > kept["seconds"]
+    xr.testing.assert_identical(res.history, run()[0].history)

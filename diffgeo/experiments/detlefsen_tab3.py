@@ -97,6 +97,7 @@ def cell(
     batch_size:int=100, # images per step (the paper's)
     track_test:bool=True, # evaluate the test accuracy after every epoch
     device:str="cpu", # "cpu", "cuda", "auto"
+    checkpoint_dir:str|None=None, # folder for the per-epoch training checkpoint, deleted when the cell ends (None: none)
 ) -> xr.Dataset:
     "Table 3 for one model, data set and seed: test accuracy, training time and the training history."
     ds_data = data.load(dataset, root=data_root, normalize=False)
@@ -107,8 +108,12 @@ def cell(
     dev = resolve_device(device)
     seed_everything(seed)
     net = build(model, dataset, tuple(train_split.images.shape[1:]), ds_data.n_classes).to(dev)
+    ckpt = None if checkpoint_dir is None else results.resolve_path(checkpoint_dir) / f"detlefsen_tab3_{dataset}_{MODELS[model]}_seed{seed}.pt"
     res, seconds, per_epoch = train.train_tracked(net, train_split, test_split, track_test, epochs=n_epochs, optimizer="adam",
-                                                  lr=lr, batch_size=batch_size, pad=0, flip=False, seed=seed, progress=False)
+                                                  lr=lr, batch_size=batch_size, pad=0, flip=False, seed=seed, progress=False,
+                                                  checkpoint=ckpt)
+    if ckpt is not None:                                                               # the shard replaces them
+        for f in (ckpt, train.tracked_file(ckpt)): f.unlink(missing_ok=True)
     accuracy = per_epoch[n_epochs]
     ep = res.history.epoch.values
     return xr.Dataset(
