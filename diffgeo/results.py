@@ -20,6 +20,7 @@ import subprocess
 import tempfile
 import time
 import warnings
+from collections.abc import Callable
 from glob import escape as glob_escape
 from pathlib import Path
 
@@ -32,9 +33,10 @@ from .core import check_choice, process_alive
 
 # %% auto #0
 __all__ = ['PROFILE_NAMES', 'COMMITTED_PROFILES', 'CODE_CHANGED', 'STALE_TEMP_DAYS', 'CONVENTIONS', 'select_profile',
-           'project_root', 'output_root', 'resolve_path', 'git_commit', 'code_version', 'on_code_change',
-           'code_change_policy', 'now', 'processor', 'minutes', 'core_hours', 'provenance', 'stamp', 'parameters',
-           'span', 'cf_attrs', 'check_cf', 'cf_conventions', 'save_dataset', 'load_dataset', 'save_figure']
+           'project_root', 'output_root', 'resolve_path', 'check_folder', 'git_commit', 'code_version',
+           'on_code_change', 'code_change_policy', 'now', 'processor', 'minutes', 'core_hours', 'provenance', 'stamp',
+           'parameters', 'span', 'cf_attrs', 'check_cf', 'atomic_write', 'cf_conventions', 'save_dataset',
+           'load_dataset', 'save_figure']
 
 # %% ../nbs/01_results.ipynb #d300fb41
 #: The profiles, smallest first: `smoke` (seconds, for tests), `cpu` (the default, minutes), `long` (what two CPU
@@ -81,7 +83,7 @@ def resolve_path(
                         "pass a file or folder name (absolute, or relative to the working directory).")
     return Path(path).expanduser().absolute()
 
-def _check_folder(
+def check_folder(
     folder:Path, # a folder to write into, existing or not
     what:str, # what is being written, for the message: "cannot write {what}"
 ) -> Path:
@@ -298,13 +300,16 @@ def _clean_stale_temps(path:Path):
             if mine or time.time() - t.stat().st_mtime > STALE_TEMP_DAYS * 86400: t.unlink()
         except (OSError, ValueError): pass
 
-def _atomic(path:Path, write):
+def atomic_write(
+    path:Path, # the file to write (its folder is made if missing)
+    write:Callable, # `write(tmp)` writes the whole file at the temporary path `tmp`
+) -> Path: # `path`
     """Call `write(tmp)` on a temporary file beside `path`, flush it to the disk, then rename it over `path`: a write killed
     mid-way leaves the old file whole, and its temporary file is removed by the next write to `path`."""
     if path.is_dir():
         raise IsADirectoryError(f"cannot write {path}: it is a folder; give the path of a file, such as a name inside it "
                                 f"({path / ('results' + (path.suffix or '.nc'))}).")
-    _check_folder(path.parent, str(path)).mkdir(parents=True, exist_ok=True)
+    check_folder(path.parent, str(path)).mkdir(parents=True, exist_ok=True)
     _clean_stale_temps(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{_host()}.{os.getpid()}.", suffix=".tmp")
     os.close(fd)
@@ -352,7 +357,7 @@ def save_dataset(
     if "parameters" not in ds.attrs:
         raise ValueError("the dataset has no provenance; call results.stamp(ds, params, device, start) first.")
     out = cf_conventions(ds)
-    return _atomic(resolve_path(path), lambda tmp: out.to_netcdf(tmp, engine="netcdf4"))
+    return atomic_write(resolve_path(path), lambda tmp: out.to_netcdf(tmp, engine="netcdf4"))
 
 def load_dataset(
     path:str|os.PathLike, # `.nc` file: absolute, or relative to the working directory, else to the diffgeo checkout's root
@@ -383,4 +388,4 @@ def save_figure(
 ) -> Path:
     "Save `fig` atomically; return the absolute path."
     path = resolve_path(path)
-    return _atomic(path, lambda tmp: fig.savefig(tmp, dpi=dpi, bbox_inches="tight", format=path.suffix.lstrip(".") or "png"))
+    return atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=dpi, bbox_inches="tight", format=path.suffix.lstrip(".") or "png"))

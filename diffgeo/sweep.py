@@ -33,7 +33,7 @@ import xarray as xr
 
 from . import results
 from .core import check_choice, process_alive, progress as _progress
-from .results import _atomic, _check_folder, check_cf, load_dataset, resolve_path
+from .results import atomic_write, check_folder, check_cf, load_dataset, resolve_path
 
 # %% auto #0
 __all__ = ['EXECUTORS', 'HEARTBEAT', 'STALE_AFTER', 'UNREADABLE_AFTER', 'SLURM_POLL', 'ShardError', 'grid_cells', 'cell_id',
@@ -173,7 +173,7 @@ def _run_cell(
         check_cf(ds)
         ds = ds.copy()
         ds.attrs.update(cell=_cell_json(cell), fixed=_fixed_json(fixed), code_commit=code["commit"], code_hash=code["source_hash"])
-        _atomic(path, lambda tmp: ds.to_netcdf(tmp, engine="netcdf4"))
+        atomic_write(path, lambda tmp: ds.to_netcdf(tmp, engine="netcdf4"))
     return "computed"
 
 
@@ -546,7 +546,7 @@ def run_sweep(
         raise ValueError(f"max_parallel must be a positive integer or None, got {max_parallel!r}.")
     fixed, runtime = dict(fixed or {}), dict(runtime or {})
     cells, shard_dir = grid_cells(grid), resolve_path(shard_dir, "shard_dir")
-    _check_folder(shard_dir, f"the sweep's shards in {shard_dir}")
+    check_folder(shard_dir, f"the sweep's shards in {shard_dir}")
     _cell_ids(cells)
     _check_coords_on(coords_on, grid); _dim_attrs(grid, dim_attrs)
     for k in [*fixed, *runtime]: _check_name(k, "fixed argument")

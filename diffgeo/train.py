@@ -26,7 +26,7 @@ from torch import nn
 
 from .core import check_choice, check_images, check_int, check_scalar, module_device, progress as _progress
 from . import results
-from .results import _atomic, cf_attrs, resolve_path
+from .results import atomic_write, cf_attrs, resolve_path
 
 # %% auto #0
 __all__ = ['OPTIMIZERS', 'DEFAULTS', 'AMP', 'epochs_for_steps', 'host_to', 'augment', 'evaluate', 'TrainResult',
@@ -254,7 +254,7 @@ def train(
         if path is not None:
             blob = {"config": config, "code": code, "model": model.state_dict(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "state": state}
             if scaler.is_enabled(): blob["scaler"] = scaler.state_dict()
-            _atomic(path, lambda tmp: torch.save(blob, tmp))
+            atomic_write(path, lambda tmp: torch.save(blob, tmp))
         if progress: bar.set_postfix({k: f"{v:.3g}" for k, v in row.items() if "error" in k})
         if on_epoch is not None: on_epoch(epoch + 1, row)
     model.load_state_dict(state["best"])
@@ -327,7 +327,7 @@ def train_tracked(
             eval_seconds += time.perf_counter() - t
         if kept is not None:
             blob = {"accuracy": dict(accuracy), "seconds": before + time.perf_counter() - t0 - eval_seconds}
-            _atomic(kept, lambda tmp: torch.save(blob, tmp))
+            atomic_write(kept, lambda tmp: torch.save(blob, tmp))
     res = train(model, train_split, on_epoch=on_epoch, **kwargs)
     seconds = before + time.perf_counter() - t0 - eval_seconds
     last = int(res.history.epoch[-1])

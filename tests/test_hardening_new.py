@@ -267,16 +267,16 @@ def test_a_killed_write_leaves_no_temp_file_behind_the_next_write(tmp_path):
     from pathlib import Path
     from diffgeo import results
     target = tmp_path / "x.nc"
-    results._atomic(target, lambda tmp: Path(tmp).write_bytes(b"old"))
+    results.atomic_write(target, lambda tmp: Path(tmp).write_bytes(b"old"))
     code = (f"import time\nfrom pathlib import Path\nfrom diffgeo import results\n"
-            f"results._atomic(Path({str(target)!r}), lambda tmp: (Path(tmp).write_bytes(b'0' * 10**5), time.sleep(60)))\n")
+            f"results.atomic_write(Path({str(target)!r}), lambda tmp: (Path(tmp).write_bytes(b'0' * 10**5), time.sleep(60)))\n")
     p = subprocess.Popen([sys.executable, "-c", code])
     for _ in range(200):
         if len(list(tmp_path.glob(".x.nc.*.tmp"))) and list(tmp_path.glob(".x.nc.*.tmp"))[0].stat().st_size: break
         time.sleep(0.05)
     p.kill(); p.wait()
     assert target.read_bytes() == b"old" and len(list(tmp_path.glob(".x.nc.*.tmp"))) == 1
-    results._atomic(target, lambda tmp: Path(tmp).write_bytes(b"new"))
+    results.atomic_write(target, lambda tmp: Path(tmp).write_bytes(b"new"))
     assert sorted(f.name for f in tmp_path.iterdir()) == ["x.nc"] and target.read_bytes() == b"new"
 
 
@@ -284,7 +284,7 @@ def test_save_and_load_name_the_users_mistake(tmp_path):
     from diffgeo import results
     (tmp_path / "f").write_text("a file")
     with pytest.raises(NotADirectoryError, match="is a file, not a folder"):
-        results._atomic(tmp_path / "f" / "x.nc", lambda tmp: None)
+        results.atomic_write(tmp_path / "f" / "x.nc", lambda tmp: None)
     (tmp_path / "a.nc").write_text("not netcdf")
     with pytest.raises(ValueError, match="is not a netCDF file, or a truncated one"): results.load_dataset(tmp_path / "a.nc")
     with pytest.raises(FileNotFoundError, match="no dataset at"): results.load_dataset(tmp_path / "b.nc")

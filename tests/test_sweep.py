@@ -336,7 +336,7 @@ class TestCodeChanges:
                 taken.append(cell)
                 ds = slow_toy_cell(**cell).assign_attrs(cell=sweep_module._cell_json(cell), fixed=sweep_module._fixed_json(fixed),
                                                         code_commit=self.OTHER["commit"], code_hash=self.OTHER["source_hash"])
-                results._atomic(Path(path), lambda tmp: ds.to_netcdf(tmp))
+                results.atomic_write(Path(path), lambda tmp: ds.to_netcdf(tmp))
                 return "claimed"
             return real(fn, cell, fixed, path, *args)
         monkeypatch.setattr(sweep_module, "_run_cell", run_cell)

@@ -133,7 +133,7 @@ class _Measured:
     def save(self, name, **parts):
         if self.folder is None: return
         blob = {"code": results.code_version(), "parts": parts}
-        results._atomic(self._path(name), lambda tmp: torch.save(blob, tmp))
+        results.atomic_write(self._path(name), lambda tmp: torch.save(blob, tmp))
     def load(self, name, keys) -> tuple|None:
         "The parts saved under `name`, or None if none were, or other code saved them (unless code changes are reused)."
         if self.folder is None or not self._path(name).exists(): return None

@@ -153,7 +153,7 @@ def measure_during_training(
     def measure(epoch:int, loss:float):
         logv, prob = geometry(net)
         rows[epoch] = dict(logv=logv, prob=prob, loss=loss, error=train.evaluate(net, test)["error"])
-        if kept is not None: results._atomic(kept, lambda tmp: torch.save({"code": code, "rows": rows}, tmp))
+        if kept is not None: results.atomic_write(kept, lambda tmp: torch.save({"code": code, "rows": rows}, tmp))
     def on_epoch(epoch, row):
         if epoch in snapshots and epoch not in rows: measure(epoch, row["train_loss"])
     if path is not None and path.exists() and rows:     # the checkpoint's epoch, if stopped between its save and its measurement
