@@ -22,6 +22,21 @@ def load_reference(path, script):
     return diff
 
 
+def cpu_model() -> str:
+    "The CPU's model name (/proc/cpuinfo), 'unknown' where it is not found."
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
+    except (OSError, StopIteration):
+        return "unknown"
+
+
+def machine(device="cpu") -> str:
+    "The line every benchmark prints first: torch's version and thread count, the CPU model, and the GPU where one is used."
+    gpu = f", GPU: {torch.cuda.get_device_name()}" if str(device).startswith("cuda") and torch.cuda.is_available() else ""
+    return f"torch {torch.__version__}, {torch.get_num_threads()} threads, CPU: {cpu_model()}{gpu}"
+
+
 def best_time(fn, repeats):
     "Best wall-clock time of `repeats` calls of `fn` after one warm-up call (CUDA synchronised)."
     return best_times([fn], repeats)[0]

@@ -15,6 +15,7 @@ in-process; the OS file cache is warm after the first), in one process run:
 Printed: seconds for each, the ratio to the floor, and the CPU model (lscpu's Model name).
 """
 import argparse
+import os
 import subprocess
 import sys
 import time
@@ -45,7 +46,8 @@ def main():
     p.add_argument("--repeats", type=int, default=3, help="runs of each command; the best is kept")
     a = p.parse_args()
     t = {name: best(args, a.repeats) for name, args in COMMANDS.items()}
-    print(f"CPU: {cpu_model()};  python {sys.version.split()[0]};  best of {a.repeats}")
+    print(f"CPU: {cpu_model()}, {os.cpu_count()} hardware threads (each command one process);  python {sys.version.split()[0]};  "
+          f"best of {a.repeats}")
     for name, s in t.items():
         print(f"{name:18s} {s:7.3f} s   {s / t['floor']:6.1f}x floor")
     worst = max(t["--help"], t["stability --help"])

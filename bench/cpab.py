@@ -47,7 +47,7 @@ import numpy as np
 import torch
 from scipy.integrate import solve_ivp
 
-from _common import best_time
+from _common import best_time, machine
 
 NC = (3, 3)
 SIZES = (28, 64)
@@ -228,7 +228,7 @@ def main():
     T = lc.Cpab(list(NC), device="cpu", zero_boundary=True, volume_perservation=False)
     torch.manual_seed(args.seed)
     theta_lib = T.sample_transformation_with_prior(B, length_scale=0.1, output_variance=1.0)   # [B, d] float32
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; tessellation {NC}, zero boundary, "
+    print(f"{machine()}; tessellation {NC}, zero boundary, "
           f"batch {B}, θ from libcpab's prior (seed {args.seed}); best of {ours_reps} (ours) / {ref_reps} (libcpab) "
           "repeats after a warm-up\n")
 

@@ -109,7 +109,10 @@ def main():
     if args.child: return child(args)
     sys.path.insert(0, os.path.dirname(HERE))
     import torch
-    print(f"torch {torch.__version__}, {args.threads} threads, our memory budget {args.memory / 2**20:.0f} MiB")
+    sys.path.insert(0, HERE)
+    from _common import cpu_model
+    print(f"torch {torch.__version__}, {args.threads} threads (in each measuring process), CPU: {cpu_model()}, "
+          f"our memory budget {args.memory / 2**20:.0f} MiB")
     nets = {"ResNet18": 512} if args.quick else {"ResNet18": 512, "ResNet50": 2048}
     for net, m in nets.items():
         print(f"\n{net} feature map, 3072 -> {m}, float32")

@@ -29,7 +29,7 @@ import os
 
 import torch
 
-from _common import best_time, load_reference
+from _common import best_time, load_reference, machine
 from diffgeo import data, diffeo, models, stability
 
 C_CUT, DELTA = 3, 1.0
@@ -54,6 +54,7 @@ def main():
     args = ap.parse_args()
     diff = load_reference(args.ref, "stability.py")
     dev = torch.device(args.device)
+    print(machine(dev))
     torch.manual_seed(0)
     net = models.build("ResNet18", in_channels=3, n_classes=10, size=32).to(dev)
     x, what = images(args.n, args.data_root)

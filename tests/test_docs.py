@@ -273,3 +273,12 @@ def test_the_deploy_workflow_tests_the_docs_and_checks_links():
     assert "tests/test_docs.py" in text and "scripts/check_links.py _docs" in text and "DIFFGEO_DOCS_BUILD: 1" in text
     steps = text[text.index("steps:"):]
     assert steps.index("tests/test_docs.py") < steps.index("\n          nbdev-docs") < steps.index("check_links.py") < steps.index("gh-pages")
+
+
+def test_every_benchmark_says_its_machine():
+    "Each bench/ script prints the CPU model (and its thread count) beside its timings: the docs quote ratios from these lines."
+    scripts = [p for p in sorted((ROOT / "bench").glob("*.py")) if not p.name.startswith("_")]
+    assert scripts
+    silent = [p.name for p in scripts if not re.search(r"\bmachine\(|\bcpu_model\(|\bprocessor\(", p.read_text())]
+    assert not silent, f"bench scripts that do not print the CPU model: {silent} (use bench/_common.py's machine())"
+    assert all(re.search(r"thread", p.read_text()) for p in scripts)
