@@ -58,6 +58,10 @@ PROFILES = {
     "smoke": dict(dataset="mnist5k", n_train=200, n_test=100, epochs=1, lrs=[1e-3, 1e-2], seeds=[0], probe_every=1, n_probe=16, **COMMON),
     "cpu": dict(dataset="mnist5k", n_train=None, n_test=None, epochs=15, lrs=[1e-3, 2e-3, 4e-3], seeds=[0], probe_every=10,
                 n_probe=100, **COMMON),
+    # the paper's learning-rate grid (where the claims live) on 10,000 MNIST digits for 10 epochs (1,000 steps a cell),
+    # three seeds: 135 cells of 1,000 steps each (the cpu run's cells took 600 steps), resumable from its shards
+    "long": dict(dataset="mnist", n_train=10_000, n_test=None, epochs=10, lrs=[float(f"{v:.0e}") for v in np.logspace(-5, -1, 9)],
+                 seeds=[0, 1, 2], probe_every=100, n_probe=200, **COMMON),
     "paper": dict(dataset="mnist", n_train=50_000, n_test=None, epochs=20, lrs=[float(f"{v:.0e}") for v in np.logspace(-5, -1, 9)],
                   seeds=[0, 1, 2], probe_every=100, n_probe=1000, **COMMON),
 }
