@@ -20,15 +20,11 @@ import subprocess
 import sys
 import time
 
+from _common import cpu_model   # (imports torch here, in the timing process; the timed commands are fresh processes)
+
 COMMANDS = {"floor": ["-c", "import sys"],
             "--help": ["-m", "diffgeo.cli", "--help"],
             "stability --help": ["-m", "diffgeo.cli", "stability", "--help"]}
-
-
-def cpu_model():
-    try: out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError): return "unknown (no lscpu)"
-    return next((l.split(":", 1)[1].strip() for l in out.splitlines() if l.startswith("Model name")), "unknown")
 
 
 def best(args, repeats):

@@ -47,19 +47,11 @@ import torch
 import torch.nn.functional as F
 
 import diffgeo.diffeo as dd
-from _common import best_time, best_times, load_reference
+from _common import best_time, best_times, load_reference, machine
 
 C_CUT, DELTA = 3, 1.0
 CASES = [(1000, 3, 32), (16, 3, 224)]              # (B, C, n)
 REF_SUBSET = {(32, "gaussian"): 20, (224, "gaussian"): 2}
-
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
-    except (OSError, StopIteration):
-        return "unknown"
 
 
 def available_bytes():
@@ -91,7 +83,7 @@ def main():
     warnings.filterwarnings("ignore", message="torch.meshgrid")  # emitted by the reference's scalar_field_modes
     ours_reps, ref_reps = (2, 1) if args.quick else (30, 3)
 
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, CPU: {cpu_model()}")
+    print(machine())
     print(f"c = {C_CUT}, T for delta = {DELTA} px (cutoff='code'), float32, best of {ours_reps} (ours) / "
           f"{ref_reps} (reference) repeats after a warm-up\n")
     if diff is not None: sanity_check(diff)

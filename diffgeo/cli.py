@@ -58,7 +58,11 @@ def weight_transforms(
     images in [0, 1], then normalise. `load_images` does the first part, `load_model` the normalisation, inside the
     network, so that diffeomorphisms and noise act on pixels as for every other network."""
     if weights is None or os.path.exists(weights) or name not in _torchvision_names(): return None
-    t = _weight_enum(name, weights).transforms()
+    return _preprocessing(_weight_enum(name, weights))
+
+def _preprocessing(enum) -> dict:
+    "`weight_transforms`' dict from a torchvision weight enum."
+    t = enum.transforms()
     return dict(resize=int(t.resize_size[0]), size=int(t.crop_size[0]), mean=[float(v) for v in t.mean],
                 std=[float(v) for v in t.std])
 
@@ -78,7 +82,8 @@ def load_model(
     if arch is not None and name not in tv: net = models.build(arch, in_channels, n_classes, size)
     elif name in tv:
         if weights is not None and not os.path.exists(weights):
-            enum, pre = _weight_enum(name, weights), weight_transforms(name, weights)
+            enum = _weight_enum(name, weights)
+            pre = _preprocessing(enum)
             try: net = tvm.get_model(name, weights=enum)
             except OSError as e:                                          # URLError: offline, or the server refused
                 raise ValueError(f"could not download {name}'s {enum.name} weights ({getattr(e, 'reason', e)}); offline, save them "

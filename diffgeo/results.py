@@ -365,15 +365,16 @@ def load_dataset(
     """Read a results dataset fully into memory (the file is closed on return). A relative path missing from the working
     directory is looked up under the root of the diffgeo checkout the package was loaded from, so that
     `load_dataset("results/petrini_fig5.nc")` reads the committed dataset from anywhere."""
-    given, path = path, resolve_path(path)
-    if not path.exists() and not Path(given).expanduser().is_absolute() and (co := _checkout()) is not None:
-        path = co / Path(given).expanduser()
+    name = Path(path).expanduser() if isinstance(path, (str, os.PathLike)) else path   # resolve_path refuses anything else
+    path, co = resolve_path(name), _checkout()
+    where = ""
+    if not name.is_absolute():                                                # relative: the working directory, else the checkout
+        if not path.exists() and co is not None: path = co / name
+        where = f" (looked up in the working directory {Path.cwd()}" + (f" and the checkout {co})" if co else
+                                                                       "; the package is not loaded from a checkout)")
     if not path.is_file():
-        where = ("" if Path(given).expanduser().is_absolute() else
-                 f" (looked up in the working directory {Path.cwd()}" + (f" and the checkout {_checkout()})" if _checkout() else
-                                                                       "; the package is not loaded from a checkout)"))
         raise FileNotFoundError(f"no dataset at {path}" + (" (a folder)" if path.exists() else where) +
-                                ("; the committed datasets are in the clone's results/ folder." if Path(given).parts[:1] == ("results",) else "."))
+                                ("; the committed datasets are in the clone's results/ folder." if name.parts[:1] == ("results",) else "."))
     try:
         with xr.open_dataset(path, engine="netcdf4") as ds: return ds.load()
     except OSError as e:
