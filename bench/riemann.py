@@ -14,11 +14,11 @@ Zavatone-Veth et al. (§5.1) make them differentiable, at PyTorch's default init
 map being the input of the final linear layer. One input x ~ N(0, 1) of shape 1x3x32x32. Three ways to get the
 Jacobian J (m x 3072), then the same float64 singular values and Σ log s_i:
 
-- ours: `diffgeo.riemann.log_volume_element` (on the copy `diffgeo.maps.jacobian_ready` makes: batch norms as affine
+- ours: `diffgeo.riemann.log_volume_element` (on the copy `diffgeo.probes.jacobian_ready` makes: batch norms as affine
   maps, activations keeping their derivative, channels-last convolutions; one forward pass, rows by batched
   vector-Jacobian products in chunks sized by a memory budget), with the SVD (`method="svd"`, the default) and with
   the Cholesky factor of the float64 Gram matrix (`method="cholesky"`, the SVD where it is ill-conditioned), and
-  without that copy (`maps.jacobian_matrix` on the network itself: what `jacobian_ready` saves);
+  without that copy (`probes.jacobian_matrix` on the network itself: what `jacobian_ready` saves);
 - (a) all rows at once, `torch.func.jacrev` (the paper's autograd route, "more than 80GB" for a ResNet-50 on their
   GPU). Where it would not fit in this machine's memory (ResNet-50), its time and memory are measured on chunks of
   rows with the same vmap and extrapolated linearly to all m rows (said in the output);
@@ -47,7 +47,7 @@ def child(args):
     import torch
     from torch import nn
     from diffgeo.experiments.zavatoneveth_fig3 import gelu_resnet
-    from diffgeo.maps import jacobian_matrix
+    from diffgeo.probes import jacobian_matrix
     from diffgeo.riemann import feature_map, log_volume, log_volume_element, log_volume_estimate
 
     torch.set_num_threads(args.threads)
@@ -63,7 +63,7 @@ def child(args):
     rows, err = None, None
     if args.method in ("ours", "cholesky"):
         value = log_volume_element(model, x, memory=args.memory, method="svd" if args.method == "ours" else "cholesky").item()
-    elif args.method == "plain":             # ours without maps.jacobian_ready: what that copy saves
+    elif args.method == "plain":             # ours without probes.jacobian_ready: what that copy saves
         value = log_volume(jacobian_matrix(feature_map(model), x, args.memory)).item()
     elif args.method == "estimate":           # stochastic Lanczos quadrature, no Jacobian
         est, se = log_volume_estimate(model, x, probes=PROBES, steps=STEPS)
@@ -143,7 +143,7 @@ def main():
                     print(f"  speed-up of {label} over {name}: {r['seconds'] / o['seconds']:.2f}x, "
                           f"memory ratio {r['mb'] / max(o['mb'], 1e-9):.1f}x")
         if "error" not in ours and "error" not in plain:
-            print(f"  speed-up from maps.jacobian_ready: {plain['seconds'] / ours['seconds']:.2f}x")
+            print(f"  speed-up from probes.jacobian_ready: {plain['seconds'] / ours['seconds']:.2f}x")
         if "error" not in ours and "error" not in est:
             print(f"  stochastic estimate: {est['value']:.3f} ± {est['err']:.3f} (standard error), off the exact value by "
                   f"{est['value'] - ours['value']:+.3f} ({abs(est['value'] - ours['value']) / est['err']:.1f} standard errors, "

@@ -30,7 +30,7 @@ import os
 import torch
 
 from _common import best_time, load_reference, machine
-from diffgeo import data, diffeo, models, stability
+from diffgeo import data, diffeo, models, probes, stability
 
 C_CUT, DELTA = 3, 1.0
 
@@ -68,7 +68,7 @@ def main():
         return stability.relative_stability(net, x, delta=DELTA, c=C_CUT, cutoff="code", batch_size=bs, seed=0).R_f.item()
 
     def forward_all(*inputs):
-        with torch.no_grad(), stability.probing(net):
+        with torch.no_grad(), probes.probing(net):
             return [torch.cat([net(v[i:i + bs]) for i in range(0, B, bs)]) for v in inputs]
 
     g = torch.Generator().manual_seed(0)

@@ -7,7 +7,7 @@ Docs: https://diffgeo.github.io/diffgeo/cpab_numba.html.md"""
 # %% auto #0
 __all__ = ['EPS', 'MAX_CROSSINGS', 'INV', 'RECORDS', 'forward_kernel', 'step_exp', 'step_maps', 'backward_kernel']
 
-# %% ../nbs/11_cpab_numba.ipynb #b9e1ac4b
+# %% ../nbs/11_cpab_numba.ipynb #c4c8116c
 # The compiled CPAB integrator (numba): `cpab.transform`'s algorithm point by point, and its adjoint.
 import math
 import numpy as np
@@ -18,6 +18,7 @@ MAX_CROSSINGS = 8  # as `cpab._cross`
 INV = np.array([0.0] + [1.0 / k for k in range(1, 64)])  # 1/k: the series multiply instead of dividing
 RECORDS = 8  # records per point kept by the forward pass for the backward (`_nb_trajectory`); 224 bytes
 
+# %% ../nbs/11_cpab_numba.ipynb #1264223b
 @nb.njit(cache=True, inline="always")
 def _nb_poly(s, K, t):
     "sum_k s[k] t^(k+1), k < K (Horner)"
@@ -63,6 +64,7 @@ def _nb_root(g0, s, K, r, eps):
         t = tn if (tn > lo and tn < hi) else (lo + hi) / 2
     return t
 
+# %% ../nbs/11_cpab_numba.ipynb #899deb1b
 @nb.njit(cache=True)
 def _nb_locate(x, y, nx, ny):
     sx, sy = x * nx, y * ny
@@ -82,6 +84,7 @@ def _nb_locate(x, y, nx, ny):
     if x > 1: return n_tri + nx + j
     return n_tri + 2 * nx + ny + j
 
+# %% ../nbs/11_cpab_numba.ipynb #5b1d7a80
 @nb.njit(cache=True, inline="always")
 def _nb_series(A, x, y, K, w):
     "w[k] = L^k v(x) / (k+1)!: x(t) = x + sum_k w[k] t^(k+1) in one cell"
@@ -196,6 +199,7 @@ def _nb_trajectory(x, y, Ab, Eb, edges, nbr, nx, ny, h, n_steps, K, eps, w, s, s
                 q += 1
     return x, y, n, q
 
+# %% ../nbs/11_cpab_numba.ipynb #8ec568a4
 @nb.njit(cache=True, parallel=True)
 def forward_kernel(P, A, E, edges, nbr, nx, ny, h, n_steps, K, eps, out, rec_c, rec_x, rec_y, rec_t, rec_n):
     "T(P) into `out`; with Q = rec_c.shape[2] > 0, the crossing steps' segments of each point kept for `backward_kernel`"
@@ -242,6 +246,7 @@ def step_exp(A, h, K):
                 E[b, c, r, s] = acc + (1.0 if r == s else 0.0)
     return E
 
+# %% ../nbs/11_cpab_numba.ipynb #9d83b263
 @nb.njit(cache=True, parallel=True)
 def step_maps(A, h, K):
     "Per (b, c) the bilinear map of a full step: ∫_0^h λ(u) x̃(u)ᵀ du = Σ_pq λ_p x̃_q M[b, c, :, :, p, q] (λ at the step's end, x̃ at its start)."

@@ -189,7 +189,7 @@ def _combine(exp:Experiment, sets:list[xr.Dataset]) -> xr.Dataset:
                    combine_attrs="override")
     p = results.parameters(ds); p["seeds"] = [int(s) for s in ds.seed.values]; p.pop("tag", None)
     ds.attrs["parameters"] = json.dumps(p, sort_keys=True)
-    return exp._derive(ds) if exp._derive else ds
+    return exp.derived(ds)
 
 @functools.lru_cache(maxsize=None)  # keyed by the files' names and times: a changed file is read again
 def _committed(name:str, root:str, stamp:tuple) -> dict:

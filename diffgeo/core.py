@@ -23,9 +23,9 @@ import torch
 from tqdm import tqdm
 
 # %% auto #0
-__all__ = ['check_images', 'check_scalar', 'check_bytes', 'check_finite', 'check_generator', 'process_alive', 'check_int',
-           'check_choice', 'resolve_device', 'module_device', 'seed_everything', 'load_compiled', 'match_threads',
-           'progress']
+__all__ = ['NOT_DIFFERENTIABLE', 'check_images', 'check_scalar', 'check_bytes', 'check_finite', 'check_generator',
+           'process_alive', 'check_int', 'check_choice', 'check_callable', 'resolve_device', 'module_device',
+           'seed_everything', 'load_compiled', 'match_threads', 'progress']
 
 # %% ../nbs/00_core.ipynb #9c2d6a7d
 def check_images(
@@ -144,6 +144,22 @@ def check_choice(
     if value not in choices:
         raise ValueError(f"unknown {name} {value!r}; valid values are {', '.join(map(repr, choices))}.")
     return value
+
+# %% ../nbs/00_core.ipynb #a5536ec9
+NOT_DIFFERENTIABLE = ("fn's output does not depend differentiably on its input: it leaves torch (.numpy(), .item(), "
+                      "torch.tensor(...)), detaches, runs under torch.no_grad(), or is constant; a Jacobian needs a map "
+                      "written in differentiable torch operations.")
+
+def check_callable(
+    fn, # the map to check: a function, or an instance of a network
+    name:str="fn", # argument name used in error messages
+):
+    "`fn` if it is a callable map; a class (instead of an instance) or a non-callable is refused with the fix."
+    if isinstance(fn, type):
+        raise TypeError(f"{name} must be a map (a function or a network), got the class {fn.__name__}; pass an instance, "
+                        "e.g. torch.nn.Linear(2, 3), not torch.nn.Linear.")
+    if not callable(fn): raise TypeError(f"{name} must be a callable map (a function or a network), got {type(fn).__name__}.")
+    return fn
 
 # %% ../nbs/00_core.ipynb #bdddfcd2
 def resolve_device(

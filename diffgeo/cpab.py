@@ -21,7 +21,7 @@ from . import maps
 from .core import check_finite, check_generator, check_images, check_int, check_scalar, load_compiled, match_threads
 
 # %% auto #0
-__all__ = ['MAX_BUILD_BYTES', 'COMPILED', 'MIN_STEPS', 'MAX_STEPS', 'MAX_N_STEPS', 'Tessellation', 'cell_matrices',
+__all__ = ['MAX_BUILD_BYTES', 'COMPILED', 'MIN_STEPS', 'MAX_STEPS', 'MAX_N_STEPS', 'Tessellation', 'check_theta', 'cell_matrices',
            'theta_from_matrices', 'locate', 'velocity', 'covariance', 'sample', 'transform', 'inverse', 'pixel_points',
            'grid', 'warp']
 
@@ -247,7 +247,11 @@ def _check_tess(tess, name:str="tess") -> Tessellation:
     raise TypeError(f"{name} must be a cpab.Tessellation, got {type(tess).__name__} {tess!r}; build one first, e.g. {fix}.")
 
 
-def _check_theta(theta, tess: Tessellation) -> torch.Tensor:
+def check_theta(
+    theta, # `[B, D]` (or `[D]`) parameters, D = `tess.dim`
+    tess:Tessellation, # the tessellation they parameterise
+) -> torch.Tensor: # `[B, D]`
+    "CPAB parameters for `tess`: a finite floating-point `[B, D]` tensor (a single `[D]` becomes `[1, D]`)."
     _check_tess(tess)
     if not isinstance(theta, torch.Tensor) or not theta.is_floating_point():
         raise TypeError(f"theta must be a floating-point torch.Tensor of shape [B, {tess.dim}], got "
@@ -260,14 +264,20 @@ def _check_theta(theta, tess: Tessellation) -> torch.Tensor:
     return theta
 
 
-def cell_matrices(theta, tess):
+def cell_matrices(
+    theta:torch.Tensor, # `[B, dim]` (or `[dim]`) parameters
+    tess:Tessellation, # the tessellation they parameterise
+) -> torch.Tensor: # `[B, n_cells, ndim, ndim + 1]`
     "θ [B, dim] -> the cells' affine velocity matrices A [B, n_cells, ndim, ndim+1]: v(x) = A_c [x; 1]."
-    theta = _check_theta(theta, tess)
+    theta = check_theta(theta, tess)
     nd = tess.ndim
     return (theta @ tess.basis(theta.dtype, theta.device).T).view(len(theta), tess.n_cells, nd, nd + 1)
 
 
-def theta_from_matrices(A, tess):
+def theta_from_matrices(
+    A:torch.Tensor, # `[B, n_cells, ndim, ndim + 1]` affine velocity matrices, one per cell
+    tess:Tessellation, # the tessellation
+) -> torch.Tensor: # `[B, dim]`
     "The θ whose cell matrices are closest to `A` [B, n_cells, ndim, ndim+1] (exact when `A` is CPA)."
     _check_tess(tess)
     nd, want = tess.ndim, [tess.n_cells, tess.ndim, tess.ndim + 1]
@@ -281,7 +291,10 @@ def theta_from_matrices(A, tess):
     return A.reshape(A.shape[0], -1) @ B
 
 # %% ../nbs/11_cpab.ipynb #4fab5792
-def locate(points, tess):
+def locate(
+    points:torch.Tensor, # `[..., ndim]` points in the frame "unit" (outside `[0,1]^ndim` allowed)
+    tess:Tessellation, # the tessellation
+) -> torch.Tensor: # `[...]` cell indices
     "Index of the cell holding each point [..., ndim]; points outside the domain get the outside cells' indices."
     _check_tess(tess)
     if not isinstance(points, torch.Tensor) or not points.is_floating_point():
@@ -345,16 +358,24 @@ def _all_matrices(A, tess):
     return torch.cat([A, A[:, src] @ P], 1)
 
 
-def velocity(points, theta, tess):
+def velocity(
+    points:torch.Tensor, # `[N, d]` shared by every θ, or `[B, N, d]`, in the frame "unit"
+    theta:torch.Tensor, # `[B, dim]` (or `[dim]`) parameters
+    tess:Tessellation, # the tessellation
+) -> torch.Tensor: # `[B, N, d]` velocities
     "The CPA velocity field v^θ at `points` [N, d] or [B, N, d] -> [B, N, d]."
-    theta = _check_theta(theta, tess)
+    theta = check_theta(theta, tess)
     x = _check_points(points, tess, theta, inside=False)
     A = _all_matrices(cell_matrices(theta, tess), tess)
     Ac = A[torch.arange(len(theta), device=x.device)[:, None], _locate(x, tess)]
     return _affine(Ac, x)
 
 # %% ../nbs/11_cpab.ipynb #a0d4ca7e
-def covariance(tess, length_scale:float=0.1, output_variance:float=1.0) -> torch.Tensor:
+def covariance(
+    tess:Tessellation, # the tessellation
+    length_scale:float=0.1, # correlation length of the squared-exponential kernel, in units of the domain `[0,1]`
+    output_variance:float=1.0, # its variance: the size of the deformations
+) -> torch.Tensor: # `[dim, dim]` float64
     "Prior covariance of θ [dim, dim] (float64): squared-exponential over cell centroids, pulled back by the basis."
     _check_tess(tess)
     ell = check_scalar(length_scale, "length_scale", low=0, low_open=True)
@@ -367,8 +388,15 @@ def covariance(tess, length_scale:float=0.1, output_variance:float=1.0) -> torch
     return torch.as_tensor(B.T @ cov_A @ B)
 
 
-def sample(tess, n:int=1, length_scale:float=0.1, output_variance:float=1.0, generator=None,
-           dtype=torch.float32, device="cpu") -> torch.Tensor:
+def sample(
+    tess:Tessellation, # the tessellation
+    n:int=1, # number of draws
+    length_scale:float=0.1, # the prior's correlation length (see `covariance`)
+    output_variance:float=1.0, # the prior's variance (see `covariance`)
+    generator:torch.Generator|None=None, # CPU generator of the draws; None: torch's global generator
+    dtype=torch.float32, # dtype of θ
+    device="cpu", # device of θ (drawn on the CPU, then moved)
+) -> torch.Tensor: # `[n, dim]`
     "Draw `n` θ [n, dim] from the zero-mean Gaussian prior with `covariance(tess, length_scale, output_variance)`."
     n = check_int(n, "n", low=0)
     _check_tess(tess)
@@ -584,9 +612,16 @@ def _full_precision(fn):
 
 
 @_full_precision
-def transform(points, theta, tess, t:float=1.0, n_steps:int|None=None, inside:bool=True):
+def transform(
+    points:torch.Tensor, # `[N, d]` shared by every θ, or `[B, N, d]`, in the frame "unit"
+    theta:torch.Tensor, # `[B, dim]` (or `[dim]`) parameters
+    tess:Tessellation, # the tessellation
+    t:float=1.0, # integration time (≥ 0)
+    n_steps:int|None=None, # integration steps, each exact within its cells, a crossing of a cell edge found and integrated exactly; None: chosen from θ and t (MIN_STEPS to MAX_STEPS)
+    inside:bool=True, # refuse points outside the domain `[0,1]^d` (False: accept them)
+) -> torch.Tensor: # `[B, N, d]` transformed points
     "T^θ(points): the flow of the CPA field v^θ for time `t`, batched over θ [B, dim] and points [N, d] / [B, N, d]."
-    theta = _check_theta(theta, tess)
+    theta = check_theta(theta, tess)
     x = _check_points(points, tess, theta, inside=inside)
     t = check_scalar(t, "t", low=0, hint="for the inverse flow negate theta (see `inverse`).")
     B, N, d = x.shape
@@ -636,29 +671,53 @@ def transform(points, theta, tess, t:float=1.0, n_steps:int|None=None, inside:bo
     return check_finite(x.view(B, N, d), f"T^θ(points) at t = {t:g}", overflow)
 
 
-def inverse(points, theta, tess, t:float=1.0, n_steps:int|None=None, inside:bool=True):
+def inverse(
+    points:torch.Tensor, # `[N, d]` or `[B, N, d]`, in the frame "unit"
+    theta:torch.Tensor, # `[B, dim]` (or `[dim]`) parameters of the map to invert
+    tess:Tessellation, # the tessellation
+    t:float=1.0, # integration time of the map to invert
+    n_steps:int|None=None, # see `transform`
+    inside:bool=True, # see `transform`
+) -> torch.Tensor: # `[B, N, d]`
     "(T^θ)^{-1}(points) = T^{-θ}(points): the flow of -v^θ."
-    return transform(points, -_check_theta(theta, tess), tess, t=t, n_steps=n_steps, inside=inside)
+    return transform(points, -check_theta(theta, tess), tess, t=t, n_steps=n_steps, inside=inside)
 
 # %% ../nbs/11_cpab.ipynb #e57dd759
-def pixel_points(size, dtype=torch.float32, device="cpu") -> torch.Tensor:
+def pixel_points(
+    size, # (H, W), or n for n × n
+    dtype=torch.float32, # dtype of the points
+    device="cpu", # device of the points
+) -> torch.Tensor: # `[H*W, 2]`
     "Centres of the pixels of an H x W image in [0,1]^2, row-major [H*W, 2] as (x, y) = ((col + 1/2)/W, (row + 1/2)/H): `maps.pixel_grid(size, 'unit')`."
     return maps.pixel_grid(size, "unit", dtype, device).reshape(-1, 2)
 
 
-def grid(theta, tess, size, n_steps:int|None=None) -> torch.Tensor:
+def grid(
+    theta:torch.Tensor, # `[B, dim]` (or `[dim]`) parameters
+    tess:Tessellation, # a 2-D tessellation
+    size, # (H, W) of the output, or n for n × n
+    n_steps:int|None=None, # see `transform`
+) -> torch.Tensor: # `[B, H, W, 2]`
     "Sampling grid [B, H, W, 2] for `F.grid_sample` (align_corners=False): T^θ of the output pixel centres, in [-1, 1]."
-    theta = _check_theta(theta, tess)
+    theta = check_theta(theta, tess)
     if tess.ndim != 2: raise ValueError(f"grid needs a 2-D tessellation, got {tess}.")
     H, W = maps.check_size(size)
     p = transform(pixel_points((H, W), theta.dtype, theta.device), theta, tess, n_steps=n_steps)
     return maps.convert(p, (H, W), "unit", "normalised").view(len(theta), H, W, 2)
 
 
-def warp(x, theta, tess, size=None, interp:str="bilinear", padding_mode:str="zeros", n_steps:int|None=None):
+def warp(
+    x:torch.Tensor, # images `[B, C, H, W]` (or one image `[C, H, W]`)
+    theta:torch.Tensor, # `[B, dim]`, or one θ `[1, dim]` / `[dim]` for every image
+    tess:Tessellation, # a 2-D tessellation
+    size=None, # (H, W) of the output; None: the input's
+    interp:str="bilinear", # interpolation: one of `maps.INTERPOLATIONS`
+    padding_mode:str="zeros", # outside the image: one of `maps.PADDING_MODES`
+    n_steps:int|None=None, # see `transform`
+) -> torch.Tensor: # the warped images, shaped like `x`
     "Warp images [B, C, H, W] (or [C, H, W]): out(p) = x(T^θ(p)) by `maps.warp` (frame and direction: `maps`' Conventions)."
     x, single = check_images(x)
-    theta = _check_theta(theta, tess)
+    theta = check_theta(theta, tess)
     if len(theta) not in (1, len(x)):
         raise ValueError(f"theta has {len(theta)} rows but x has {len(x)} images; pass one θ per image or a single θ.")
     if len(x) == 0 or len(theta) == 0:   # an empty batch: an empty result, as for the other batched functions

@@ -141,7 +141,7 @@ class Flow(nn.Module):
         inverse:bool=False, # integrate backward (the inverse map) instead
     ) -> torch.Tensor: # `[units + 1, ..., dim]`: the points before the first unit and after each
         "The points after every residual unit (the layer-wise flow of the paper's Fig. 3)."
-        x = maps._check_points(x, "x", d=self.field.dim)
+        x = maps.check_points(x, "x", d=self.field.dim)
         out = [x]
         for k in (reversed(range(self.field.units)) if inverse else range(self.field.units)):
             out.append(self._unit(out[-1], k, -1 if inverse else 1))
@@ -149,13 +149,13 @@ class Flow(nn.Module):
 
     def forward(self, x:torch.Tensor) -> torch.Tensor:
         "φ(T)(x) for points `[..., dim]`."
-        x = maps._check_points(x, "x", d=self.field.dim)
+        x = maps.check_points(x, "x", d=self.field.dim)
         for k in range(self.field.units): x = self._unit(x, k, 1)
         return self._overflowed(x, "φ(T)(x)")
 
     def inverse(self, y:torch.Tensor) -> torch.Tensor:
         "φ(T)⁻¹(y) by integrating backward with the same scheme (Eq. 9)."
-        y = maps._check_points(y, "y", d=self.field.dim)
+        y = maps.check_points(y, "y", d=self.field.dim)
         for k in reversed(range(self.field.units)): y = self._unit(y, k, -1)
         return self._overflowed(y, "φ(T)⁻¹(y)")
 
@@ -220,7 +220,7 @@ def scaling_and_squaring(
                       f"[{low}, {high}]² off the domain within the horizon T = {T:g}: beyond the border the field is taken as the "
                       "border's there (right only for a field constant beyond it); enlarge the domain (low, high) or shorten the horizon.", stacklevel=2)
     def exp_map(p):
-        p = maps._check_points(p, "points")
+        p = maps.check_points(p, "points")
         if bool(((p < low) | (p > high)).any()):
             warnings.warn(f"points outside the grid's domain [{low}, {high}]² get the border's displacement; enlarge the domain.",
                           stacklevel=2)

@@ -22,9 +22,9 @@ from torch import nn
 from torch.func import jvp, vjp
 
 from . import stability
-from .core import check_choice, check_finite, check_generator, check_images, check_int, check_scalar, module_device, progress as _progress
+from .core import check_callable, check_choice, check_finite, check_generator, check_images, check_int, check_scalar, module_device, progress as _progress
 from .data import DataSet, Split
-from .maps import _check_batch, _check_callable, _flat_output
+from .probes import check_batch, flat_output, probing
 from .results import cf_attrs
 
 # %% auto #0
@@ -204,7 +204,7 @@ def saliency(
     if not len(x): return x.new_zeros((0,) + tuple(x.shape[-2:]))        # an empty batch has no maps
     dev = module_device(model, x.device)
     ig = IntegratedGradients(model)
-    with stability.probing(model, "running"):   # evaluation mode, restored on exit
+    with probing(model, "running"):   # evaluation mode, restored on exit
         maps = torch.cat([ig.attribute(x[i:i + batch_size].to(dev), target=target[i:i + batch_size].to(dev), n_steps=steps)
                           .detach().abs().sum(1) for i in range(0, len(x), batch_size)])
     top = maps.flatten(1).amax(1).view(-1, 1, 1)
@@ -247,7 +247,7 @@ def invariance_measures(
         raise ValueError(f"y must hold one integer label per image, shape [{len(x)}], got {y.dtype} {list(y.shape)}.")
     batch_size = check_int(batch_size, "batch_size", low=1)
     dev = module_device(model, x.device)
-    with stability.probing(model, "running"):
+    with probing(model, "running"):
         with torch.no_grad():
             logits = lambda z: torch.cat([model(z[i:i + batch_size].to(dev)).double().cpu() for i in range(0, len(z), batch_size)]
                                          or [model(z.to(dev)).double().cpu()])      # an empty batch: its empty logits
@@ -344,15 +344,15 @@ def sigma_max(
     generator:torch.Generator|None=None, # for the starting vectors (None: seed 0)
 ) -> torch.Tensor: # `[B]` float64: the largest singular value of each sample's input–output Jacobian
     "σ_max(J) at each point, by power iteration on JᵀJ with one jvp and one vjp per step; J is never formed."
-    _check_callable(model, "model")
-    x = _check_batch(x, empty=True)
+    check_callable(model, "model")
+    x = check_batch(x, empty=True)
     if not len(x): return torch.zeros(0, dtype=torch.float64)
     iters = check_int(iters, "iters", low=1)
     rtol = check_scalar(rtol, "rtol", low=0, low_open=True)
     gen = check_generator(generator) or torch.Generator().manual_seed(0)
     B = len(x)
-    flat = lambda z: _flat_output(model(z), B)
-    with stability.probing(model, "running") if isinstance(model, nn.Module) else nullcontext():
+    flat = lambda z: flat_output(model(z), B)
+    with probing(model, "running") if isinstance(model, nn.Module) else nullcontext():
         v = torch.randn(x.shape, generator=gen, dtype=torch.float64).to(x)
         v = v / v.flatten(1).norm(dim=1).view(-1, *[1] * (x.ndim - 1))
         with torch.enable_grad(): _, pull = vjp(flat, x.detach())

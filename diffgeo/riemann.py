@@ -18,9 +18,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import grad, jacfwd, vmap
 
-from .core import check_choice, check_generator, check_int, check_scalar
-from .maps import _check_batch, _check_callable, _check_eval, jacobian_matrix, jacobian_ready
-from .stability import _check_layers, _check_output, features
+from .core import check_callable, check_choice, check_generator, check_int, check_scalar
+from .probes import check_batch, check_eval, check_layers, check_output, features, jacobian_matrix, jacobian_ready
 
 # %% auto #0
 __all__ = ['NONSMOOTH', 'ACTIVATIONS', 'MAX_GRID_POINTS', 'MAX_GRID_BYTES', 'feature_map', 'log_volume_element', 'log_volume',
@@ -36,19 +35,19 @@ NONSMOOTH = (nn.ReLU, nn.ReLU6, nn.LeakyReLU, nn.PReLU, nn.RReLU, nn.Hardtanh, n
 def feature_map(
     model:nn.Module|Callable, # a network (in eval mode) or any function of a batch `[B, ...]`
     layer:str|None=None, # a submodule name of `model` (see `model.named_modules()`); None: its output
-    output:int|str|None=None, # which element of a tuple or dict output (see `diffgeo.stability.features`)
+    output:int|str|None=None, # which element of a tuple or dict output (see `diffgeo.probes.features`)
     smooth:bool=False, # require a twice-differentiable map (for curvature): refuse ReLU and max-pooling
 ) -> Callable: # `x [B, ...]` -> features `[B, m]`
     "The feature map of a network (its output or a named layer) as a function of a batch."
     if not isinstance(model, nn.Module):
-        _check_callable(model, "model")                                # (a class, e.g. nn.Linear, is callable too)
+        check_callable(model, "model")                                # (a class, e.g. nn.Linear, is callable too)
         if not callable(model): raise TypeError(f"model must be an nn.Module or a function of a batch, got {type(model).__name__}.")
         if layer is not None or output is not None:
             raise ValueError("layer= and output= select inside a network; for a plain function, select in the function.")
         return model
-    name = _check_layers(model, layer)[0]
-    output = _check_output(output)
-    _check_eval(model)
+    name = check_layers(model, layer)[0]
+    output = check_output(output)
+    check_eval(model)
     rough = sorted({type(m).__name__ for m in model.modules() if isinstance(m, NONSMOOTH)})
     if rough and smooth:
         raise ValueError(f"{type(model).__name__} contains {', '.join(rough)}: its second derivatives vanish or do not "
@@ -66,7 +65,7 @@ def log_volume_element(
     x:torch.Tensor, # `[B, ...]` the points, in the map's precision (float32 or float64)
     layer:str|None=None, # a submodule of `model` whose output is the feature map; None: the output
     output:int|str|None=None, # which element of a tuple or dict output
-    memory:float=2**30, # bytes the Jacobian's batched passes may hold at once (`diffgeo.maps.jacobian_matrix`)
+    memory:float=2**30, # bytes the Jacobian's batched passes may hold at once (`diffgeo.probes.jacobian_matrix`)
     method:str="svd", # "svd" (every singular value to its last digit) or "cholesky" (faster; see `log_volume`)
 ) -> torch.Tensor: # `[B]` float64: Σ log s_i(J) over the min(m, d) singular values; -inf where J loses rank (`log_volume`)
     "Exact log volume element ½ log det g of the pulled-back metric; for a submersion (m < d), of its nonzero part."
@@ -179,7 +178,7 @@ def log_volume_estimate(
     "Stochastic Lanczos estimate of the log volume element, with its standard error; no Jacobian is formed."
     if isinstance(model, nn.Module): model = jacobian_ready(model)  # the same function, cheaper products with J and Jᵀ
     fn = feature_map(model, layer, output)
-    x = _check_batch(x, empty=True)
+    x = check_batch(x, empty=True)
     probes, steps = check_int(probes, "probes", low=1), check_int(steps, "steps", low=1)
     if not len(x): return torch.zeros(0, dtype=torch.float64), torch.zeros(0, dtype=torch.float64)
     generator = check_generator(generator) or torch.Generator().manual_seed(0)
@@ -209,7 +208,7 @@ def _and_value(f:Callable, part:Callable=lambda v: v) -> Callable:
     return lambda p: (lambda v: (part(v), v))(f(p))
 
 def _check_points(x, d_max:int=8) -> torch.Tensor:
-    x = _check_batch(x, empty=True)
+    x = check_batch(x, empty=True)
     if x.ndim != 2 or x.shape[1] > d_max:
         raise ValueError(f"x must be points [B, d] with d <= {d_max} for curvature (it needs derivatives up to third "
                          f"order, O(d^4) numbers per point), got shape {list(x.shape)}.")
@@ -407,7 +406,7 @@ def _nngp_AB(r2:torch.Tensor, activation, sigma_w:float, sigma_b:float):
     return sigma_w**2 * vmap(phi)(q.reshape(-1)).reshape(q.shape), 2 * sigma_w**4 * vmap(grad(phi))(q.reshape(-1)).reshape(q.shape)
 
 def _check_nngp(x, sigma_w, sigma_b):
-    x = _check_batch(x, empty=True)                                   # an empty batch gives empty results
+    x = check_batch(x, empty=True)                                   # an empty batch gives empty results
     if x.ndim != 2: raise ValueError(f"x must be points [B, d], got shape {list(x.shape)}.")
     return x, check_scalar(sigma_w, "sigma_w", low=0, low_open=True), check_scalar(sigma_b, "sigma_b", low=0)
 

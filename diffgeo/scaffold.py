@@ -146,6 +146,17 @@ class Experiment:
         "Declare `fn(ds) -> ds`: the quantities derived from the stored raw ones (rerun at will on a loaded file)."
         self._derive = fn; return fn
 
+    @property
+    def derives(self) -> bool:
+        "Whether a `derive` hook is declared."
+        return self._derive is not None
+
+    def derived(self,
+        ds:xr.Dataset, # a dataset of this experiment, with its raw quantities
+    ) -> xr.Dataset: # `ds` with the derived quantities (computed again), or `ds` itself when no `derive` hook is declared
+        "The dataset with the quantities the declared `derive` hook computes from the raw ones."
+        return self._derive(ds) if self._derive else ds
+
     def finish(self, fn:Callable) -> Callable:
         "Declare `fn(ds, settings) -> ds`, run once on the merged cells (to add, e.g., the paper's own numbers)."
         self._finish = fn; return fn
@@ -327,7 +338,7 @@ def run(self:Experiment,
     results.stamp(ds, params, resolve_device(device) if executor == "inline" else device, start, end, paper=self.paper,
                   experiment=self.name)
     if executor != "inline" and "cell_device" in ds: ds.attrs.update(_where(ds.cell_device, device))
-    if self._derive: ds = self._derive(ds)
+    ds = self.derived(ds)
     return self.apply_schema(ds)
 
 # %% ../nbs/55_scaffold.ipynb #479e53fc

@@ -10,8 +10,7 @@ from __future__ import annotations
 import inspect
 import math
 import warnings
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -20,125 +19,13 @@ from torch import nn
 
 from . import diffeo
 from .core import check_choice, check_images, check_int, check_scalar, module_device, progress as _progress
+from .probes import check_layers, check_output, features, probing
 from .results import cf_attrs
 
 # %% auto #0
-__all__ = ['BATCHNORM_MODES', 'NOISE_RADII', 'STATISTICS', 'probing', 'features', 'sphere_noise', 'Perturbation',
-           'Diffeomorphism', 'CallablePerturbation', 'SubspaceNoise', 'GroupAction', 'as_perturbation',
-           'relative_stability', 'summarize', 'BorderReader', 'bootstrap', 'StabilityMonitor']
-
-# %% ../nbs/40_stability.ipynb #d0795f8d
-BATCHNORM_MODES = ("auto", "batch", "running")
-NOISE_RADII = ("sample", "mean")
-STATISTICS = ("median", "mean", "unit_median")
-
-def _norms(model:nn.Module) -> list[nn.modules.batchnorm._BatchNorm]:
-    return [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
-
-@contextmanager
-def probing(
-    model:nn.Module, # the network to probe
-    batchnorm:str="auto", # "auto", "batch" (batch statistics) or "running" (stored statistics)
-):
-    "Evaluation mode with batch-norm as chosen; the model's state is restored on exit."
-    check_choice(batchnorm, "batchnorm", BATCHNORM_MODES)
-    flags = {m: m.training for m in model.modules()}
-    saved = {m: (m.momentum, None if m.running_mean is None else m.running_mean.clone(),
-                 None if m.running_var is None else m.running_var.clone(),
-                 None if m.num_batches_tracked is None else m.num_batches_tracked.clone()) for m in _norms(model)}
-    try:
-        model.eval()
-        for m in saved:
-            fresh = m.num_batches_tracked is not None and int(m.num_batches_tracked) == 0
-            if batchnorm == "batch" or (batchnorm == "auto" and fresh):
-                m.train(); m.momentum = 0.0  # batch statistics; momentum 0 leaves the running ones untouched
-        yield model
-    finally:
-        for m, training in flags.items(): m.training = training
-        for m, (momentum, mean, var, count) in saved.items():
-            m.momentum = momentum
-            for name, value in (("running_mean", mean), ("running_var", var), ("num_batches_tracked", count)):
-                if value is not None: getattr(m, name).copy_(value)
-
-# %% ../nbs/40_stability.ipynb #cc6fa668
-def _check_layers(model:nn.Module, layers) -> list[str]:
-    layers = ["output"] if layers is None else [layers] if isinstance(layers, str) else list(layers)
-    named = dict(model.named_modules())
-    bad = [l for l in layers if l != "output" and l not in named]
-    if bad:
-        some = [n for n in named if n][:12]
-        raise ValueError(f"no submodule named {bad} in {type(model).__name__}; use 'output' or names from "
-                         f"model.named_modules(), e.g. {some}{' ...' if len(named) > 13 else ''}.")
-    if len(set(layers)) != len(layers): raise ValueError(f"layers {layers} contains duplicates.")
-    return layers
-
-def _check_output(output):
-    if output is not None and (isinstance(output, bool) or not isinstance(output, (int, str))):
-        raise TypeError(f"output must be None, an index (int) or a key (str) of the model's tuple or dict output, "
-                        f"got {type(output).__name__}; e.g. output='logits' or output=0.")
-    return output
-
-def _pick(out, output=None, where:str="the model", submodule:bool=False):
-    "The tensor to measure in `out`: itself, the element `output` (None: the first) of a tuple or list, or the entry `output` of a dict."
-    if isinstance(out, torch.Tensor):
-        if output is None: return out
-        raise ValueError(f"{where} returns a tensor, not a tuple or dict, so output={output!r} selects nothing; leave output=None.")
-    if isinstance(out, Mapping):  # also HuggingFace's ModelOutput
-        keys = list(out.keys())
-        if not keys: raise TypeError(f"{where} returns an empty dict: there is no tensor to measure.")
-        if output is None:
-            raise TypeError(f"{where} returns a dict with keys {keys}; " + (
-                f"pass output={keys[0]!r} (one of them) or measure a named submodule with layers=[...]." if not submodule else
-                "measure the submodule that computes the entry you want, or the model's output with output=..."))
-        if output not in out: raise ValueError(f"output={output!r} is not a key of the dict {where} returns; its keys are {keys}.")
-        got = out[output]
-    elif isinstance(out, (tuple, list)):
-        fields = getattr(out, "_fields", None)  # a namedtuple's fields are names too
-        of = f"{where} returns a {type(out).__name__} of {len(out)} element{'s' * (len(out) != 1)}"
-        if isinstance(output, str):
-            if output not in (fields or ()):
-                raise ValueError(f"output={output!r} names no field: {of}"
-                                 + (f" with fields {list(fields)}." if fields else "; select one by its index, e.g. output=0."))
-            got = getattr(out, output)
-        else:
-            i = 0 if output is None else output
-            if not -len(out) <= i < len(out):
-                raise ValueError(f"output={i} is out of range: {of}"
-                                 + (f" (indices 0 to {len(out) - 1})." if len(out) else "."))
-            got = out[i]
-    else:
-        raise TypeError(f"{where} returns a {type(out).__name__}; it must return a tensor, or a tuple, list or dict of them.")
-    if not isinstance(got, torch.Tensor):
-        raise TypeError(f"element {0 if output is None else output!r} of the {type(out).__name__} {where} returns is a "
-                        f"{type(got).__name__}, not a tensor; " + ("select a tensor with output=..." if not submodule else
-                        "measure a submodule that returns a tensor."))
-    return got
-
-def features(
-    model:nn.Module, # the network
-    x:torch.Tensor, # inputs `[B, ...]` on the model's device
-    layers=None, # submodule names and/or "output" (default: ["output"])
-    output:int|str|None=None, # which element of a tuple/list (index) or dict (key) output "output" is; None: a tensor output itself, or a tuple's first element
-) -> dict[str, torch.Tensor]: # name → `[B, F]` flattened outputs (`[B, 1]` for a network with one number per input)
-    "Flattened outputs of the named layers (and of the network) for one forward pass."
-    layers = _check_layers(model, layers)
-    output = _check_output(output)
-    got, hooks = {}, []
-    for name in layers:
-        if name == "output": continue
-        def hook(module, inputs, out, name=name):
-            if name in got:
-                raise RuntimeError(f"module {name!r} runs more than once in a forward pass, so its output is ambiguous; "
-                                   "probe the block that contains it instead.")
-            got[name] = _pick(out, None, f"submodule {name!r}", submodule=True).flatten(1).clone()  # a copy: later in-place operations (ReLU(inplace=True), +=) would change a view
-        hooks.append(model.get_submodule(name).register_forward_hook(hook))
-    try: out = model(x)
-    finally:
-        for h in hooks: h.remove()
-    if "output" in layers:
-        o = _pick(out, output)
-        got["output"] = o.reshape(len(x), math.prod(o.shape[1:]))   # a scalar per input ([B]) is one feature; an empty batch keeps its size
-    return {name: got[name] for name in layers}
+__all__ = ['NOISE_RADII', 'STATISTICS', 'sphere_noise', 'Perturbation', 'Diffeomorphism', 'CallablePerturbation', 'SubspaceNoise',
+           'GroupAction', 'as_perturbation', 'relative_stability', 'summarize', 'BorderReader', 'bootstrap',
+           'StabilityMonitor']
 
 # %% ../nbs/40_stability.ipynb #b48477d8
 def sphere_noise(
@@ -328,6 +215,9 @@ def as_perturbation(
                     f"or a list of group elements g(x), got {type(perturbation).__name__}.")
 
 # %% ../nbs/40_stability.ipynb #ec3f965c
+NOISE_RADII = ("sample", "mean")
+STATISTICS = ("median", "mean", "unit_median")
+
 def _warn_degenerate(layers, d:dict, moved:torch.Tensor, eps:float):
     "Say why D_f, G_f or R_f are about to be inf or NaN (`moved`: ‖τx − x‖ / ‖x‖ per sample)."
     if not (moved > 64 * eps).any():
@@ -429,7 +319,7 @@ def relative_stability(
     check_choice(noise_radius, "noise_radius", NOISE_RADII); check_choice(statistic, "statistic", STATISTICS)
     noise_scale = check_scalar(noise_scale, "noise_scale", low=0, low_open=True, hint="1 is the paper's noise radius.")
     batch_size = check_int(batch_size, "batch_size", low=2)
-    layers, output = _check_layers(model, layers), _check_output(output)
+    layers, output = check_layers(model, layers), check_output(output)
     gen = generator if generator is not None else torch.Generator().manual_seed(int(seed))
     dev = module_device(model, xb.device)
     params, settings = _check_draw(pert, pert.draw(xb.shape, gen), B)  # all random draws up front, in this order

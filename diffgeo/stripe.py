@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import stability
-from .core import check_bytes, check_choice, check_finite, check_generator, check_int, check_scalar, progress
+from .core import check_bytes, check_choice, check_finite, check_generator, check_int, check_scalar, progress as _progress
 
 # %% auto #0
 __all__ = ['QUARTILES', 'LOSSES', 'MAX_DATA_BYTES', 'stripe_labels', 'stripe_data', 'StripeNet', 'gradient_flow',
@@ -108,7 +108,7 @@ def gradient_flow(
     loss:str="softhinge", # "softhinge" (integrated) or "hinge" (stalls at its kinks; for comparison)
     sharpness:float=10.0, # s of the soft hinge softplus(s(1 - z))/s
     dt:float=1.0, # first step; adapted
-    show_progress:bool=False, # a progress bar over steps
+    progress:bool=False, # a progress bar over steps
 ) -> dict: # steps, converged (every margin ≥ 1), the last step size, loss and smallest margin
     "Full-batch gradient descent with an adaptive step (kept and lengthened by 10% if it lowers the loss, else undone and halved), until every margin y F(x) ≥ 1."
     loss = check_choice(loss, "loss", LOSSES)
@@ -140,7 +140,7 @@ def gradient_flow(
     L, m, margin = objective(*w)
     grads = gradient(L, m, w[2])
     steps = 0
-    for _ in (progress(range(max_steps), desc="gradient flow") if show_progress else range(max_steps)):
+    for _ in (_progress(range(max_steps), desc="gradient flow") if progress else range(max_steps)):
         if margin >= 1: break
         trial = [p - dt * g for p, g in zip(w, grads)]
         new, new_m, new_margin = objective(*trial)

@@ -26,7 +26,7 @@ def _main(exp):
 
 
 def _derived(exp, ds):
-    return exp._derive(ds) if exp._derive else ds
+    return exp.derived(ds)
 
 
 def test_every_experiment_declares_claims():
@@ -82,7 +82,7 @@ def test_a_claim_not_reproduced_can_pass(claim):
         assert claim.passes, f"{claim.id} is not reproduced: declare passes={{...}}, a dataset on which its criterion passes"
 
 
-@pytest.mark.parametrize("exp", [e for e in EXPS if e._derive], ids=lambda e: e.name)
+@pytest.mark.parametrize("exp", [e for e in EXPS if e.derives], ids=lambda e: e.name)
 def test_deriving_again_changes_no_verdict(exp):
     "The mutation tests derive the mutated dataset again; on the unmutated one that changes no verdict."
     ds = _main(exp)

@@ -7,7 +7,7 @@ import signal
 import pytest
 import torch
 
-from diffgeo import flows, invariance, maps, riemann, stripe
+from diffgeo import flows, invariance, maps, probes, riemann, stripe
 
 
 # ---- cryptic: an error from inside torch or Python, naming not the user's mistake ----
@@ -30,7 +30,7 @@ def test_inv09_sigma_max_class_not_instance():
 
 def test_maps12_jacobian_matrix_bn_train_B1():
     net = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.BatchNorm1d(3))
-    with pytest.raises(ValueError, match=r"training mode.*call model\.eval\(\) first"): maps.jacobian_matrix(net, torch.rand(1, 3))
+    with pytest.raises(ValueError, match=r"training mode.*call model\.eval\(\) first"): probes.jacobian_matrix(net, torch.rand(1, 3))
 
 def test_inv06_invariance_error_int_logits():
     with pytest.raises(TypeError, match="fx and fgx must be floating-point logits"):

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from diffgeo import diffeo, maps, models
+from diffgeo import diffeo, maps, models, probes
 
 
 class TestSilentlyWrong:
@@ -211,11 +211,11 @@ def test_jacobian_matrix_refuses_a_map_that_mixes_the_batch():
     x = torch.randn(4, 3, generator=torch.Generator().manual_seed(0))
     net = nn.Sequential(nn.Linear(3, 5), nn.BatchNorm1d(5))
     for fn in (lambda z: z - z.mean(0), lambda z: z.flip(0)):
-        with pytest.raises(ValueError, match="mixes the samples of the batch"): maps.jacobian_matrix(fn, x)
-    with pytest.raises(ValueError, match="eval mode"): maps.jacobian_matrix(net.train(), x)
-    J = maps.jacobian_matrix(net.eval(), x)                               # the same network in eval mode: per sample
+        with pytest.raises(ValueError, match="mixes the samples of the batch"): probes.jacobian_matrix(fn, x)
+    with pytest.raises(ValueError, match="eval mode"): probes.jacobian_matrix(net.train(), x)
+    J = probes.jacobian_matrix(net.eval(), x)                               # the same network in eval mode: per sample
     torch.testing.assert_close(J[1], torch.func.jacrev(lambda z: net(z[None])[0])(x[1]))
-    assert maps.jacobian_matrix(lambda z: z.sin(), x[:1]).shape == (1, 3, 3)   # one sample: nothing to mix
+    assert probes.jacobian_matrix(lambda z: z.sin(), x[:1]).shape == (1, 3, 3)   # one sample: nothing to mix
 
 
 def test_scaling_and_squaring_says_when_the_flow_leaves_its_grid():
@@ -306,10 +306,10 @@ def test_the_users_mistake_is_named_not_torchs():
     with pytest.raises(TypeError, match="model must be a torch.nn.Module"): invariance.invariance_measures("net", x, torch.tensor([0, 1]), G)
     with pytest.raises(TypeError, match="model must be a torch.nn.Module"): invariance.saliency(None, x, torch.tensor([0, 1]), steps=2)
     with pytest.raises(TypeError, match=r"in_shape must be the images' \(C, H, W\)"): invariance.perceptron(64, 3)
-    with pytest.raises(TypeError, match="fn must be a callable map"): maps.jacobian_matrix(None, x)
+    with pytest.raises(TypeError, match="fn must be a callable map"): probes.jacobian_matrix(None, x)
     with pytest.raises(TypeError, match="fn must be a callable map"): flows.determinant_map("phi")
     numpy_map = lambda z: torch.tensor(z.detach().numpy())
-    with pytest.raises(ValueError, match="does not depend differentiably on its input"): maps.pullback_metric(numpy_map, torch.ones(2, 3))
+    with pytest.raises(ValueError, match="does not depend differentiably on its input"): probes.pullback_metric(numpy_map, torch.ones(2, 3))
     with pytest.raises(ValueError, match="cannot be differentiated by torch.func"):
         riemann.ricci_scalar(numpy_map, torch.ones(2, 2, dtype=torch.float64))
     empty = invariance.invariance_measures(net, x[:0], torch.tensor([], dtype=torch.long), G, steps=2)   # empty in, empty out
@@ -333,7 +333,7 @@ def test_empty_batches_give_empty_results():
     from diffgeo import invariance, riemann
     net = nn.Sequential(nn.Flatten(), nn.Linear(64, 3)).eval()
     x = torch.rand(0, 1, 8, 8)
-    assert maps.jacobian_matrix(net, x).shape == (0, 3, 64)
+    assert probes.jacobian_matrix(net, x).shape == (0, 3, 64)
     assert riemann.log_volume_element(net, x).shape == (0,) and riemann.log_volume_estimate(net, x)[1].shape == (0,)
     assert invariance.sigma_max(net, x).shape == (0,)
     f, e = (lambda z: torch.tanh(z @ torch.ones(3, 2, dtype=torch.float64).T)), torch.zeros(0, 2, dtype=torch.float64)
@@ -343,7 +343,7 @@ def test_empty_batches_give_empty_results():
     W, b = torch.ones(4, 2, dtype=torch.float64), torch.zeros(4, dtype=torch.float64)
     assert riemann.shallow_log_volume_element(W, b, e).shape == (0,) and riemann.shallow_ricci_scalar(W, b, e).shape == (0,)
     with pytest.raises(ValueError, match="empty batch and fn cannot take one"):
-        maps.jacobian_matrix(lambda z: z.flatten(1).mean(0, keepdim=True).expand(max(len(z), 1), -1) if len(z) else 1.0, x)
+        probes.jacobian_matrix(lambda z: z.flatten(1).mean(0, keepdim=True).expand(max(len(z), 1), -1) if len(z) else 1.0, x)
 
 
 def test_log_volume_estimate_says_when_its_quadrature_has_not_converged():

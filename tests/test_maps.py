@@ -420,7 +420,7 @@ class TestWarp:
 
 
 class TestJacobianReady:
-    "maps.jacobian_ready: the same function and Jacobian as the network it copies; names kept; bad inputs refused."
+    "probes.jacobian_ready: the same function and Jacobian as the network it copies; names kept; bad inputs refused."
 
     def net(self):
         from diffgeo.models import build
@@ -435,7 +435,7 @@ class TestJacobianReady:
         return m.double().eval()
 
     def test_same_jacobian_at_a_named_layer(self):
-        from diffgeo.maps import jacobian_matrix, jacobian_ready
+        from diffgeo.probes import jacobian_matrix, jacobian_ready
         from diffgeo.riemann import feature_map
         m = self.net()
         x = torch.randn(2, 3, 8, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
@@ -447,14 +447,14 @@ class TestJacobianReady:
             assert (a - b).abs().max() <= 1e-12 * b.abs().max()   # float64: rounding of a few dozen layers
 
     def test_original_untouched_and_batchnorm_without_statistics_kept(self):
-        from diffgeo.maps import ChannelAffine, jacobian_ready
+        from diffgeo.probes import ChannelAffine, jacobian_ready
         m = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.BatchNorm2d(2), torch.nn.BatchNorm2d(2, track_running_stats=False)).eval()
         ready = jacobian_ready(m)
         assert isinstance(ready[1], ChannelAffine) and isinstance(ready[2], torch.nn.BatchNorm2d)
         assert isinstance(m[1], torch.nn.BatchNorm2d)   # the original is not modified
 
     def test_bad_inputs(self):
-        from diffgeo.maps import ChannelAffine, KeptDerivative, jacobian_ready
+        from diffgeo.probes import ChannelAffine, KeptDerivative, jacobian_ready
         with pytest.raises(ValueError, match="model.eval"):
             jacobian_ready(torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Dropout()))
         with pytest.raises(TypeError, match="nn.Module"):

@@ -1,4 +1,4 @@
-"""Tests of diffgeo.riemann and maps.jacobian_matrix beyond the notebook's examples: an independent high-precision
+"""Tests of diffgeo.riemann and probes.jacobian_matrix beyond the notebook's examples: an independent high-precision
 computation (sympy, 40 digits) of the Ricci scalar, the submersion volume against the dense SVD, chunked against
 unchunked Jacobians, networks and named layers, properties (hypothesis), and bad inputs.
 
@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from torch import nn
 
-from diffgeo.maps import jacobian_matrix, pullback_metric
+from diffgeo.probes import jacobian_matrix, pullback_metric
 from diffgeo.riemann import (feature_map, log_volume, log_volume_element, log_volume_estimate, nngp_log_volume_element,
                              nngp_metric, nngp_ricci_scalar, ricci_rounding_bounds, ricci_scalar, ricci_scalar_of_metric,
                              shallow_log_volume_element, shallow_ricci_scalar)
@@ -231,7 +231,7 @@ class TestLogVolume:
         """A random ReLU ResNet-18 (width 1/4) at a 16 x 16 input: two of its 128 pooled features are dead units, so its
         float32 Jacobian has rank 126. Its lost singular values come out at 1e-16 s_1 and below, not 0; their logs once gave a
         finite log volume element (-790), rounding noise. At a 32 x 32 input no unit is dead: full rank, a finite value."""
-        from diffgeo.maps import jacobian_ready
+        from diffgeo.probes import jacobian_ready
         from diffgeo.models import build
         torch.manual_seed(0)
         net = build("ResNet18", in_channels=3, n_classes=10, width=0.25).eval()

@@ -8,7 +8,7 @@ import xarray as xr
 from hypothesis import given, strategies as st
 from torch import nn
 
-from diffgeo import stability
+from diffgeo import probes, stability
 from diffgeo.stability import BorderReader, relative_stability, summarize
 
 
@@ -188,7 +188,7 @@ def test_cuda_matches_cpu():
 
 def test_features_are_copies_taken_before_in_place_operations():
     net = nn.Sequential(nn.Conv2d(1, 4, 3), nn.ReLU(inplace=True), nn.Flatten())
-    got = stability.features(net, torch.randn(8, 1, 6, 6), ["0", "output"])
+    got = probes.features(net, torch.randn(8, 1, 6, 6), ["0", "output"])
     assert (got["0"] < 0).any() and (got["output"] >= 0).all()
 
 

@@ -141,7 +141,7 @@ def cell(
     g = seed_everything(seed)
     th = (cpab.sample(tess, 1, length_scale, output_variance, generator=g, dtype=torch.float64) if theta is None
           else torch.as_tensor(theta, dtype=torch.float64).reshape(1, -1))
-    th = cpab._check_theta(th, tess)
+    th = cpab.check_theta(th, tess)
     dev = resolve_device(device)
     ka, kp, K = n_arrows, n_paths, n_times
     x = load_image(image, n)

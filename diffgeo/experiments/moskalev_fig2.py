@@ -11,7 +11,7 @@ import numpy as np
 import torch
 import xarray as xr
 
-from .. import data, invariance, stability, train
+from .. import data, invariance, probes, train
 from ..core import check_int, progress, resolve_device
 from .moskalev_tab1 import fit, tune_nu
 from ..scaffold import Experiment, Var
@@ -73,8 +73,8 @@ def penultimate(
     "The penultimate-layer representation φ(x): the output of the last hidden ReLU."
     layer = str(len(model) - 2)
     dev = next(model.parameters()).device
-    with stability.probing(model, "running"), torch.no_grad():
-        return torch.cat([stability.features(model, x[i:i + batch_size].to(dev), [layer])[layer].double().cpu()
+    with probes.probing(model, "running"), torch.no_grad():
+        return torch.cat([probes.features(model, x[i:i + batch_size].to(dev), [layer])[layer].double().cpu()
                           for i in range(0, len(x), batch_size)])
 
 def orbit_neighbours(
@@ -145,7 +145,7 @@ def cell(
                 zg = z if k == 0 else penultimate(model, gx)
                 d, r, a = orbit_neighbours(z, zg, y, neighbours)
                 per["orbit_distance"][mi, si, :, k], per["orbit_rank"][mi, si, :, k], per["neighbour_agrees"][mi, si, :, k] = d, r, a
-                with stability.probing(model, "running"), torch.no_grad(): per["correct"][mi, si, :, k] = (model(gx).argmax(1) == y).numpy()
+                with probes.probing(model, "running"), torch.no_grad(): per["correct"][mi, si, :, k] = (model(gx).argmax(1) == y).numpy()
             if si == 0: first[kind] = model
     da = MODELS.index("DA")
     whole = per["correct"][da, 0].all(1)

@@ -14,14 +14,14 @@ from .. import models, results, stability, train
 from ..core import check_int
 from . import petrini_fig5
 from .petrini_fig5 import logmean, logstd, resolve_archs, setup, train_network
-from .petrini_fig6 import _dataset_name, check_interps, plain_log_ticks, probe
+from .petrini_fig6 import dataset_name, check_interps, plain_log_ticks, probe
 from ..results import span
 from ..scaffold import Experiment, Var
 
 # %% auto #0
-__all__ = ['CPU_WIDTH', 'COMMON', 'PROFILES', 'STATES', 'VARIABLES', 'EXPERIMENT', 'SOTA', 'probe_all', 'cell', 'settings',
-           'derive', 'draw_fig3', 'draw_fig4', 'draw_fig11', 'draw_fig14', 'draw_training', 'check_regression',
-           'quoted']
+__all__ = ['CPU_WIDTH', 'COMMON', 'PROFILES', 'STATES', 'VARIABLES', 'EXPERIMENT', 'SOTA', 'median_distances', 'probe_all',
+           'cell', 'settings', 'derive', 'draw_fig3', 'draw_fig4', 'draw_fig11', 'draw_fig14', 'draw_training',
+           'check_regression', 'quoted']
 
 # %% ../../nbs/petrini_fig3.ipynb #34a13252
 CPU_WIDTH = {"ResNet18": 0.125, "EfficientNetB0": 0.125}
@@ -81,7 +81,8 @@ EXPERIMENT = Experiment("petrini", "fig3", PROFILES, VARIABLES, grid=lambda p: {
 EXPERIMENT.cost(petrini_fig5.cost)  # its cells train one network by fig5's recipe: fig5's cost model
 
 # %% ../../nbs/petrini_fig3.ipynb #dcee8d42
-def _medians(d:xr.Dataset) -> xr.Dataset:
+def median_distances(d:xr.Dataset) -> xr.Dataset:
+    "The median over test images of each probed distance: m_diffeo, m_noise, m_pair from d_diffeo, d_noise, d_pair."
     return xr.Dataset({f"m_{k}": d[f"d_{k}"].median("sample") for k in ("diffeo", "noise", "pair")})
 
 def probe_all(
@@ -94,7 +95,7 @@ def probe_all(
     "Medians for every δ, c and interpolation; G_f against the noise radius; D_f, G_f, R_f per layer (δ = 1, main c, interpolation)."
     kw = dict(delta_method=p["delta_method"], cutoff=p["cutoff"])
     sweep = xr.concat([probe(net, images, p["cs"], p["interps"], seed, batchnorm, delta=d, **kw) for d in p["deltas"]], "delta")
-    out = _medians(sweep).assign_coords(delta=list(p["deltas"]))
+    out = median_distances(sweep).assign_coords(delta=list(p["deltas"]))
     out["diffeo_fraction"] = sweep.diffeo_fraction.assign_coords(delta=list(p["deltas"]))
     main = dict(delta=1.0, c=p["cs"][0], interp=p["interps"][0], seed=seed, batchnorm=batchnorm, batch_size=250, **kw)
     noise = [stability.relative_stability(net, images, noise_scale=s, **main) for s in p["noise_scales"]]
@@ -185,7 +186,7 @@ def derive(ds:xr.Dataset) -> xr.Dataset:
 # %% ../../nbs/petrini_fig3.ipynb #f798a546
 from matplotlib.ticker import MaxNLocator, NullLocator
 
-from .petrini_fig6 import _cn
+from .petrini_fig6 import cycle_hex
 from ..style import family_color, log_ticks
 
 _SIMPLE = ("FullConn", "LeNet")
@@ -208,7 +209,7 @@ def _points(ax, ds:xr.Dataset, arch:str):
         m = ds.R_f_logmean.sel({**sel, "state": state}).isel(interpolation=0).values
         err = _spread(m, ds.R_f_logstd.sel({**sel, "state": state}).isel(interpolation=0).values)
         for j in range(len(x)):
-            ax.errorbar(x[j] + dx, m[j], yerr=err[:, j:j + 1], fmt="o", ms=6, capsize=3, color=_cn(j), mfc=_cn(j) if filled else "white")
+            ax.errorbar(x[j] + dx, m[j], yerr=err[:, j:j + 1], fmt="o", ms=6, capsize=3, color=cycle_hex(j), mfc=cycle_hex(j) if filled else "white")
         vals += [*(m - err[0]), *(m + err[1])]
     ax.axhline(1, color="0.5", lw=0.8)
     ax.set(xticks=x, xticklabels=[f"c = {c:g}" for c in ds.c.values], xlim=(-0.6, len(x) - 0.4), yscale="log",
@@ -225,10 +226,10 @@ def _against_delta(ax, ds:xr.Dataset, arch:str):
             shift = 10 ** (0.012 * (j * ds.sizes["interpolation"] + i - (n - 1) / 2))  # the error bars side by side
             sel = dict(arch=arch, c=c, interpolation=interp)
             m0 = ds.R_f_logmean.sel({**sel, "state": "init"})
-            ax.plot(ds.delta, m0, "--", marker=marker, ms=3, lw=0.9, color=_cn(j), mfc="white")
+            ax.plot(ds.delta, m0, "--", marker=marker, ms=3, lw=0.9, color=cycle_hex(j), mfc="white")
             m = ds.R_f_logmean.sel({**sel, "state": "trained"})
             ax.errorbar(ds.delta * shift, m, yerr=_spread(m, ds.R_f_logstd.sel({**sel, "state": "trained"})), fmt="-", marker=marker, ms=3.5,
-                        lw=1.2, elinewidth=0.8, capsize=0, color=_cn(j)).lines[2][0].set_alpha(0.5)
+                        lw=1.2, elinewidth=0.8, capsize=0, color=cycle_hex(j)).lines[2][0].set_alpha(0.5)
     ax.axhline(1, color="0.5", lw=0.8)
     ax.set(xscale="log", yscale="log", xlabel="δ (pixels)", ylabel="$R_f$", title=f"{arch}: $R_f$ against δ")
     plain_log_ticks(ax, x=False)
@@ -237,7 +238,7 @@ def _against_delta(ax, ds:xr.Dataset, arch:str):
 def _legend_fig3(fig, ds:xr.Dataset, cuts:bool=True):
     "One legend under the figure: the cut-offs' colours, the interpolations' markers and the two states."
     from matplotlib.lines import Line2D
-    h = [Line2D([], [], color=_cn(j), lw=2, label=f"c = {c:g}") for j, c in enumerate(ds.c.values)] if cuts else []
+    h = [Line2D([], [], color=cycle_hex(j), lw=2, label=f"c = {c:g}") for j, c in enumerate(ds.c.values)] if cuts else []
     if cuts: h += [Line2D([], [], ls="", marker=m, color="0.3", label=i) for i, m in zip(ds.interpolation.values, ("o", "^"))]
     h += [Line2D([], [], ls="--", marker="o", color="0.3", mfc="white", label="initialisation"),
           Line2D([], [], ls="-", marker="o", color="0.3", label="trained")]
@@ -255,7 +256,7 @@ def draw_fig3(ds:xr.Dataset):
     fig, axes = _grid(len(archs), 2, 4.2, 3.0)
     for row, arch in zip(axes, archs): _against_delta(row[0], ds, arch); _points(row[1], ds, arch)
     _legend_fig3(fig, ds)
-    fig.suptitle(f"Fig. 3: {_dataset_name(ds)}, geometric mean over {ds.sizes['seed']} seeds, bars ±1 s.d. of log10 over seeds")
+    fig.suptitle(f"Fig. 3: {dataset_name(ds)}, geometric mean over {ds.sizes['seed']} seeds, bars ±1 s.d. of log10 over seeds")
     return fig
 
 @EXPERIMENT.figure("fig4")
@@ -265,7 +266,7 @@ def draw_fig4(ds:xr.Dataset):
     fig, axes = _grid(1, len(archs), 3.8, 3.0)
     for ax, arch in zip(axes[0], archs): _points(ax, ds, arch)
     _legend_fig3(fig, ds, cuts=False)
-    fig.suptitle(f"Fig. 4 (top): {_dataset_name(ds)}, geometric mean over {ds.sizes['seed']} seeds, bars ±1 s.d. of log10 over seeds")
+    fig.suptitle(f"Fig. 4 (top): {dataset_name(ds)}, geometric mean over {ds.sizes['seed']} seeds, bars ±1 s.d. of log10 over seeds")
     return fig
 
 @EXPERIMENT.figure("fig11")
@@ -316,7 +317,7 @@ def draw_training(ds:xr.Dataset):
     fig, axes = _grid(-(-n // cols), cols, 4.0, 2.9)
     for ax in axes.flat[n:]: ax.set_visible(False)
     for ax, arch in zip(axes.flat, ds.arch.values):
-        for k, color in (("G_f", _cn(0)), ("D_f", _cn(1)), ("R_f", _cn(2))):
+        for k, color in (("G_f", cycle_hex(0)), ("D_f", cycle_hex(1)), ("R_f", cycle_hex(2))):
             v = ds[f"curve_{k}"].sel(arch=arch)
             for s in ds.seed.values: ax.plot(ds.epoch, v.sel(seed=s), color=color, lw=0.5, alpha=0.5)
             ax.plot(ds.epoch, _lm(v), color=color, lw=2)
@@ -330,7 +331,7 @@ def draw_training(ds:xr.Dataset):
         lo, hi = twin.get_ylim()
         if np.log10(hi / lo) < 0.5: twin.yaxis.set_major_locator(MaxNLocator(4, steps=[1, 2, 5, 10]))  # a narrow range: a few plain ticks
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    h = [Line2D([], [], color=c, lw=2, label=f"${k[0]}_f$") for k, c in (("G_f", _cn(0)), ("D_f", _cn(1)), ("R_f", _cn(2)))]
+    h = [Line2D([], [], color=c, lw=2, label=f"${k[0]}_f$") for k, c in (("G_f", cycle_hex(0)), ("D_f", cycle_hex(1)), ("R_f", cycle_hex(2)))]
     h += [Line2D([], [], color="0.5", lw=0.5, label="each seed"), Line2D([], [], color="k", ls="--", lw=1, label="validation error (right axis)")]
     fig.legend(handles=h, loc="outside lower center", ncol=len(h))
     fig.suptitle(f"During training: $D_f$, $G_f$, $R_f$ at δ = 1 (thick: geometric mean over {ds.sizes['seed']} seeds) and the validation error")

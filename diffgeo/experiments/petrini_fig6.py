@@ -24,8 +24,8 @@ from ..style import log_ticks
 
 # %% auto #0
 __all__ = ['CPU_WIDTH', 'COMMON', 'PROFILES', 'STATES', 'VARIABLES', 'EXPERIMENT', 'SOTA', 'probe', 'cell', 'check_interps',
-           'settings', 'finish', 'derive', 'plain_log_ticks', 'draw_fig6', 'draw_fig22', 'draw_fig13', 'draw_fig18',
-           'check_regression', 'quoted']
+           'settings', 'finish', 'derive', 'cycle_hex', 'plain_log_ticks', 'dataset_name', 'draw_fig6', 'draw_fig22',
+           'draw_fig13', 'draw_fig18', 'check_regression', 'quoted']
 
 # %% ../../nbs/petrini_fig6.ipynb #af434c23
 #: The cpu profile's width multipliers (`models.build`): ResNet18 at an eighth of its channels.
@@ -91,7 +91,7 @@ def probe(
     cs:list, # cut-offs
     interps:list, # interpolations
     seed:int, # seed of the deformations and noise
-    batchnorm:str, # "batch" or "running" (see `stability.probing`)
+    batchnorm:str, # "batch" or "running" (see `probes.probing`)
     **kwargs, # delta, delta_method, cutoff for `stability.relative_stability`
 ) -> xr.Dataset:
     "Per-sample distances for every cut-off and interpolation, with the fraction of drawn fields that are diffeomorphisms."
@@ -207,7 +207,7 @@ def derive(ds:xr.Dataset) -> xr.Dataset:
 _COLORS = {"G_f": "C0", "D_f": "C1", "R_f": "C2"}
 _STYLES = ["-", "--", ":", "-."]
 
-def _cn(c) -> str:
+def cycle_hex(c) -> str:
     "The cycle's colour `c` ('C0' or 0) as a hex code, resolved in the current style, so that a figure saved outside the style keeps it."
     from matplotlib.colors import to_hex
     return to_hex(c if isinstance(c, str) else f"C{c}")
@@ -236,7 +236,9 @@ def _loglog(ax, xlabel:str="training-set size P", y:bool=True):
     plain_log_ticks(ax, y=y)
     ax.grid(True, which="major", alpha=0.3)
 
-def _dataset_name(ds:xr.Dataset) -> str: return str(results.parameters(ds).get("dataset", ""))
+def dataset_name(ds:xr.Dataset) -> str:
+    "The data set a run of these experiments trained on, from its provenance ('' when unrecorded)."
+    return str(results.parameters(ds).get("dataset", ""))
 
 def _legend(fig, handles:list):
     "One legend under the panels."
@@ -244,7 +246,7 @@ def _legend(fig, handles:list):
 
 def _quantities() -> list:
     from matplotlib.lines import Line2D
-    return [Line2D([], [], color=_cn(c), lw=2, label=f"${k[0]}_f$") for k, c in _COLORS.items()]
+    return [Line2D([], [], color=cycle_hex(c), lw=2, label=f"${k[0]}_f$") for k, c in _COLORS.items()]
 
 @EXPERIMENT.figure("fig6")
 def draw_fig6(ds:xr.Dataset):
@@ -256,12 +258,12 @@ def draw_fig6(ds:xr.Dataset):
         for k, color in _COLORS.items():
             for j, c in enumerate(ds.c.values):
                 v = ds[k + "_logmean"].sel(arch=arch, state="trained", c=c).isel(interpolation=0)
-                ax.plot(P, v, _STYLES[j % 4], color=_cn(color), marker="o", ms=3)
+                ax.plot(P, v, _STYLES[j % 4], color=cycle_hex(color), marker="o", ms=3)
         _loglog(ax, y=False); ax.set_title(str(arch))
     _share_log_y(axes)
     axes[0].set_ylabel(f"$G_f$, $D_f$, $R_f$ after training ({ds.interpolation.values[0]})")
     _legend(fig, _quantities() + [Line2D([], [], color="0.3", ls=_STYLES[j % 4], label=f"c = {c:g}") for j, c in enumerate(ds.c.values)])
-    fig.suptitle(f"Fig. 6: stabilities after training against P ({_dataset_name(ds)}, geometric mean over {ds.sizes['seed']} seeds)")
+    fig.suptitle(f"Fig. 6: stabilities after training against P ({dataset_name(ds)}, geometric mean over {ds.sizes['seed']} seeds)")
     return fig
 
 @EXPERIMENT.figure("fig22")
@@ -275,13 +277,13 @@ def draw_fig22(ds:xr.Dataset):
             sel = dict(arch=arch, state="trained")
             m = ds[k + "_logmean"].sel(sel).isel(c=0, interpolation=0).values
             sd = ds[k + "_logstd"].sel(sel).isel(c=0, interpolation=0).values
-            ax.plot(P, m, "o-", color=_cn(color), ms=3)
-            if np.isfinite(sd).any(): ax.fill_between(P, m * 10 ** -sd, m * 10 ** sd, color=_cn(color), alpha=0.2, lw=0)
+            ax.plot(P, m, "o-", color=cycle_hex(color), ms=3)
+            if np.isfinite(sd).any(): ax.fill_between(P, m * 10 ** -sd, m * 10 ** sd, color=cycle_hex(color), alpha=0.2, lw=0)
         _loglog(ax, y=False); ax.set_title(str(arch))
     _share_log_y(axes)
     axes[0].set_ylabel(f"$G_f$, $D_f$, $R_f$ after training (c = {ds.c.values[0]:g})")
     _legend(fig, _quantities() + [Patch(color="0.6", alpha=0.4, label=f"±1 s.d. of log10 over {ds.sizes['seed']} seeds")])
-    fig.suptitle(f"Fig. 22: {_dataset_name(ds)}, c = {ds.c.values[0]:g}, {ds.interpolation.values[0]}: geometric mean over {ds.sizes['seed']} seeds")
+    fig.suptitle(f"Fig. 22: {dataset_name(ds)}, c = {ds.c.values[0]:g}, {ds.interpolation.values[0]}: geometric mean over {ds.sizes['seed']} seeds")
     return fig
 
 @EXPERIMENT.figure("fig13")
@@ -290,14 +292,14 @@ def draw_fig13(ds:xr.Dataset):
     from matplotlib.lines import Line2D
     fig, axes = _panels(ds, sharey=True)
     P, fit = ds.P.values, ds.P.values[ds.in_fit.values > 0]
-    colors = dict(zip(ds.interpolation.values, (_cn("C0"), _cn("C3"))))
+    colors = dict(zip(ds.interpolation.values, (cycle_hex("C0"), cycle_hex("C3"))))
     for ax, arch in zip(axes, ds.arch.values):
         for i, color in colors.items():
             r = ds.R_f.sel(arch=arch, state="trained", interpolation=i).isel(c=0)
-            for s in ds.seed.values: ax.plot(P, r.sel(seed=s), color=_cn(color), lw=0.6, alpha=0.5)
+            for s in ds.seed.values: ax.plot(P, r.sel(seed=s), color=cycle_hex(color), lw=0.6, alpha=0.5)
             m = ds.R_f_logmean.sel(arch=arch, state="trained", interpolation=i).isel(c=0)
-            ax.plot(P, m, "o-", color=_cn(color), lw=2, ms=4)
-            ax.axhline(ds.R_f_logmean.sel(arch=arch, state="init", interpolation=i).isel(c=0).mean().item(), color=_cn(color), ls="--", lw=1)
+            ax.plot(P, m, "o-", color=cycle_hex(color), lw=2, ms=4)
+            ax.axhline(ds.R_f_logmean.sel(arch=arch, state="init", interpolation=i).isel(c=0).mean().item(), color=cycle_hex(color), ls="--", lw=1)
         m0 = ds.R_f_logmean.sel(arch=arch, state="trained").isel(c=0, interpolation=0).sel(P=fit[0]).item()
         ax.plot(fit, m0 * (fit / fit[0]) ** -1.0, "k:", lw=1)
         k = ds.slope_R_f.sel(arch=arch).isel(c=0, interpolation=0)
@@ -308,7 +310,7 @@ def draw_fig13(ds:xr.Dataset):
     h += [Line2D([], [], color=c, ls="--", lw=1, label=f"{i}, $R_f^0$ at init") for i, c in colors.items()]
     h += [Line2D([], [], color="0.5", lw=0.6, label="each seed"), Line2D([], [], color="k", ls=":", lw=1, label="slope −1")]
     fig.legend(handles=h, loc="outside lower center", ncol=3)
-    fig.suptitle(f"Fig. 13: $R_f$ after training against P ({_dataset_name(ds)}; thick: geometric mean over {ds.sizes['seed']} seeds; "
+    fig.suptitle(f"Fig. 13: $R_f$ after training against P ({dataset_name(ds)}; thick: geometric mean over {ds.sizes['seed']} seeds; "
                  "slope: mean ± s.d. over seeds)")
     return fig
 
@@ -328,8 +330,8 @@ def draw_fig18(ds:xr.Dataset):
         y = ds.test_error_logmean.sel(sel).values
         sy = np.nan_to_num(ds.test_error_logstd.sel(sel).values)
         ax.errorbar(x, y, xerr=[x * (1 - 10 ** -sx), x * (10 ** sx - 1)], yerr=[y * (1 - 10 ** -sy), y * (10 ** sy - 1)],
-                    fmt="o-", ms=4, color=_cn(color), elinewidth=0.7, capsize=0, label=str(arch)).lines[2][0].set_alpha(0.5)
-        for i, marker, _ in ends: ax.plot(x[i], y[i], marker, ms=8, color=_cn(color), mec="k", mew=0.8, zorder=3)  # the ends of P, marked, not labelled
+                    fmt="o-", ms=4, color=cycle_hex(color), elinewidth=0.7, capsize=0, label=str(arch)).lines[2][0].set_alpha(0.5)
+        for i, marker, _ in ends: ax.plot(x[i], y[i], marker, ms=8, color=cycle_hex(color), mec="k", mew=0.8, zorder=3)  # the ends of P, marked, not labelled
     _loglog(ax, "relative stability $R_f$"); ax.set_ylabel("test error $\\epsilon_t$")
     h, _ = ax.get_legend_handles_labels()
     h += [Line2D([], [], ls="", marker=m, ms=7, color="0.8", mec="k", label=lab) for _, m, lab in ends]

@@ -13,7 +13,7 @@ import numpy as np
 import xarray as xr
 
 from .. import results, train
-from .petrini_fig3 import _medians
+from .petrini_fig3 import median_distances
 from . import petrini_fig5
 from .petrini_fig5 import CPU_LR, logmean, resolve_archs, setup, train_network
 from .petrini_fig6 import check_interps, plain_log_ticks, probe
@@ -104,7 +104,7 @@ def cell(
                                  batch_size=batch_size, checkpoint=ckpt, progress=False)
     kw = dict(delta_method=delta_method, cutoff=cutoff)
     sweep = xr.concat([probe(res.model, images, cs, interps, seed, "running", delta=float(d), **kw) for d in deltas], "delta")
-    out = _medians(sweep).assign_coords(delta=[float(d) for d in deltas])
+    out = median_distances(sweep).assign_coords(delta=[float(d) for d in deltas])
     out["diffeo_fraction"] = sweep.diffeo_fraction.assign_coords(delta=[float(d) for d in deltas])
     out["test_error"] = ((), train.evaluate(res.model, ds_data.test)["error"])
     out["train_seconds"] = ((), seconds)

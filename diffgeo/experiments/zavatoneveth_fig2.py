@@ -17,16 +17,17 @@ import torch
 import xarray as xr
 from torch import nn
 
-from .. import data, maps, results, riemann, train
+from .. import data, probes, results, riemann, train
 from ..core import check_choice, check_int, resolve_device, seed_everything
 from ..scaffold import Experiment, Var
 
 # %% auto #0
 __all__ = ['COMMON', 'PROFILES', 'VARIABLES', 'EXPERIMENT', 'BOUNDARY_COLOR', 'BOUNDARY_MUTATIONS', 'SEGMENTS_SWAPPED',
-           'shallow_classifier', 'choose_anchors', 'slice_geometry', 'snapshot_file', 'measure_during_training', 'cell',
-           'slice_dataset', 'derive', 'triangle_panel', 'drawn_lines', 'draw_slices', 'draw', 'blend_regression',
-           'genuine_segments', 'too_few_segments', 'boundary_vs_control', 'boundary_passes', 'triangle',
-           'peak_at_boundary', 'accuracy']
+           'shallow_classifier', 'choose_anchors', 'slice_geometry', 'snapshot_file', 'measure_during_training',
+           'check_snapshots', 'slice_points', 'cell', 'slice_dataset', 'predictive_entropy', 'peak_gain', 'derive',
+           'ternary', 'draw_boundaries', 'triangle_panel', 'drawn_lines', 'draw_slices', 'draw', 'blend_regression',
+           'last_epoch', 'mean_sd_segments', 'genuine_segments', 'signed', 'separated', 'too_few_segments',
+           'boundary_vs_control', 'boundary_passes', 'triangle', 'peak_at_boundary', 'accuracy', 'controls_bumped']
 
 # %% ../../nbs/zavatoneveth_fig2.ipynb #76bc736e
 COMMON = dict(width=2000, activation="sigmoid", lr=1e-3, batch_size=1000, weight_decay=0.0, n_lines=3, n_same=2, seed=0)
@@ -116,14 +117,14 @@ def slice_geometry(
     features:Callable, # the copy -> its feature map(s), a function of a batch: `[B, ...]` -> `[B, k m]`
     n_maps:int=1, # k: how many feature maps of m features each `features` concatenates
     chunk:int=32, # points per Jacobian batch
-    memory:float=2**31, # bytes for the Jacobian's passes (see `maps.jacobian_matrix`)
+    memory:float=2**31, # bytes for the Jacobian's passes (see `probes.jacobian_matrix`)
 ) -> tuple[np.ndarray, np.ndarray]: # log volume elements `[P, k]` (exact, float64), class probabilities `[P, n_classes]`
     "Log volume element of each feature map, from one Jacobian, and the predicted probabilities at every point of a slice."
     net = copy.deepcopy(model).double().eval()
     fn, logv, prob = features(net), [], []
     for s in range(0, len(x), chunk):
         xs = x[s:s + chunk].double()
-        J = maps.jacobian_matrix(fn, xs, memory)
+        J = probes.jacobian_matrix(fn, xs, memory)
         logv.append(torch.stack([riemann.log_volume(Jk, "cholesky") for Jk in J.chunk(n_maps, dim=1)], 1))
         with torch.no_grad(): prob.append(net(xs).softmax(-1))
     return torch.cat(logv).cpu().numpy(), torch.cat(prob).cpu().numpy()
@@ -166,7 +167,7 @@ def measure_during_training(
     return rows
 
 # %% ../../nbs/zavatoneveth_fig2.ipynb #8adb1a9d
-def _check_snapshots(snapshots, epochs:int) -> list:
+def check_snapshots(snapshots, epochs:int) -> list:
     "The snapshot epochs, sorted; training stops at the last one, so it must be `epochs`."
     epochs = check_int(epochs, "epochs", low=0)
     out = sorted({check_int(e, "snapshot epoch", low=0, high=epochs) for e in snapshots})
@@ -174,7 +175,7 @@ def _check_snapshots(snapshots, epochs:int) -> list:
         raise ValueError(f"snapshots must end at epochs = {epochs} (training stops at the last snapshot), got {out}; add {epochs}.")
     return out
 
-def _slices(images:torch.Tensor, lines:np.ndarray, corners:np.ndarray, line_divisions:int, plane_divisions:int):
+def slice_points(images:torch.Tensor, lines:np.ndarray, corners:np.ndarray, line_divisions:int, plane_divisions:int):
     "The points of every segment, then of the triangle, and the triangle's weights."
     seg = [riemann.simplex_grid(images[list(ij)], line_divisions)[0] for ij in lines]
     tri, w = riemann.simplex_grid(images[list(corners)], plane_divisions)
@@ -201,14 +202,14 @@ def cell(
     checkpoint_dir:str|None=None, # folder for the per-epoch training checkpoint and the snapshots measured, deleted when the cell ends (None: none)
 ) -> xr.Dataset:
     "Train the shallow network and measure the log volume element on segments and a triangle of test digits."
-    snapshots = _check_snapshots(snapshots, epochs)
+    snapshots = check_snapshots(snapshots, epochs)
     dev = resolve_device(device)
     ds_data = data.load(dataset, root=data_root, normalize=False)
     tr = ds_data.train if n_train is None else ds_data.train.subset(n_train, seed)  # a random subset: files may be sorted by class
     seed_everything(seed)
     net = shallow_classifier(tr.images[0].numel(), width, ds_data.n_classes, activation).to(dev)
     lines, corners = choose_anchors(ds_data.test.labels, n_lines, seed, n_same)
-    points, weights = _slices(ds_data.test.images, lines, corners, line_divisions, plane_divisions)
+    points, weights = slice_points(ds_data.test.images, lines, corners, line_divisions, plane_divisions)
     geometry = lambda net: slice_geometry(net, points.to(dev), lambda m: riemann.feature_map(m, "act"))
     ckpt = None if checkpoint_dir is None else results.resolve_path(checkpoint_dir) / f"zavatoneveth_fig2_seed{seed}.pt"
     rows = measure_during_training(net, tr, ds_data.test, snapshots, geometry, checkpoint=ckpt, optimizer="adam", lr=lr,
@@ -257,18 +258,20 @@ def slice_dataset(
     return ds
 
 # %% ../../nbs/zavatoneveth_fig2.ipynb #a1c8e01b
-def _entropy(p:xr.DataArray) -> xr.DataArray: return -(p * np.log(p.clip(min=1e-300))).sum("cls")
+def predictive_entropy(p:xr.DataArray) -> xr.DataArray:
+    "The entropy −Σ p log p (nats) of the predicted class probabilities `p` over `cls`."
+    return -(p * np.log(p.clip(min=1e-300))).sum("cls")
 
-def _gain(v:xr.DataArray, entropy:xr.DataArray) -> xr.DataArray:
+def peak_gain(v:xr.DataArray, entropy:xr.DataArray) -> xr.DataArray:
     "Along each segment: v where the prediction is most uncertain, minus v's mean at the two ends."
     return v.isel(t=entropy.argmax("t")) - v.isel(t=[0, -1]).mean("t")
 
 @EXPERIMENT.derive
 def derive(ds:xr.Dataset) -> xr.Dataset:
     "Predictions, entropies, the boundary gain of each segment and the volume–entropy correlation."
-    ds["line_entropy"], ds["plane_entropy"] = _entropy(ds.line_prob), _entropy(ds.plane_prob)
+    ds["line_entropy"], ds["plane_entropy"] = predictive_entropy(ds.line_prob), predictive_entropy(ds.plane_prob)
     ds["line_pred"], ds["plane_pred"] = ds.line_prob.argmax("cls"), ds.plane_prob.argmax("cls")
-    ds["boundary_gain"] = _gain(ds.line_log_volume, ds.line_entropy)
+    ds["boundary_gain"] = peak_gain(ds.line_log_volume, ds.line_entropy)
     ds["mid_gain"] = ds.line_log_volume.interp(t=0.5) - ds.line_log_volume.isel(t=[0, -1]).mean("t")
     ds["peak_t"] = ds.t[ds.line_log_volume.argmax("t")].drop_vars("t")
     ds["boundary_t"] = ds.t[ds.line_entropy.argmax("t")].drop_vars("t")
@@ -278,13 +281,13 @@ def derive(ds:xr.Dataset) -> xr.Dataset:
     return ds
 
 # %% ../../nbs/zavatoneveth_fig2.ipynb #60c9cdfb
-def _ternary(w:np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def ternary(w:np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     "Barycentric weights [P, 3] -> Cartesian points of the equilateral triangle with corners (0, 0), (1, 0), (1/2, √3/2)."
     return w[:, 1] + 0.5 * w[:, 2], np.sqrt(3) / 2 * w[:, 2]
 
 BOUNDARY_COLOR = "#56b4e9"  # the decision boundaries over the triangle: sky blue, seen on both ends of magma
 
-def _draw_boundaries(ax, tri, prob:np.ndarray, pred:np.ndarray):
+def draw_boundaries(ax, tri, prob:np.ndarray, pred:np.ndarray):
     "The decision boundaries over the triangle: the boundary of class k is where it stops being the most probable."
     for k in np.unique(pred):
         ax.tricontour(tri, prob[:, k] - np.delete(prob, k, axis=1).max(1), levels=[0.0], colors=BOUNDARY_COLOR, linewidths=1.2)
@@ -300,10 +303,10 @@ def triangle_panel(
 ):
     "The triangle coloured by `values`, the last snapshot's decision boundaries, its corners' classes, and a labelled colour bar."
     import matplotlib.tri as mtri
-    tri = mtri.Triangulation(*_ternary(ds.weight.values))
+    tri = mtri.Triangulation(*ternary(ds.weight.values))
     last = ds.isel(epoch=-1)
     im = ax.tripcolor(tri, values, shading="gouraud", cmap="magma")
-    _draw_boundaries(ax, tri, last.plane_prob.values, last.plane_pred.values)
+    draw_boundaries(ax, tri, last.plane_prob.values, last.plane_pred.values)
     h = np.sqrt(3) / 2
     for c, (cx, cy, va) in enumerate([(0, -0.04, "top"), (1, -0.04, "top"), (0.5, h + 0.03, "bottom")]):
         ax.text(cx, cy, f"{item} {int(ds.corner_label[c])}", ha="center", va=va, fontsize=8)
@@ -376,7 +379,7 @@ def blend_regression(
     keep = (is_between | is_control).values
     x = ds.line_image.values[keep].astype(np.float64)
     d2, crossing = ((x[:, 1] - x[:, 0]) ** 2).sum(1), is_between.values[keep].astype(np.float64)
-    y = _last(ds.mid_gain).values[keep]
+    y = last_epoch(ds.mid_gain).values[keep]
     A = np.stack([np.ones_like(d2), d2, crossing], 1)
     if len(y) <= A.shape[1]: raise ValueError(f"{len(y)} genuine segments; the fit of 3 coefficients needs at least 4.")
     coef, *_ = np.linalg.lstsq(A, y, rcond=None)
@@ -387,26 +390,32 @@ def blend_regression(
 # %% ../../nbs/zavatoneveth_fig2.ipynb #22467eee
 from .. import claims, results
 
-def _last(v:xr.DataArray) -> xr.DataArray: return v.sel(epoch=v.epoch.max())
+def last_epoch(v:xr.DataArray) -> xr.DataArray:
+    "`v` at the last snapshot."
+    return v.sel(epoch=v.epoch.max())
 
 def _between_within(gain:xr.DataArray, same:xr.DataArray) -> tuple[xr.DataArray, xr.DataArray]:
     "A gain along the segments between classes and along the same-class controls."
     return gain.where(same == 0, drop=True), gain.where(same == 1, drop=True)
 
-def _fmt(v:xr.DataArray) -> str: return claims.mean_sd(v.values, ".1f", dim="segment")
+def mean_sd_segments(v:xr.DataArray) -> str:
+    "Mean ± s.d. of `v` over its segments, for the claims' notes."
+    return claims.mean_sd(v.values, ".1f", dim="segment")
 
 def genuine_segments(ds:xr.Dataset) -> tuple[xr.DataArray, xr.DataArray]:
     """Masks over `line` at the last epoch: segments between classes along which the prediction changes (they cross a
     decision boundary), and genuine controls, as in the paper's Fig. I.22: same class, both ends correctly classified, and
     the prediction the same all along."""
-    pred = _last(ds.line_pred)
+    pred = last_epoch(ds.line_pred)
     changes = (pred != pred.isel(t=0)).any("t")
     ends_right = xr.DataArray((pred.isel(t=[0, -1]).values == ds.line_label.values).all(1), dims="line", coords={"line": ds.line})
     return (ds.same_class == 0) & changes, (ds.same_class == 1) & ~changes & ends_right
 
-def _sig(x:float) -> str: return f"{float(x):+.1f}".replace("-", "−")
+def signed(x:float) -> str:
+    "`x` with its sign and one decimal, a true minus sign."
+    return f"{float(x):+.1f}".replace("-", "−")
 
-def _separated(between:xr.DataArray, control:xr.DataArray) -> tuple[bool, bool, str]:
+def separated(between:xr.DataArray, control:xr.DataArray) -> tuple[bool, bool, str]:
     """(reproduced, partly, note) of between-class boundary gains against control gains along `line`: reproduced when every
     between-class gain is positive and above every control's and no control's is positive; partly when the between-class
     mean is positive and either no control is expanded or the between-class mean exceeds the controls' by more than two
@@ -417,7 +426,7 @@ def _separated(between:xr.DataArray, control:xr.DataArray) -> tuple[bool, bool, 
     flat, sep = bool(control.max() <= 0), diff > 2 * se
     every = bool(between.min() > 0) and bool(between.min() > control.max()) and flat
     partly = bool(between.mean("line") > 0) and (flat or sep)
-    note = (f"difference of means {_sig(diff)} ± {se:.1f} (s.e.)" + ("; no control expanded" if flat else "; a control is expanded"))
+    note = (f"difference of means {signed(diff)} ± {se:.1f} (s.e.)" + ("; no control expanded" if flat else "; a control is expanded"))
     return every, partly, note
 
 def too_few_segments(is_between, is_control) -> claims.Verdict|None:
@@ -433,10 +442,10 @@ def boundary_vs_control(ds:xr.Dataset, accuracy_criterion:Callable|None=None) ->
     same-class controls (`genuine_segments`). With `accuracy_criterion`, capped at partly while that says "not"."""
     is_between, is_control = genuine_segments(ds)
     if (missing := too_few_segments(is_between, is_control)) is not None: return missing
-    between = _last(ds.boundary_gain).where(is_between, drop=True)
-    control = _last(ds.mid_gain).where(is_control, drop=True)
-    every, partly, note = _separated(between, control)
-    value = f"boundary gain between classes {_fmt(between)}, midpoint gain of the genuine controls {_fmt(control)} nats"
+    between = last_epoch(ds.boundary_gain).where(is_between, drop=True)
+    control = last_epoch(ds.mid_gain).where(is_control, drop=True)
+    every, partly, note = separated(between, control)
+    value = f"boundary gain between classes {mean_sd_segments(between)}, midpoint gain of the genuine controls {mean_sd_segments(control)} nats"
     if every and accuracy_criterion is not None and (a := accuracy_criterion(ds)).status == "not":
         return claims.Verdict("partly", value, note + f"; capped at partly: the network's test accuracy, {a.value}, is far below the paper's")
     return claims.graded(every, partly, value, note)
@@ -482,7 +491,7 @@ def triangle(ds:xr.Dataset) -> claims.Verdict:
 def _entropy_added(scale:float) -> Callable:
     "A dataset whose log volume element along the segments is shifted by `scale` times the prediction's entropy."
     def make(ds:xr.Dataset) -> xr.Dataset:
-        return ds.assign(line_log_volume=ds.line_log_volume + scale * _entropy(ds.line_prob))
+        return ds.assign(line_log_volume=ds.line_log_volume + scale * predictive_entropy(ds.line_prob))
     make.__doc__ = f"log volume + {scale:g} × entropy along the segments"
     return make
 
@@ -492,7 +501,7 @@ def _entropy_dominant(volume:str, prob:str, dim:str, scale:float=1e3) -> Callabl
     where the entropy does (`scale` > 1), or where it is least (`scale` < −1), whatever the data's own slopes (a fixed
     multiple of the entropy is not enough where the prediction flips between two grid points and its entropy stays small)."""
     def make(ds:xr.Dataset) -> xr.Dataset:
-        H, v = _entropy(ds[prob]), ds[volume]
+        H, v = predictive_entropy(ds[prob]), ds[volume]
         return ds.assign({volume: v + scale * (v.max(dim) - v.min(dim) + 1) * H / H.max(dim).clip(min=1e-300)})
     make.__doc__ = f"{volume} + {scale:g} × its range × the entropy (relative to its largest) along {dim}"
     return make
@@ -500,14 +509,14 @@ def _entropy_dominant(volume:str, prob:str, dim:str, scale:float=1e3) -> Callabl
 def _triangle_passes(ds:xr.Dataset) -> xr.Dataset:
     """A dataset on which `triangle` passes: the last snapshot's log volume element over the triangle replaced by 10³ nats
     × (the prediction's entropy relative to its largest + the smallest barycentric weight, which peaks at the centre)."""
-    H = _entropy(ds.plane_prob)
+    H = predictive_entropy(ds.plane_prob)
     bump = 1e3 * (H / H.max("point").clip(min=1e-300) + ds.weight.min("corner"))
     last = ds.epoch == ds.epoch.max()
     return ds.assign(plane_log_volume=ds.plane_log_volume.where(~last, bump).transpose(*ds.plane_log_volume.dims))
 
 def peak_at_boundary(ds:xr.Dataset) -> claims.Verdict:
     "Criterion of `peak_at_boundary`: the distance along each between-class segment from the volume's peak to the entropy's."
-    gap = abs(_last(ds.peak_t) - _last(ds.boundary_t)).where(ds.same_class == 0, drop=True)
+    gap = abs(last_epoch(ds.peak_t) - last_epoch(ds.boundary_t)).where(ds.same_class == 0, drop=True)
     if not gap.sizes["line"]: return claims.not_run("no segment between classes in this dataset")
     k, n = claims.fraction(gap <= 0.2)
     return claims.graded(k == n, k > n / 2, claims.mean_sd(gap.values, ".2f", dim="segment") + " of the segment's length",
@@ -518,17 +527,17 @@ def _test_size(ds:xr.Dataset) -> int: return 1000 if results.parameters(ds).get(
 def accuracy(target:float, floor:float) -> Callable:
     "Criterion of `accuracy`: the trained test accuracy against the paper's `target`, with its binomial s.d.; partly above `floor`."
     def criterion(ds:xr.Dataset) -> claims.Verdict:
-        err, n = float(_last(ds.test_error)), _test_size(ds)
+        err, n = float(last_epoch(ds.test_error)), _test_size(ds)
         acc, sd = 1 - err, float(claims.binomial_sd(err, n))
         return claims.graded(acc + 2 * sd >= target, acc >= floor, f"{100 * acc:.1f} ± {100 * sd:.1f} % (binomial s.d., {n} test images)")
     return criterion
 
-def _controls_bumped(ds:xr.Dataset) -> xr.Dataset:
+def controls_bumped(ds:xr.Dataset) -> xr.Dataset:
     "A mutation: 10⁶ × sin(πt) added to the log volume element along the same-class segments (the controls expanded)."
     bump = 1e6 * np.sin(np.pi * ds.t)
     return ds.assign(line_log_volume=(ds.line_log_volume + bump.where(ds.same_class == 1, 0)).transpose(*ds.line_log_volume.dims))
 
-BOUNDARY_MUTATIONS = {"log volume − 10⁵ × entropy": _entropy_added(-1e5), "controls expanded by 10⁶ sin(πt)": _controls_bumped}
+BOUNDARY_MUTATIONS = {"log volume − 10⁵ × entropy": _entropy_added(-1e5), "controls expanded by 10⁶ sin(πt)": controls_bumped}
 
 SEGMENTS_SWAPPED = {"boundary and control segments swapped": claims.transform(lambda s: 1 - s, "same_class"),
                     "segments' log volumes rolled by two": claims.roll("line_log_volume", dim="line", shift=2)}

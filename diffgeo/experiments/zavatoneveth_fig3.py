@@ -15,7 +15,7 @@ from torch import nn
 from .. import data, models, results
 from ..core import resolve_device, seed_everything
 from .zavatoneveth_fig2 import VARIABLES as SLICE_VARIABLES
-from .zavatoneveth_fig2 import (_check_snapshots, _draw_boundaries, _gain, _slices, _ternary, choose_anchors,
+from .zavatoneveth_fig2 import (check_snapshots, draw_boundaries, peak_gain, slice_points, ternary, choose_anchors,
                                                    draw_slices, measure_during_training, slice_dataset, slice_geometry, snapshot_file)
 from .zavatoneveth_fig2 import derive as slice_derive
 from ..scaffold import Experiment, Var
@@ -104,14 +104,14 @@ def cell(
     checkpoint_dir:str|None=None, # folder for the per-epoch training checkpoint and the snapshots measured, deleted when the cell ends (None: none)
 ) -> xr.Dataset:
     "Train the GELU ResNet; measure the log volume element of each block's output on slices of test images."
-    snapshots = _check_snapshots(snapshots, epochs)
+    snapshots = check_snapshots(snapshots, epochs)
     dev = resolve_device(device)
     ds_data = data.load(dataset, root=data_root)
     tr = ds_data.train if n_train is None else ds_data.train.subset(n_train, seed)  # a random subset: files may be sorted by class
     seed_everything(seed)
     net = gelu_resnet(arch, ds_data.n_channels, ds_data.n_classes, max(ds_data.size, models.MIN_SIZE), width).to(dev)
     lines, corners = choose_anchors(ds_data.test.labels, n_lines, seed, n_same)
-    points, weights = _slices(ds_data.test.images, lines, corners, line_divisions, plane_divisions)
+    points, weights = slice_points(ds_data.test.images, lines, corners, line_divisions, plane_divisions)
     geometry = lambda net: slice_geometry(net, points.to(dev), lambda m: lambda z: block_outputs(m, z), len(BLOCKS), chunk=8,
                                           memory=2**29)
     ckpt = None if checkpoint_dir is None else results.resolve_path(checkpoint_dir) / f"zavatoneveth_fig3_seed{seed}.pt"
@@ -129,7 +129,7 @@ def derive(ds:xr.Dataset) -> xr.Dataset:
     "The MNIST experiment's derived quantities for the last block, and each block's boundary gain and contrast."
     ds = slice_derive(ds)
     v = ds.line_block_log_volume
-    ds["block_gain"] = _gain(v, ds.line_entropy)
+    ds["block_gain"] = peak_gain(v, ds.line_entropy)
     ds["block_contrast"] = (v.max("t") - v.min("t")).where(ds.same_class == 0).mean("line")
     return ds
 
@@ -174,15 +174,15 @@ from collections.abc import Callable
 import numpy as np
 
 from .. import claims
-from .zavatoneveth_fig2 import (BOUNDARY_MUTATIONS, too_few_segments, _controls_bumped, _entropy, _fmt, _last, _separated,
-                                                   _sig, accuracy, boundary_passes, boundary_vs_control, genuine_segments,
+from .zavatoneveth_fig2 import (BOUNDARY_MUTATIONS, too_few_segments, controls_bumped, predictive_entropy, mean_sd_segments, last_epoch, separated,
+                                                   signed, accuracy, boundary_passes, boundary_vs_control, genuine_segments,
                                                    triangle)
 
 ACCURACY = accuracy(0.92, 0.80)  # the `accuracy` claim's criterion: a status above partly needs the paper's network
 
 def _block_mid_gain(ds:xr.Dataset) -> xr.DataArray:
     "Each block's log volume element at the segment's midpoint minus its mean at the two ends, at the last epoch."
-    v = _last(ds.line_block_log_volume)
+    v = last_epoch(ds.line_block_log_volume)
     return v.interp(t=0.5) - v.isel(t=[0, -1]).mean("t")
 
 def _blocks_scaled(ds:xr.Dataset) -> xr.Dataset:
@@ -198,7 +198,7 @@ def _blocks_scaled_reversed(ds:xr.Dataset) -> xr.Dataset:
 def _blocks_pass(ds:xr.Dataset) -> xr.Dataset:
     "`boundary_passes`, and 10⁴ × the entropy added to every block's log volume, the controls' made flat."
     ds = boundary_passes(ds)
-    v = ds.line_block_log_volume + 1e4 * _entropy(ds.line_prob)
+    v = ds.line_block_log_volume + 1e4 * predictive_entropy(ds.line_prob)
     return ds.assign(line_block_log_volume=v.where(ds.same_class == 0, v.mean("t")).transpose(*ds.line_block_log_volume.dims))
 
 def _blocks_shifted(fn:Callable) -> Callable:
@@ -207,7 +207,7 @@ def _blocks_shifted(fn:Callable) -> Callable:
         return ds.assign(line_block_log_volume=(ds.line_block_log_volume + fn(ds)).transpose(*ds.line_block_log_volume.dims))
     return mutate
 
-BLOCK_MUTATIONS = {"every block's log volume − 10⁵ × entropy": _blocks_shifted(lambda ds: -1e5 * _entropy(ds.line_prob)),
+BLOCK_MUTATIONS = {"every block's log volume − 10⁵ × entropy": _blocks_shifted(lambda ds: -1e5 * predictive_entropy(ds.line_prob)),
                    "controls expanded by 10⁶ sin(πt) at every block":
                        _blocks_shifted(lambda ds: (1e6 * np.sin(np.pi * ds.t)).where(ds.same_class == 1, 0))}
 
@@ -255,12 +255,12 @@ EXPERIMENT.claim("triangle", where="Fig. 3, §5.1, App. I.3",
 def _(ds):
     is_between, is_control = genuine_segments(ds)
     if (missing := too_few_segments(is_between, is_control)) is not None: return missing
-    between = _last(ds.block_gain).where(is_between, drop=True)
+    between = last_epoch(ds.block_gain).where(is_between, drop=True)
     control = _block_mid_gain(ds).where(is_control, drop=True)
-    per = {b: _separated(between.sel(block=b), control.sel(block=b)) for b in between.block.values}
+    per = {b: separated(between.sel(block=b), control.sel(block=b)) for b in between.block.values}
     every, partly = all(v[0] for v in per.values()), all(v[1] for v in per.values())
     value = "mean boundary gain between classes vs mean midpoint gain of the controls, nats: " + ", ".join(
-        f"{b}: {_sig(between.sel(block=b).mean())} vs {_sig(control.sel(block=b).mean())}" for b in between.block.values)
+        f"{b}: {signed(between.sel(block=b).mean())} vs {signed(control.sel(block=b).mean())}" for b in between.block.values)
     nb, nc = int(is_between.sum()), int(is_control.sum())
     note = f"{nb} between-class segment(s), {nc} control(s); partly's condition holds at {sum(v[1] for v in per.values())} of {len(per)} blocks"
     if every and (a := ACCURACY(ds)).status == "not":
@@ -277,7 +277,7 @@ def _(ds):
     mutations={"every block the first's": _blocks_as_first, "scaled blocks reversed": _blocks_scaled_reversed},
     passes={"blocks scaled by 1, 2, 4, 8": _blocks_scaled})
 def _(ds):
-    v = _last(ds.line_block_log_volume).where(ds.same_class == 0, drop=True)
+    v = last_epoch(ds.line_block_log_volume).where(ds.same_class == 0, drop=True)
     if not v.sizes["line"]: return claims.not_run("no segment between classes in this dataset")
     c = (v.max("t") - v.min("t")).sel(block=list(BLOCKS))
     m = c.mean("line")

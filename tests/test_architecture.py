@@ -1,0 +1,123 @@
+"""The package's shape, read from its source (no import): every module-level import of one diffgeo module by another
+points down the layers of DESIGN.md (or stays inside a layer), the graph of those imports has no cycle, and no module
+imports another module's private (`_name`) function, class or constant, at module level or inside a function."""
+import ast
+import collections
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parents[1] / "diffgeo"
+
+# The layers, bottom first; a module may import its own layer and the ones below (DESIGN.md, "Layers").
+LAYERS = [
+    ("foundations", {"core", "results", "data", "papers", "style"}),
+    ("maps", {"maps"}),
+    ("transformations", {"diffeo", "cpab", "flows", "_diffeo_numba", "_cpab_numba"}),
+    ("layers", {"transformers", "distort"}),
+    ("networks and training", {"models", "train"}),
+    ("probes", {"probes"}),
+    ("measures", {"stability", "invariance", "riemann", "stripe"}),
+    ("sweep", {"sweep"}),
+    ("running experiments", {"scaffold", "claims", "site", "cli"}),
+    ("experiments", {"experiments.*"}),
+]
+
+
+def _rank(module: str) -> int:
+    for i, (_, names) in enumerate(LAYERS):
+        if module in names or (module.startswith("experiments.") and "experiments.*" in names): return i
+    raise AssertionError(f"module diffgeo.{module} is in no layer of tests/test_architecture.py: add it to LAYERS")
+
+
+def _modules() -> dict[str, Path]:
+    return {".".join(p.relative_to(PKG).with_suffix("").parts): p for p in sorted(PKG.rglob("*.py"))
+            if p.name not in ("__init__.py", "_modidx.py")}
+
+
+def _imports(module: str, path: Path):
+    "(imported diffgeo module, imported names, at module level?) for every import of diffgeo in `module`'s source."
+    tree, pkg = ast.parse(path.read_text()), module.split(".")[:-1]
+    top = {id(n) for n in tree.body}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = pkg[:len(pkg) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            elif node.module == "diffgeo" or (node.module or "").startswith("diffgeo."): target = node.module[len("diffgeo."):]
+            else: continue
+            for a in node.names:
+                sub = f"{target}.{a.name}".strip(".")
+                if (PKG / (sub.replace(".", "/") + ".py")).exists(): yield sub, [], id(node) in top   # `from . import maps`
+                else: yield target, [a.name], id(node) in top
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith("diffgeo."): yield a.name[len("diffgeo."):], [], id(node) in top
+
+
+def _graph(top_only: bool = True) -> dict[str, set]:
+    mods, g = _modules(), collections.defaultdict(set)
+    for m, p in mods.items():
+        for target, _, top in _imports(m, p):
+            if target and target != m and (top or not top_only) and target in mods: g[m].add(target)
+    return g
+
+
+def test_every_module_has_a_layer():
+    for m in _modules(): _rank(m)
+
+
+def test_no_upward_import():
+    "A module-level import never reaches a higher layer (lazy imports inside functions may: the command line, the site)."
+    up = [f"{m} ({LAYERS[_rank(m)][0]}) imports {t} ({LAYERS[_rank(t)][0]})"
+          for m, ts in _graph().items() for t in sorted(ts) if _rank(t) > _rank(m)]
+    assert not up, "imports up the layers:\n" + "\n".join(up)
+
+
+def test_module_level_imports_have_no_cycle():
+    g, state, path = _graph(), {}, []
+    def visit(m):
+        state[m] = "open"; path.append(m)
+        for t in sorted(g.get(m, ())):
+            if state.get(t) == "open": raise AssertionError("import cycle: " + " -> ".join(path[path.index(t):] + [t]))
+            if t not in state: visit(t)
+        state[m] = "done"; path.pop()
+    for m in sorted(_modules()):
+        if m not in state: visit(m)
+
+
+def _private_uses(module: str, path: Path) -> list[str]:
+    mods, found, aliases = _modules(), [], {}
+    for target, names, _ in _imports(module, path):
+        if target == module: continue
+        found += [f"from {target} import {n}" for n in names if n.startswith("_") and not n.startswith("__")]
+        if not names and target in mods: aliases[target.split(".")[-1]] = target
+    for node in ast.walk(ast.parse(path.read_text())):   # `maps._check_points(...)` through an imported module
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
+                and node.attr.startswith("_") and not node.attr.startswith("__")):
+            found.append(f"{aliases[node.value.id]}.{node.attr}")
+    return sorted(set(found))
+
+
+@pytest.mark.parametrize("module", sorted(_modules()))
+def test_no_private_name_of_another_module(module):
+    "What two modules share is public, in the module below both (DESIGN.md)."
+    used = _private_uses(module, _modules()[module])
+    assert not used, f"diffgeo.{module} uses private names of other modules: {used}; make them public where they live"
+
+
+def test_the_checks_can_fail(tmp_path):
+    "The source scan finds a private import, an attribute reach and an upward edge when one is planted."
+    src = tmp_path / "diffgeo"
+    (src / "experiments").mkdir(parents=True)
+    (src / "maps.py").write_text("from .probes import features\nfrom .core import _hidden\n")
+    (src / "core.py").write_text("def _hidden(): pass\n")
+    (src / "probes.py").write_text("from . import core\nx = core._hidden\n")
+    global PKG
+    saved, PKG = PKG, src
+    try:
+        assert _private_uses("maps", src / "maps.py") == ["from core import _hidden"]
+        assert _private_uses("probes", src / "probes.py") == ["core._hidden"]
+        with pytest.raises(AssertionError, match="maps .maps. imports probes .probes."): test_no_upward_import()
+    finally:
+        PKG = saved
