@@ -21,10 +21,10 @@ from .core import check_choice, check_images, check_scalar, load_compiled, match
 
 # %% auto #0
 __all__ = ['CUTOFFS', 'MAX_C', 'INTERPOLATIONS', 'SIGMA', 'COMPILED', 'DELTA_METHODS', 'modes', 'sample_coefficients', 'field',
-           'displacement', 'gaussian_truncation_error', 'gaussian_radius', 'warp', 'deform', 'image_side',
-           'delta_predicted', 'delta_asymptotic', 'delta_nominal', 'delta_measured', 'delta_center',
-           'temperature_for_delta', 'jacobian', 'xi', 'max_xi', 'min_jacobian_det', 'is_diffeomorphism',
-           'critical_scale', 'xi_asymptotic', 'temperature_range', 'transform', 'RandomDiffeo']
+           'displacement', 'gaussian_truncation_error', 'gaussian_radius', 'warp', 'check_one_scale', 'deform',
+           'image_side', 'delta_predicted', 'delta_asymptotic', 'delta_nominal', 'delta_measured', 'delta_center',
+           'temperature_for_delta', 'resolve_temperature', 'jacobian', 'xi', 'max_xi', 'min_jacobian_det',
+           'is_diffeomorphism', 'critical_scale', 'xi_asymptotic', 'temperature_range', 'transform', 'RandomDiffeo']
 
 # %% ../nbs/10_diffeo.ipynb #c4e5c903
 CUTOFFS = ("paper", "code")
@@ -306,12 +306,14 @@ def _warp(x:torch.Tensor, tau:torch.Tensor|None, interp:str, sigma:float, tol:fl
     return out.to(x.dtype)
 
 # %% ../nbs/10_diffeo.ipynb #2889ac4b
-def _temperature_of(T, delta, size, c:float, cutoff:str, delta_method:str):
-    "T itself, or the temperature giving `delta` pixels on an image of `size`: exactly one of them."
+def check_one_scale(
+    T, # the temperature given, or None
+    delta, # the displacement given, or None
+):
+    "Refuse unless exactly one of the temperature `T` and the displacement `delta` sets a deformation's size."
     if (T is None) == (delta is None):
         raise ValueError("give either the temperature T or the displacement delta in pixels (e.g. delta=1.0), "
                          f"not {'both' if T is not None else 'neither'}.")
-    return T if delta is None else temperature_for_delta(delta, image_side(*size), c, cutoff, delta_method)
 
 def _t_max(c:float) -> float:
     "The largest temperature at which fields of cut-off c ≥ 2 are diffeomorphisms with high probability (Eq. 14; inf below c = 2)."
@@ -344,7 +346,8 @@ def deform(
     xb, single = check_images(x)
     check_choice(interp, "interp", INTERPOLATIONS)
     _check_resolved(c, cutoff, xb.shape[-2:])
-    T = _temperature_of(T, delta, xb.shape[-2:], c, cutoff, delta_method)
+    check_one_scale(T, delta)
+    if T is None: T, _ = resolve_temperature(None, delta, xb.shape[-2:], c, cutoff, delta_method)
     T_top = float(T.max()) if isinstance(T, torch.Tensor) and T.numel() else T
     T_max = _t_max(c)
     if isinstance(T_top, (int, float)) and T_top > T_max:
@@ -444,6 +447,21 @@ def temperature_for_delta(
     check_choice(method, "method", DELTA_METHODS)
     if method == "asymptotic": return 4 * delta**2 / (math.pi * _check_n(n)**2 * math.log(_check_c_asymptotic(c)))
     return 2 * delta**2 / (_check_n(n)**2 * _mode_sum(c, cutoff, method))
+
+def resolve_temperature(
+    T=None, # temperature: a number or a tensor `[B]` (or give `delta`)
+    delta:float|None=None, # typical displacement δ in pixels (or give `T`)
+    size=32, # (H, W) of the images, or n for n × n: δ and T correspond through the image side (`image_side`)
+    c:float=3, # high-frequency cut-off
+    cutoff:str="paper", # "paper" or "code" (exact methods only)
+    delta_method:str="asymptotic", # how δ and T correspond: one of `DELTA_METHODS`, see `temperature_for_delta`
+) -> tuple: # (T, δ): the one given, and the other derived from it (δ a tensor `[B]` for a tensor T)
+    "The one rule for a deformation's size, used by `deform`, `RandomDiffeo` and `stability.Diffeomorphism`: exactly one of T and δ, the other derived."
+    check_one_scale(T, delta)
+    n = image_side(*maps.check_size(size, low=2))
+    if T is None: return temperature_for_delta(delta, n, c, cutoff, delta_method), float(delta)
+    d = delta_nominal(T, n, c, cutoff, delta_method)
+    return T, (d.item() if not isinstance(T, torch.Tensor) else d)
 
 # %% ../nbs/10_diffeo.ipynb #e0bd2582
 def jacobian(
@@ -557,8 +575,7 @@ class RandomDiffeo(nn.Module):
         super().__init__()
         check_choice(interp, "interp", INTERPOLATIONS); check_choice(cutoff, "cutoff", CUTOFFS)
         check_choice(delta_method, "delta_method", DELTA_METHODS)
-        if (T is None) == (delta is None):
-            raise ValueError(f"give either T or delta (in pixels, e.g. delta=1.0), not {'both' if T is not None else 'neither'}.")
+        check_one_scale(T, delta)
         def lo_hi(v, name, low, open_):
             if isinstance(v, (tuple, list)) and len(v) != 2:
                 raise ValueError(f"{name} must be a number or a (low, high) pair, got {v!r}; for one value pass {name}={v[0] if v else '...'!r}.")

@@ -66,10 +66,10 @@ class Perturbation:
         "The moved inputs, what they are compared with, and per-sample records."
         raise NotImplementedError(f"{type(self).__name__} must define apply(x, params, generator).")
 
-def _temperature(delta, T, n:float, c:float, cutoff:str, method:str) -> tuple[float, float]:
-    "(T, δ): one given, the other derived by `method`; warns outside the diffeomorphism range of Eq. 14."
-    if T is None: T = diffeo.temperature_for_delta(delta, n, c, cutoff, method)
-    else: delta = diffeo.delta_nominal(T, n, c, cutoff, method).item()
+def _temperature(delta, T, size, c:float, cutoff:str, method:str) -> tuple[float, float]:
+    "(T, δ) by `diffeo.resolve_temperature`; warns outside the diffeomorphism range of Eq. 14."
+    T, delta = diffeo.resolve_temperature(T, delta, size, c, cutoff, method)
+    n = diffeo.image_side(*size)
     T_max = diffeo.temperature_range(n, c)[1] if c >= 2 else math.inf
     if T > T_max:
         warnings.warn(f"δ = {delta:.3g} (T = {T:.3g}) exceeds the diffeomorphism range T ≤ {T_max:.3g} "
@@ -85,7 +85,7 @@ class Diffeomorphism(Perturbation):
                "is_diffeo": cf_attrs("1 if the drawn field passes max Ξ < 1 (a diffeomorphism)")}
 
     def __init__(self,
-                 delta:float=1.0, # typical displacement δ in pixels (ignored when `T` is given)
+                 delta:float|None=None, # typical displacement δ in pixels; None: 1 pixel, unless `T` is given
                  c:float=3, # high-frequency cut-off of the diffeomorphisms
                  T:float|None=None, # temperature; default: the one giving `delta` for the image size
                  interp:str="bilinear", # "bilinear", "nearest" or "gaussian"
@@ -96,7 +96,8 @@ class Diffeomorphism(Perturbation):
         self.cutoff = check_choice(cutoff, "cutoff", diffeo.CUTOFFS)
         self.delta_method = check_choice(delta_method, "delta_method", diffeo.DELTA_METHODS)
         self.c = check_scalar(c, "c", low=0, low_open=True)
-        if T is None: delta = check_scalar(delta, "delta", low=0, low_open=True, hint="δ is the typical displacement in pixels, e.g. 1.")
+        if T is not None and delta is not None: diffeo.check_one_scale(T, delta)   # both: refused, as everywhere
+        if T is None: delta = check_scalar(1.0 if delta is None else delta, "delta", low=0, low_open=True, hint="δ is the typical displacement in pixels, e.g. 1.")
         else: T = check_scalar(T, "T", low=0, low_open=True)
         self.delta, self.T = delta, T
 
@@ -105,7 +106,7 @@ class Diffeomorphism(Perturbation):
                                              "for vectors pass another perturbation, e.g. SubspaceNoise.")
         B, _, H, W = shape
         n = diffeo.image_side(H, W)
-        T, delta = _temperature(self.delta, self.T, n, self.c, self.cutoff, self.delta_method)
+        T, delta = _temperature(self.delta, self.T, (H, W), self.c, self.cutoff, self.delta_method)
         coeffs = diffeo.sample_coefficients(B, T, self.c, self.cutoff, generator, torch.float64, torch.device("cpu"))
         params = {"coeffs": coeffs, "is_diffeo": diffeo.is_diffeomorphism(coeffs, (H, W)).to(torch.int8),
                   "delta_center": diffeo.delta_center(coeffs, (H, W))}
@@ -290,7 +291,7 @@ def relative_stability(
     model:nn.Module, # the network (any `nn.Module` taking `[B, C, H, W]`)
     x:torch.Tensor, # test images `[B, C, H, W]`, or vectors `[B, D]` (with a perturbation other than a diffeomorphism), B ≥ 2
     perturbation=None, # a `Perturbation`, a callable `fn(x, generator)` or a list of group elements; default: `Diffeomorphism(delta, c, T, interp, cutoff, delta_method)`
-    delta:float=1.0, # typical displacement δ in pixels of the default diffeomorphism (ignored when `T` is given)
+    delta:float|None=None, # typical displacement δ in pixels of the default diffeomorphism; None: 1 pixel, unless `T` is given
     c:float=3, # high-frequency cut-off of the default diffeomorphism
     T:float|None=None, # temperature of the default diffeomorphism; default: the one giving `delta`
     interp:str="bilinear", # interpolation of the default diffeomorphism: "bilinear", "nearest" or "gaussian"
