@@ -23,7 +23,7 @@ from .core import check_finite, check_generator, check_images, check_int, check_
 # %% auto #0
 __all__ = ['MAX_BUILD_BYTES', 'COMPILED', 'MIN_STEPS', 'MAX_STEPS', 'MAX_N_STEPS', 'Tessellation', 'check_theta', 'cell_matrices',
            'theta_from_matrices', 'locate', 'velocity', 'covariance', 'sample', 'transform', 'inverse', 'pixel_points',
-           'grid', 'warp']
+           'grid', 'warp', 'map_family']
 
 # %% ../nbs/11_cpab.ipynb #b577a85b
 def _geometry_1d(n: int) -> dict:
@@ -724,3 +724,21 @@ def warp(
         return x.new_empty(0, x.shape[1], *maps.check_size(size or x.shape[-2:]))
     out = maps.warp(x, grid(theta.to(x.dtype), tess, size or x.shape[-2:], n_steps=n_steps), "normalised", interp, padding_mode)
     return out[0] if single else out
+
+# %% ../nbs/11_cpab.ipynb #eaec647a
+def map_family(
+    tess:Tessellation|None=None, # the tessellation; None: 3 × 3 squares with a zero boundary
+    scale:float=0.5, # the sampled θ: `scale` times a draw of the prior (`sample`)
+    size=(9, 11), # (H, W) of the images the frame refers to
+) -> maps.MapFamily:
+    "CPAB transformations as a `maps.MapFamily`: T^θ in the unit frame, with its inverse T^{-θ} and its warp."
+    tess = Tessellation((3, 3)) if tess is None else _check_tess(tess)
+    if tess.ndim != 2: raise ValueError(f"a family of maps of the plane needs a 2-D tessellation, got {tess}.")
+    return maps.MapFamily(
+        name="cpab", frame="unit", size=size,
+        forward=lambda th, p: transform(p, th, tess),
+        identity=lambda B, dtype: torch.zeros(B, tess.dim, dtype=dtype),
+        sample=lambda B, dtype, g: scale * sample(tess, B, generator=g, dtype=dtype),
+        low=0.0, high=1.0, inverse=lambda th, q: inverse(q, th, tess), diffeomorphic=True,
+        warp=lambda x, th: warp(x, th, tess),
+        k=128)   # exact integration to the series' and Newton's tolerances, over ≥ 4 steps and every edge crossing

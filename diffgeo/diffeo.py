@@ -24,7 +24,8 @@ __all__ = ['CUTOFFS', 'MAX_C', 'INTERPOLATIONS', 'SIGMA', 'COMPILED', 'DELTA_MET
            'displacement', 'gaussian_truncation_error', 'gaussian_radius', 'warp', 'check_one_scale', 'deform',
            'image_side', 'delta_predicted', 'delta_asymptotic', 'delta_nominal', 'delta_measured', 'delta_center',
            'temperature_for_delta', 'resolve_temperature', 'jacobian', 'xi', 'max_xi', 'min_jacobian_det',
-           'is_diffeomorphism', 'critical_scale', 'xi_asymptotic', 'temperature_range', 'transform', 'RandomDiffeo']
+           'is_diffeomorphism', 'critical_scale', 'xi_asymptotic', 'temperature_range', 'transform', 'RandomDiffeo',
+           'map_family']
 
 # %% ../nbs/10_diffeo.ipynb #c4e5c903
 CUTOFFS = ("paper", "code")
@@ -615,3 +616,24 @@ class RandomDiffeo(nn.Module):
 
     def extra_repr(self) -> str:
         return f"{self.scale}={self.range}, c={self.c}, interp={self.interp!r}, cutoff={self.cutoff!r}"
+
+# %% ../nbs/10_diffeo.ipynb #2db9c53c
+def map_family(
+    T:float=1e-4, # temperature of the sampled fields
+    c:float=3, # high-frequency cut-off
+    size=(12, 10), # (H, W) of the images the pixel frame refers to
+    cutoff:str="paper", # "paper" or "code"
+) -> maps.MapFamily:
+    "The maximum-entropy diffeomorphisms as a `maps.MapFamily`: T(p) = p − τ(p) in the pixel frame, parameterised by the coefficients."
+    H, W = maps.check_size(size, low=2)
+    m = sample_coefficients(1, T, c, cutoff).shape[-1]
+    clamp = lambda C, p: torch.minimum(transform(p, C, (H, W)).clamp_min(0), torch.tensor([W - 1.0, H - 1.0], dtype=C.dtype, device=C.device))
+    return maps.MapFamily(
+        name="diffeo", frame="pixel", size=(H, W),
+        forward=lambda C, p: transform(p, C, (H, W)),
+        identity=lambda B, dtype: torch.zeros(B, 2, m, m, dtype=dtype),
+        sample=lambda B, dtype, g: sample_coefficients(B, T, c, cutoff, generator=g, dtype=dtype),
+        low=0.0, high=min(H, W) - 1.0, diffeomorphic=True,
+        warp=lambda x, C: warp(x, field(C, x.shape[-2:])), sampled=clamp, padding_mode="border",
+        k=32,          # a sum over the m² modes
+        stretch=1.0)   # a field of three times the coefficients may fold: T sets the size, not the parameters' scale

@@ -23,7 +23,7 @@ from .core import check_bytes, check_choice, check_generator, check_int, check_s
 # %% auto #0
 __all__ = ['ACTIVATIONS', 'METHODS', 'MAX_STEPS', 'MAX_ADAPTIVE_STEPS', 'GRID_BYTES', 'SQUARING_BYTES', 'MAX_SQUARINGS',
            'VelocityField', 'Flow', 'grid', 'scaling_and_squaring', 'inverse_consistency', 'uniform_points',
-           'determinant_map']
+           'determinant_map', 'map_family']
 
 # %% ../nbs/12_flows.ipynb #944207ab
 ACTIVATIONS = {"tanh": torch.tanh, "relu": torch.relu, "sigmoid": torch.sigmoid, "softplus": F.softplus,
@@ -261,3 +261,28 @@ def determinant_map(
     g = grid(low, high, size, dtype=dtype, device=device)
     J = maps.jacobian(fn, g, functional=False)
     return g, maps.det(J), maps.fraction_folded(J.reshape(1, -1, 2, 2))[0]
+
+# %% ../nbs/12_flows.ipynb #2bea1c43
+def map_family(
+    flow:Flow|None=None, # a flow of the plane; None: a stationary field of 4 basis functions, 8 Euler steps over [0, 1]
+    scale:float=0.2, # the sampled θ: `scale` times a standard Gaussian, per parameter
+    frame:str="normalised", # the frame of the points the flow moves
+    size=(8, 10), # (H, W) of the images the frame refers to
+) -> maps.MapFamily:
+    "A ResNet flow of the plane as a `maps.MapFamily`, its parameters flattened into one vector θ per map."
+    flow = Flow(VelocityField(2, 4, 8, stationary=True), horizon=1.0) if flow is None else flow
+    if not isinstance(flow, Flow) or flow.field.dim != 2: raise TypeError("flow must be a flows.Flow of the plane (a VelocityField of dim 2).")
+    shapes = {n: p.shape for n, p in flow.named_parameters()}
+    sizes = [s.numel() for s in shapes.values()]
+    def forward(th, p):
+        out = []
+        for b, t in enumerate(th):
+            params = {n: v.view(s) for (n, s), v in zip(shapes.items(), torch.split(t, sizes))}
+            out.append(torch.func.functional_call(flow, params, (p if p.ndim == 2 else p[b],)))
+        return torch.stack(out)
+    return maps.MapFamily(
+        name="flow", frame=frame, size=size, forward=forward,
+        identity=lambda B, dtype: torch.zeros(B, sum(sizes), dtype=dtype),
+        sample=lambda B, dtype, g: scale * torch.randn(B, sum(sizes), generator=g, dtype=torch.float64).to(dtype),
+        low=-1.0, high=1.0, diffeomorphic=True,
+        k=64)   # the steps, each a few roundings

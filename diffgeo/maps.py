@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -22,9 +23,9 @@ with warnings.catch_warnings():  # torch builds its forward-mode decompositions 
     except ImportError: pass
 
 # %% auto #0
-__all__ = ['FRAMES', 'PIXEL_GRID_BYTES', 'INTERPOLATIONS', 'PADDING_MODES', 'check_frame', 'check_size', 'check_points',
-           'convert', 'pixel_grid', 'convert_jacobian', 'jacobian', 'det', 'condition_number', 'fraction_folded',
-           'warp']
+__all__ = ['FRAMES', 'PIXEL_GRID_BYTES', 'INTERPOLATIONS', 'PADDING_MODES', 'CONTRACT', 'check_frame', 'check_size',
+           'check_points', 'convert', 'pixel_grid', 'convert_jacobian', 'jacobian', 'det', 'condition_number',
+           'fraction_folded', 'warp', 'MapFamily', 'check_family']
 
 # %% ../nbs/05_maps.ipynb #ee277d6f
 FRAMES = ("pixel", "unit", "unit_corners", "normalised", "normalised_corners")
@@ -243,3 +244,160 @@ def warp(
     out = F.grid_sample(xb.expand(B, -1, -1, -1), grid.expand(B, -1, -1, -1), mode=interp,
                         padding_mode=padding_mode, align_corners=corners)
     return out[0] if single and points.ndim == 3 else out
+
+# %% ../nbs/05_maps.ipynb #7000e4e7
+@dataclass(frozen=True)
+class MapFamily:
+    "A family of maps of the plane, described once: its frame, its map on points, its identity, its inverse and warp where it has them."
+    name:str # what the family is called in messages
+    frame:str # the frame of `FRAMES` its points are in
+    size:tuple # (H, W) of the image that frame refers to
+    forward:Callable # (params `[B, ...]`, points `[N, 2]` or `[B, N, 2]`) -> T(points) `[B, N, 2]`
+    identity:Callable # (batch, dtype) -> the parameters of the identity map `[B, ...]`
+    sample:Callable # (batch, dtype, generator) -> parameters `[B, ...]` near the identity
+    low:float # the family is defined on the square [low, high]² of its frame ...
+    high:float # ... (points the contract draws lie there)
+    inverse:Callable|None = None # (params, points) -> T⁻¹(points), where the family has one
+    diffeomorphic:bool = False # det ∇T > 0 for every parameter `sample` draws, and `stretch` times them
+    warp:Callable|None = None # (images, params) -> the family's own warp
+    sampled:Callable|None = None # (params, points) -> where its warp reads, when not T(points) (e.g. clamped to the image)
+    padding_mode:str = "zeros" # the padding its warp uses
+    k:float = 16 # tolerance in ε of one evaluation of the map, for coordinates of order 1
+    stretch:float = 3.0 # the contract also checks det ∇T > 0 at this multiple of the sampled parameters (1: only at them)
+
+    def __post_init__(self):
+        check_frame(self.frame)
+        object.__setattr__(self, "size", check_size(self.size))
+        if not self.low < self.high: raise ValueError(f"low < high needed for the family's square, got [{self.low}, {self.high}].")
+
+    def points(self,
+        *shape:int, # the shape of the points' batch, e.g. (N,) or (B, N)
+        dtype=torch.float64, # dtype of the points
+        seed:int=0, # seed of the draw
+    ) -> torch.Tensor: # `[*shape, 2]` points uniform in the family's square
+        "Random points where the family is defined, in its frame."
+        u = torch.rand(*shape, 2, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+        return (self.low + (self.high - self.low) * u).to(dtype)
+
+    def grid(self,
+        params:torch.Tensor, # `[B, ...]` parameters
+        size=None, # (H, W) of the grid; None: the family's `size`
+    ) -> torch.Tensor: # `[B, H, W, 2]`: T of the pixel centres, in the family's frame (what `warp` reads)
+        "The map at the pixel centres of an image, in the family's frame: `warp(x, grid, frame)` warps by it."
+        H, W = check_size(self.size if size is None else size)
+        if (H, W) != self.size and self.frame == "pixel":
+            raise ValueError(f"{self.name} is in the pixel frame of a {self.size[0]}×{self.size[1]} image; its grid has that size.")
+        g = pixel_grid((H, W), self.frame, params.dtype, params.device).view(-1, 2)
+        return self.forward(params, g).view(len(params), H, W, 2)
+
+    def jacobian(self,
+        params:torch.Tensor, # `[B, ...]` parameters
+        points:torch.Tensor, # `[B, N, 2]` points (or `[N, 2]`, shared), in the family's frame
+    ) -> torch.Tensor: # `[B, N, 2, 2]`, the maps layout
+        "∇T of each map at the points, in the family's frame, by `jacobian`."
+        points = check_points(points)
+        if points.ndim == 2: points = points.expand(len(params), *points.shape)
+        return jacobian(lambda z: self.forward(params, z), points)
+
+def _tol(dtype, k:float) -> dict:
+    e = torch.finfo(dtype).eps
+    return dict(rtol=k * e, atol=k * e)
+
+def _images(fam:MapFamily, batch:int, dtype, seed:int=0) -> torch.Tensor:
+    return torch.rand(batch, 2, *fam.size, generator=torch.Generator().manual_seed(seed), dtype=torch.float64).to(dtype)
+
+def _g(seed:int) -> torch.Generator: return torch.Generator().manual_seed(seed)
+
+def _identity(fam, dtype):
+    "Every family is the identity at its identity parameters, to one rounding of the coordinates."
+    p = fam.points(50, dtype=dtype)
+    out = fam.forward(fam.identity(3, dtype), p)
+    assert out.shape == (3, 50, 2) and out.dtype == dtype, f"T(points) has shape {list(out.shape)} and dtype {out.dtype}"
+    torch.testing.assert_close(out, p.expand(3, -1, -1), **_tol(dtype, 2))
+
+def _inverse_round_trip(fam, dtype):
+    "T⁻¹(T(p)) = p, to two evaluations' error."
+    if fam.inverse is None: return f"{fam.name} has no inverse"
+    th, p = fam.sample(3, dtype, _g(1)), fam.points(40, dtype=dtype, seed=2)
+    torch.testing.assert_close(fam.inverse(th, fam.forward(th, p)), p.expand(3, -1, -1), **_tol(dtype, 2 * fam.k))
+
+def _inverse_jacobian(fam, dtype):
+    "∇T⁻¹ at T(p) is the inverse of ∇T at p (the chain rule), to each Jacobian's error amplified by the condition number."
+    if fam.inverse is None: return f"{fam.name} has no inverse"
+    if dtype != torch.float64: return "float64 only"
+    th, p = fam.sample(2, dtype, _g(3)), fam.points(2, 30, dtype=dtype, seed=4)
+    J = jacobian(lambda z: fam.forward(th, z), p)
+    Ji = jacobian(lambda z: fam.inverse(th, z), fam.forward(th, p))
+    kappa = condition_number(J).max().item()
+    torch.testing.assert_close(Ji @ J, torch.eye(2, dtype=dtype).expand_as(J), **_tol(dtype, 2 * fam.k * kappa))
+
+def _det_positive(fam, dtype):
+    "A diffeomorphic family never folds: at its sampled parameters, and at `stretch` times them."
+    if not fam.diffeomorphic: return f"{fam.name} is not a diffeomorphism for every parameter"
+    if dtype != torch.float64: return "float64 only"
+    p = fam.points(4, 200, dtype=dtype, seed=5)
+    for factor in sorted({1.0, float(fam.stretch)}):
+        th = factor * fam.sample(4, dtype, _g(6))
+        J = jacobian(lambda z: fam.forward(th, z), p)
+        assert (det(J) > 0).all() and (fraction_folded(J) == 0).all(), f"{fam.name} folds at {factor}× its sampled parameters"
+
+def _batched_equals_looped(fam, dtype):
+    "Batched over parameters (points shared or per map) = one map at a time."
+    th = fam.sample(3, dtype, _g(7))
+    for p in (fam.points(25, dtype=dtype, seed=8), fam.points(3, 25, dtype=dtype, seed=9)):
+        looped = torch.cat([fam.forward(th[b:b + 1], p if p.ndim == 2 else p[b]) for b in range(3)])
+        torch.testing.assert_close(fam.forward(th, p), looped, **_tol(dtype, fam.k))
+
+def _jacobian_is_central_differences(fam, dtype):
+    "`MapFamily.jacobian`: the maps layout [B, N, 2, 2], equal to central differences (rounding k ε |T| / h at h = 10⁻⁶ |T|)."
+    if dtype != torch.float64: return "float64 only"
+    th, p = fam.sample(2, dtype, _g(10)), fam.points(2, 20, dtype=dtype, seed=11)
+    J = fam.jacobian(th, p)
+    assert J.shape == (2, 20, 2, 2), f"the Jacobian has shape {list(J.shape)}, not [2, 20, 2, 2]"
+    h = 1e-6 * max(abs(fam.low), abs(fam.high), 1.0)
+    e = torch.eye(2, dtype=dtype) * h
+    fd = torch.stack([(fam.forward(th, p + e[j]) - fam.forward(th, p - e[j])) / (2 * h) for j in range(2)], -1)
+    torch.testing.assert_close(J, fd, rtol=0, atol=1e-8)
+
+def _identity_warp(fam, dtype):
+    "The identity parameters, on the pixel grid of the family's frame, warp an image to itself."
+    x = _images(fam, 2, dtype)
+    torch.testing.assert_close(warp(x, fam.grid(fam.identity(2, dtype)), fam.frame), x, **_tol(dtype, 4 * max(fam.size)))
+
+def _warp_is_maps_warp(fam, dtype):
+    "The family's own warp reads the image where its map sends the pixel centres, in its frame (the Conventions; a wrong frame fails here)."
+    if fam.warp is None: return f"{fam.name} has no warp of its own"
+    th, x = fam.sample(2, dtype, _g(12)), _images(fam, 2, dtype, seed=13)
+    g = pixel_grid(fam.size, fam.frame, dtype).view(-1, 2)
+    q = (fam.sampled or fam.forward)(th, g).view(2, *fam.size, 2)
+    torch.testing.assert_close(fam.warp(x, th), warp(x, q, fam.frame, padding_mode=fam.padding_mode),
+                               **_tol(dtype, (fam.k + 4) * max(fam.size)))
+
+def _gradcheck(fam, dtype):
+    "float64 gradcheck of the map with respect to the parameters and the points."
+    if dtype != torch.float64: return "float64 only"
+    th = fam.sample(2, dtype, _g(14)).requires_grad_()
+    p = fam.points(6, dtype=dtype, seed=15).requires_grad_()
+    assert torch.autograd.gradcheck(lambda a, z: fam.forward(a, z), (th, p), eps=1e-6, atol=1e-6)
+
+CONTRACT = {"identity": _identity, "inverse_round_trip": _inverse_round_trip, "inverse_jacobian": _inverse_jacobian,
+            "det_positive": _det_positive, "batched_equals_looped": _batched_equals_looped,
+            "jacobian": _jacobian_is_central_differences, "identity_warp": _identity_warp,
+            "warp_is_maps_warp": _warp_is_maps_warp, "gradcheck": _gradcheck}
+
+def check_family(
+    family:MapFamily, # the family to check
+    dtypes=(torch.float32, torch.float64), # dtypes to run the checks in (some are float64 only)
+    checks=None, # names of `CONTRACT` to run; None: all
+) -> dict[str, str]: # check (and dtype) -> "ok" or why it was skipped
+    "Run the maps contract on a family; an AssertionError names the check, the family and the dtype that failed."
+    if not isinstance(family, MapFamily): raise TypeError(f"family must be a maps.MapFamily, got {type(family).__name__}.")
+    names = list(CONTRACT) if checks is None else [check_choice(c, "checks", tuple(CONTRACT)) for c in checks]
+    report = {}
+    for name in names:
+        for dtype in dtypes:
+            try: skipped = CONTRACT[name](family, dtype)
+            except AssertionError as e:
+                raise AssertionError(f"{family.name} fails the maps contract's {name!r} in {dtype}: {e}") from e
+            report[f"{name} ({str(dtype).replace('torch.', '')})"] = f"skipped: {skipped}" if skipped else "ok"
+    return report

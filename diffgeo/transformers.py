@@ -18,10 +18,10 @@ from . import cpab, maps
 from .core import check_choice, check_images, check_int
 
 # %% auto #0
-__all__ = ['PADDING_MODES', 'FAMILIES', 'MATRIX_FAMILIES', 'LOC_NETS', 'LAYERS', 'base_grid', 'Family', 'register_family',
-           'get_family', 'check_theta', 'check_points', 'Affine', 'AffineDiffeo', 'Homography', 'TPS', 'CPAB',
-           'transform_points', 'transform_grid', 'warp', 'transform_matrix', 'jacobian', 'condition_number', 'loc_body',
-           'SpatialTransformer', 'st_layer']
+__all__ = ['PADDING_MODES', 'FAMILIES', 'MATRIX_FAMILIES', 'LOC_NETS', 'LAYERS', 'MAP_SCALES', 'base_grid', 'Family',
+           'register_family', 'get_family', 'check_theta', 'check_points', 'Affine', 'AffineDiffeo', 'Homography',
+           'TPS', 'CPAB', 'transform_points', 'transform_grid', 'warp', 'transform_matrix', 'jacobian',
+           'condition_number', 'loc_body', 'SpatialTransformer', 'st_layer', 'map_family']
 
 # %% ../nbs/20_transformers.ipynb #d79ccef5
 PADDING_MODES = maps.PADDING_MODES
@@ -452,3 +452,36 @@ def st_layer(
                              "or build the two SpatialTransformer layers yourself and chain them in nn.Sequential.")
         return SpatialTransformer.affine_cpab(in_shape, loc_net, out_size, padding_mode, **family_kwargs)
     return SpatialTransformer(name, in_shape, loc_net, out_size, padding_mode, **family_kwargs)
+
+# %% ../nbs/20_transformers.ipynb #2cf2f947
+MAP_SCALES = {"affine": 0.2, "affine_diffeo": 0.3, "homography": 0.1, "tps": 0.08, "cpab": 0.5}  # θ = identity + scale · N(0, 1); others 0.05
+_MAP_K = {"cpab": 128, "tps": 32}   # TPS: a 19-term sum of r² log r² terms; CPAB: the integrator's tolerance
+
+def _matrix_inverse(fam:Family):
+    "θ of the inverse of an affine or projective map, from the inverse of its 3×3 matrix."
+    def inverse(th, q):
+        Hi = torch.linalg.inv(transform_matrix(th, fam))
+        th_i = Hi[:, :2].reshape(len(th), 6) if fam.name == "affine" else \
+            ((Hi / Hi[:, 2:, 2:]) - torch.eye(3, dtype=th.dtype, device=th.device)).reshape(len(th), 9)[:, :8]
+        return transform_points(q, th_i, fam)
+    return inverse
+
+def map_family(
+    family:str|Family, # a key of `FAMILIES`, or a built family
+    scale:float|None=None, # θ = identity + scale · N(0, 1); None: `MAP_SCALES`, or 0.05
+    size=(8, 10), # (H, W) of the images the frame refers to
+) -> maps.MapFamily:
+    "A spatial-transformer family as a `maps.MapFamily`: its map on normalised points, with its inverse where it has one, and its warp."
+    fam = get_family(family)
+    s = MAP_SCALES.get(fam.name, 0.05) if scale is None else scale
+    inverse = {"affine": _matrix_inverse(fam), "homography": _matrix_inverse(fam),
+               "affine_diffeo": lambda th, q: transform_points(q, -th, fam),
+               "cpab": lambda th, q: transform_points(q, -th, fam)}.get(fam.name)
+    return maps.MapFamily(
+        name=f"st_{fam.name}", frame="normalised", size=size,
+        forward=lambda th, p: transform_points(p, th, fam),
+        identity=lambda B, dtype: fam.identity(dtype).expand(B, -1),
+        sample=lambda B, dtype, g: (fam.identity(torch.float64) + s * torch.randn(B, fam.dim, generator=g, dtype=torch.float64)).to(dtype),
+        low=-1.0, high=1.0, inverse=inverse,
+        diffeomorphic=fam.name in ("affine_diffeo", "cpab"),   # invertible for every θ; affine and homography only away from singular
+        warp=lambda x, th: warp(x, th, fam), k=_MAP_K.get(fam.name, 16))
