@@ -134,6 +134,7 @@ class Experiment:
         self.notebook, self.constants = notebook or f"{self.name}.ipynb", dict(constants or {})
         self.figures, self._cell, self._derive, self._finish, self._settings, self._cost = {}, None, None, None, None, None
         self.claims = {}  # key -> claims.Claim, declared with `Experiment.claim` (diffgeo.claims)
+        self.regression_check, self.quotes = None, None   # declared with `Experiment.regression` and `Experiment.quoted`
         REGISTRY[self.name] = self
 
     def __repr__(self): return f"Experiment({self.name!r}, {len(self.figures)} figure(s))"
@@ -156,6 +157,14 @@ class Experiment:
     ) -> xr.Dataset: # `ds` with the derived quantities (computed again), or `ds` itself when no `derive` hook is declared
         "The dataset with the quantities the declared `derive` hook computes from the raw ones."
         return self._derive(ds) if self._derive else ds
+
+    def regression(self, fn:Callable) -> Callable:
+        "Declare `fn(ds)`: asserts that a run still shows what the committed `cpu` run showed (our own regression, apart from the papers' claims)."
+        self.regression_check = fn; return fn
+
+    def quoted(self, fn:Callable) -> Callable:
+        "Declare `fn(ds) -> list[str]`: the numbers the notebook's prose quotes, formatted from `ds` (the tests find each in the prose)."
+        self.quotes = fn; return fn
 
     def finish(self, fn:Callable) -> Callable:
         "Declare `fn(ds, settings) -> ds`, run once on the merged cells (to add, e.g., the paper's own numbers)."

@@ -245,6 +245,7 @@ def draw(ds:xr.Dataset):
 
 
 # %% ../../nbs/moskalev_fig2.ipynb #7d7aa5f4
+@EXPERIMENT.regression
 def check_regression(ds:xr.Dataset):
     "Checks that a run still shows what the committed cpu run showed (regression, not the paper's claims), on a cpu- or paper-profile dataset (every seed); an AssertionError names the one that fails."
     da, ir, wt = (ds.sel(model=m) for m in ("DA", "IR", "WT"))

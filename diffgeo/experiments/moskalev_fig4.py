@@ -196,6 +196,7 @@ def draw(ds:xr.Dataset):
     return fig
 
 # %% ../../nbs/moskalev_fig4.ipynb #31222423
+@EXPERIMENT.regression
 def check_regression(ds:xr.Dataset):
     "Checks that a run still shows what the committed cpu run showed (regression, not the paper's claims), on a cpu- or paper-profile dataset (every group and seed); an AssertionError names the one that fails."
     wt, da, ir = (ds.sel(model=m) for m in ("WT", "DA", "IR"))

@@ -170,6 +170,7 @@ def draw(ds:xr.Dataset):
 
 
 # %% ../../nbs/moskalev_fig5.ipynb #456a2aa3
+@EXPERIMENT.regression
 def check_regression(ds:xr.Dataset):
     "Checks that a run still shows what the committed cpu run showed (regression, not the paper's claims), on a cpu- or paper-profile dataset (every seed); an AssertionError names the one that fails."
     da = ds.sel(model="DA")

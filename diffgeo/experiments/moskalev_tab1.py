@@ -327,6 +327,7 @@ def draw_orbit(ds:xr.Dataset, group:str="rot4", panel:int=0):
 
 
 # %% ../../nbs/moskalev_tab1.ipynb #b54f909c
+@EXPERIMENT.regression
 def check_regression(ds:xr.Dataset):
     "Checks that a run still shows what the committed cpu run showed (regression, not the paper's claims), on a cpu- or paper-profile dataset (every seed unless said); an AssertionError names the one that fails."
     wt, da, ir = (ds.sel(model=m) for m in ("WT", "DA", "IR"))

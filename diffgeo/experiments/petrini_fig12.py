@@ -173,6 +173,7 @@ def draw(ds:xr.Dataset):
     return fig
 
 # %% ../../nbs/petrini_fig12.ipynb #0e321c88
+@EXPERIMENT.regression
 def check_regression(ds:xr.Dataset):
     "Checks that a run still shows what the committed cpu run showed (regression, not the paper's claims); an AssertionError names the statement that fails."
     R = ds.R_f.sel(state="trained").isel(interpolation=0)
@@ -185,6 +186,7 @@ def check_regression(ds:xr.Dataset):
     d, g = D.sel(augmentation="diffeo") / D.sel(augmentation="translation"), G.sel(augmentation="diffeo") / G.sel(augmentation="translation")
     assert abs(np.log(d)).item() < np.log(1.3) and g.item() > 2, "diffeo augmentation's effect is no longer mostly through G_f"
 
+@EXPERIMENT.quoted
 def quoted(ds:xr.Dataset) -> list[str]:
     "Every number of the prose above, formatted from the dataset; a test finds each in the prose."
     R = ds.R_f.sel(state="trained").isel(interpolation=0)

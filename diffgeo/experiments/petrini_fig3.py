@@ -350,6 +350,7 @@ def _local_slopes(ds:xr.Dataset, state:str="trained") -> xr.DataArray:
 
 def _layers(ds:xr.Dataset, state:str) -> xr.DataArray: return logmean(ds.layer_R_f.sel(state=state))
 
+@EXPERIMENT.regression
 def check_regression(ds:xr.Dataset):
     "Checks that a run still shows what the committed cpu run showed (regression, not the paper's claims); an AssertionError names the statement that fails."
     R0, R, lm = _one(ds, state="init"), _one(ds), logmean
@@ -378,6 +379,7 @@ def check_regression(ds:xr.Dataset):
     c = lm(ds.curve_R_f.sel(arch="ResNet18"))
     assert (c.sel(epoch=c.epoch >= 2) < 0.7).all() and c.isel(epoch=-1) < 0.5 * c.sel(epoch=0), "ResNet18's training curve changed"
 
+@EXPERIMENT.quoted
 def quoted(ds:xr.Dataset) -> list[str]:
     "Every number of the prose above, formatted from the dataset; a test finds each in the prose."
     R0, R, lm = _one(ds, state="init"), _one(ds), logmean

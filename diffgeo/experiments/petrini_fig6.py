@@ -346,6 +346,7 @@ def _main(ds:xr.Dataset, k:str="R_f", state:str="trained") -> xr.DataArray:
     "`k` at the main probe (first cut-off and interpolation) in `state`, per architecture, P and seed."
     return ds[k].sel(state=state).isel(c=0, interpolation=0)
 
+@EXPERIMENT.regression
 def check_regression(ds:xr.Dataset):
     "Checks that a run still shows what the committed cpu run showed (regression, not the paper's claims); an AssertionError names the statement that fails."
     R0, R, G, D = _main(ds, state="init"), _main(ds), _main(ds, "G_f"), _main(ds, "D_f")
@@ -370,6 +371,7 @@ def check_regression(ds:xr.Dataset):
     assert (ds.R_f_logmean.sel(state="trained").isel(interpolation=0, c=-1) > ds.R_f_logmean.sel(state="trained").isel(interpolation=0, c=0)).all(), \
         "R_f does not grow with the cut-off"
 
+@EXPERIMENT.quoted
 def quoted(ds:xr.Dataset) -> list[str]:
     "Every number of the prose above, formatted from the dataset; a test finds each in the prose."
     R0, R, G, D = _main(ds, state="init"), _main(ds), _main(ds, "G_f"), _main(ds, "D_f")

@@ -184,6 +184,7 @@ def draw(ds:xr.Dataset):
     return fig
 
 # %% ../../nbs/petrini_fig7.ipynb #ba25fb4b
+@EXPERIMENT.regression
 def check_regression(ds:xr.Dataset):
     "Checks that a run still shows what the committed cpu run showed (regression, not the paper's claims): the statements of the prose above, every seed; an AssertionError names the one that fails."
     assert (ds.converged == 1).all(), "a network did not reach margin 1 on every training point"
@@ -198,6 +199,7 @@ def check_regression(ds:xr.Dataset):
     assert (local.sel(P_mid=local.P_mid[local.P_mid > 1024]) > -1.0).all(), "the local slope above P = 1024 is not shallower than -1"
     assert (ds.test_error.diff("P") < 0).all(), "the test error does not fall with P on every seed"
 
+@EXPERIMENT.quoted
 def quoted(ds:xr.Dataset) -> list[str]:
     "Every number of the prose above, formatted from the dataset; a test finds each in the prose."
     first, last = ds.isel(P=0), ds.isel(P=-1)

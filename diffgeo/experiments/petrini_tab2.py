@@ -264,6 +264,7 @@ def _robust(ds:xr.Dataset, k:str="corr_R_f") -> dict:
     big = v.sel(delta=v.delta >= 1)
     return {"main": big.sel(c=big.c <= 5), "largest_c": big.isel(c=-1), "small_delta": v.isel(delta=0)}
 
+@EXPERIMENT.regression
 def check_regression(ds:xr.Dataset):
     "Checks that a run still shows what the committed cpu run showed (regression, not the paper's claims): the statements of the prose above; an AssertionError names the one that fails."
     m = main_probe(ds)
@@ -278,6 +279,7 @@ def check_regression(ds:xr.Dataset):
     assert (small.sel(interpolation="bilinear") < 0.4).all() and (small.sel(interpolation="gaussian") > small.sel(interpolation="bilinear")).all(), \
         "at the smallest δ the interpolations no longer differ as the prose says"
 
+@EXPERIMENT.quoted
 def quoted(ds:xr.Dataset) -> list[str]:
     "Every number of the prose above, formatted from the dataset; a test finds each in the prose."
     m = main_probe(ds)

@@ -289,6 +289,7 @@ def draw_solvers(ds:xr.Dataset):
     return fig
 
 # %% ../../nbs/rousseau_spiral.ipynb #7e5e6570
+@EXPERIMENT.regression
 def check_regression(ds:xr.Dataset):
     "Checks that a run still shows what the committed cpu run showed (regression, not the paper's claims): the prose above, on a dataset trained with Euler (every seed); an AssertionError names the one that fails."
     e = ds.sel(trained_with="euler")
@@ -316,6 +317,7 @@ def check_regression(ds:xr.Dataset):
     assert (inv.sel(model=sym) < 0.5).all() and (inv.sel(model=shared) > 5 * inv.sel(model=sym).max("model")).all(), \
         "the penalty does not bring the inverse-consistency error down fivefold"
 
+@EXPERIMENT.quoted
 def quoted(ds:xr.Dataset) -> list[str]:
     "Every number of the prose above, formatted from a dataset trained with Euler; a test finds each in the prose."
     e = ds.sel(trained_with="euler")
