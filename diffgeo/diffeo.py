@@ -23,9 +23,9 @@ from .core import check_choice, check_images, check_scalar, load_compiled, match
 __all__ = ['CUTOFFS', 'MAX_C', 'INTERPOLATIONS', 'SIGMA', 'COMPILED', 'DELTA_METHODS', 'modes', 'sample_coefficients', 'field',
            'displacement', 'gaussian_truncation_error', 'gaussian_radius', 'warp', 'check_one_scale', 'deform',
            'image_side', 'delta_predicted', 'delta_asymptotic', 'delta_nominal', 'delta_measured', 'delta_center',
-           'temperature_for_delta', 'resolve_temperature', 'jacobian', 'xi', 'max_xi', 'min_jacobian_det',
-           'is_diffeomorphism', 'critical_scale', 'xi_asymptotic', 'temperature_range', 'transform', 'RandomDiffeo',
-           'map_family']
+           'temperature_for_delta', 'resolve_temperature', 'field_gradient', 'jacobian', 'xi', 'max_xi',
+           'min_jacobian_det', 'is_diffeomorphism', 'critical_scale', 'xi_asymptotic', 'temperature_range', 'transform',
+           'RandomDiffeo', 'map_family']
 
 # %% ../nbs/10_diffeo.ipynb #c4e5c903
 CUTOFFS = ("paper", "code")
@@ -465,7 +465,7 @@ def resolve_temperature(
     return T, (d.item() if not isinstance(T, torch.Tensor) else d)
 
 # %% ../nbs/10_diffeo.ipynb #e0bd2582
-def jacobian(
+def field_gradient(
     coeffs:torch.Tensor, # `[B, 2, m, m]` coefficients
     size:tuple[int, int], # (H, W) grid on which to evaluate
 ) -> torch.Tensor: # `[B, H, W, 2, 2]`: ∂τ_a/∂s_b with a, b ∈ (u, v), the `maps` layout
@@ -479,12 +479,19 @@ def jacobian(
     ct = coeffs.transpose(-1, -2)
     return torch.stack((sv @ (ct @ du.T), dv @ (ct @ su.T)), dim=2).permute(0, 3, 4, 1, 2)
 
+def jacobian(coeffs:torch.Tensor, size:tuple[int, int]) -> torch.Tensor:
+    "The old name of `field_gradient`: ∇τ, the gradient of the displacement field (every other `jacobian` in diffgeo is a map's ∇T)."
+    warnings.warn("diffeo.jacobian is ∇τ, the gradient of the displacement field, where every other jacobian in diffgeo is a map's "
+                  "∇T; it is now diffeo.field_gradient (the same values). For the map's ∇T use diffeo.map_family(...).jacobian.",
+                  FutureWarning, stacklevel=2)
+    return field_gradient(coeffs, size)
+
 def xi(
     coeffs:torch.Tensor, # `[B, 2, m, m]` coefficients
     size:tuple[int, int], # (H, W) grid on which to evaluate
 ) -> torch.Tensor: # `[B, H, W]`
     "Ξ(s) of Eq. 12: the field is a diffeomorphism where Ξ < 1 everywhere."
-    J = jacobian(coeffs, size)
+    J = field_gradient(coeffs, size)
     a, b, c, d = J[..., 0, 0], J[..., 0, 1], J[..., 1, 0], J[..., 1, 1]
     return 0.5 * (torch.sqrt((a - d)**2 + (b + c)**2) + a + d)
 
@@ -494,7 +501,7 @@ def max_xi(coeffs:torch.Tensor, size:tuple[int, int]) -> torch.Tensor:
 
 def min_jacobian_det(coeffs:torch.Tensor, size:tuple[int, int]) -> torch.Tensor:
     "min_s det(I − ∇τ) for each field, `[B]`: positive means locally invertible everywhere."
-    J = jacobian(coeffs, size)
+    J = field_gradient(coeffs, size)
     return maps.det(torch.eye(2, dtype=J.dtype, device=J.device) - J).flatten(1).amin(1)
 
 def is_diffeomorphism(
@@ -516,7 +523,7 @@ def critical_scale(
     "The factor s* such that the field of `s·coeffs` passes the criterion exactly for 0 ≤ s < s*."
     check_choice(criterion, "criterion", ("xi", "det"))
     if criterion == "xi": return 1 / max_xi(coeffs, size).clamp_min(0)
-    J = jacobian(coeffs, size)
+    J = field_gradient(coeffs, size)
     t, d = J[..., 0, 0] + J[..., 1, 1], maps.det(J)
     root = (t * t - 4 * d).clamp_min(0).sqrt()                        # det(I - sJ) = 1 - s t + s² d
     real = (t * t - 4 * d) >= 0

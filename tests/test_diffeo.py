@@ -20,7 +20,7 @@ import diffgeo.diffeo as diffeo
 from diffgeo.core import check_choice, check_images, check_scalar, progress, resolve_device, seed_everything
 from diffgeo.diffeo import (CUTOFFS, INTERPOLATIONS, SIGMA, RandomDiffeo, critical_scale, deform, delta_asymptotic,
                             delta_measured, delta_nominal, delta_predicted, displacement, field, gaussian_radius, gaussian_truncation_error,
-                            is_diffeomorphism, jacobian, max_xi, min_jacobian_det, modes, sample_coefficients,
+                            is_diffeomorphism, field_gradient, max_xi, min_jacobian_det, modes, sample_coefficients,
                             temperature_for_delta, temperature_range, warp, xi, xi_asymptotic)
 
 DTYPES = [torch.float32, torch.float64]
@@ -940,7 +940,7 @@ class TestJacobian:
         "Central differences of `field` on a fine rectangular grid; their relative error is ≤ (mπh)²/6 ≈ 4e-4 here."
         H, W = 301, 401
         C = sample_coefficients(4, 3e-3, 6, generator=gen(), dtype=torch.float64)
-        tau, J = field(C, (H, W)), jacobian(C, (H, W))
+        tau, J = field(C, (H, W)), field_gradient(C, (H, W))
         assert J.shape == (4, H, W, 2, 2)                                    # [B, H, W, component, derivative]
         fd_u = (tau[..., :, 2:] - tau[..., :, :-2]) / (2 / (W - 1))          # [B, component, H, W - 2]
         fd_v = (tau[..., 2:, :] - tau[..., :-2, :]) / (2 / (H - 1))
@@ -950,21 +950,21 @@ class TestJacobian:
 
     @pytest.mark.parametrize("dtype", DTYPES)
     def test_dtype(self, dtype):
-        assert jacobian(sample_coefficients(2, 1e-3, 4, dtype=dtype), (8, 8)).dtype == dtype
+        assert field_gradient(sample_coefficients(2, 1e-3, 4, dtype=dtype), (8, 8)).dtype == dtype
 
 
 class TestXi:
     def test_largest_eigenvalue_of_symmetric_part(self):
         "Ξ (Eq. 12) is the largest eigenvalue of (∇τ + ∇τᵀ)/2."
         C = sample_coefficients(3, 1e-2, 5, generator=gen(), dtype=torch.float64)
-        J = jacobian(C, (16, 16))  # [B, H, W, 2, 2]
+        J = field_gradient(C, (16, 16))  # [B, H, W, 2, 2]
         eig = torch.linalg.eigvalsh((J + J.transpose(-1, -2)) / 2)[..., -1]
         torch.testing.assert_close(xi(C, (16, 16)), eig, rtol=1e-12, atol=1e-12)
         torch.testing.assert_close(max_xi(C, (16, 16)), eig.flatten(1).amax(1), rtol=1e-12, atol=1e-12)
 
     def test_min_jacobian_det(self):
         C = sample_coefficients(3, 1e-2, 5, generator=gen(), dtype=torch.float64)
-        J = jacobian(C, (16, 16))
+        J = field_gradient(C, (16, 16))
         det = torch.linalg.det(torch.eye(2, dtype=torch.float64) - J)
         torch.testing.assert_close(min_jacobian_det(C, (16, 16)), det.flatten(1).amin(1), rtol=1e-12, atol=1e-12)
 
