@@ -349,7 +349,7 @@ def save_dataset(
     ds:xr.Dataset, # the results, with CF attributes and provenance
     path:str|os.PathLike, # target `.nc` file (relative paths from the working directory)
 ) -> Path:
-    "Write `ds` to netCDF-4 atomically, with the CF conventions' attributes (`cf_conventions`); return the absolute path."
+    "Write `ds` to netCDF-4 atomically, compressed (zlib, lossless), with the CF conventions' attributes (`cf_conventions`); return the absolute path."
     if not isinstance(ds, xr.Dataset):
         raise TypeError(f"ds must be an xarray.Dataset, got {type(ds).__name__}"
                         + ("; convert with da.to_dataset(name='...')." if isinstance(ds, xr.DataArray) else "."))
@@ -357,7 +357,9 @@ def save_dataset(
     if "parameters" not in ds.attrs:
         raise ValueError("the dataset has no provenance; call results.stamp(ds, params, device, start) first.")
     out = cf_conventions(ds)
-    return atomic_write(resolve_path(path), lambda tmp: out.to_netcdf(tmp, engine="netcdf4"))
+    packed = {n: dict(zlib=True, complevel=4, shuffle=True) for n in out.variables    # lossless: only the file is smaller
+              if out[n].dtype.kind in "fiub" and out[n].ndim > 0}
+    return atomic_write(resolve_path(path), lambda tmp: out.to_netcdf(tmp, engine="netcdf4", encoding=packed))
 
 def load_dataset(
     path:str|os.PathLike, # `.nc` file: absolute, or relative to the working directory, else to the diffgeo checkout's root

@@ -37,6 +37,7 @@ class Var:
     long_name:str # what the variable is, in words
     units:str="1" # CF units; "1" for dimensionless
     optional:bool=False # the dataset may lack it (a variable that only some settings produce)
+    storage:str|None=None # dtype the run keeps and stores it in, e.g. "float32" for per-sample measures whose summaries need no more; None: as computed
 
     @property
     def attrs(self) -> dict: return results.cf_attrs(self.long_name, self.units)
@@ -347,6 +348,8 @@ def run(self:Experiment,
     results.stamp(ds, params, resolve_device(device) if executor == "inline" else device, start, end, paper=self.paper,
                   experiment=self.name)
     if executor != "inline" and "cell_device" in ds: ds.attrs.update(_where(ds.cell_device, device))
+    for n, v in self.variables.items():   # stored precision, before deriving: the derived values are those the file re-derives
+        if v.storage and n in ds.data_vars: ds[n] = ds[n].astype(v.storage)
     ds = self.derived(ds)
     return self.apply_schema(ds)
 

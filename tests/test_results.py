@@ -363,6 +363,18 @@ class TestSaveDataset:
         assert {k: back.attrs[k] for k in ds.attrs} == ds.attrs
         assert os.listdir(path.parent) == ["r.nc"]  # no temporary left behind
 
+    def test_compressed_and_lossless(self, tmp_path):
+        "Numeric variables are stored with zlib: a file of repeated values is small, random float64 values come back bit for bit."
+        ds = make_dataset()
+        rng = np.random.default_rng(0)
+        ds["noise"] = (("n",), rng.standard_normal(50_000), {"long_name": "noise", "units": "1"})
+        ds["flat"] = (("n",), np.where(rng.random(50_000) < 0.1, np.nan, 0.5), {"long_name": "mostly one value", "units": "1"})
+        path = save_dataset(ds, tmp_path / "c.nc")
+        back = load_dataset(path)
+        np.testing.assert_array_equal(back.noise.values, ds.noise.values)
+        np.testing.assert_array_equal(back.flat.values, ds.flat.values)   # NaN where NaN
+        assert path.stat().st_size < 0.75 * 2 * 50_000 * 8, "numeric variables are not compressed"
+
     def test_overwrites(self, tmp_path):
         path = tmp_path / "r.nc"
         save_dataset(make_dataset(), path)
