@@ -459,6 +459,9 @@ def resolve_temperature(
 ) -> tuple: # (T, δ): the one given, and the other derived from it (δ a tensor `[B]` for a tensor T)
     "The one rule for a deformation's size, used by `deform`, `RandomDiffeo` and `stability.Diffeomorphism`: exactly one of T and δ, the other derived."
     check_one_scale(T, delta)
+    if isinstance(T, torch.Tensor):
+        if not T.is_floating_point() or not torch.isfinite(T).all() or (T < 0).any(): raise ValueError("T must hold finite temperatures ≥ 0.")
+    elif T is not None: T = check_scalar(T, "T", low=0)
     n = image_side(*maps.check_size(size, low=2))
     if T is None: return temperature_for_delta(delta, n, c, cutoff, delta_method), float(delta)
     d = delta_nominal(T, n, c, cutoff, delta_method)
@@ -633,7 +636,7 @@ def map_family(
 ) -> maps.MapFamily:
     "The maximum-entropy diffeomorphisms as a `maps.MapFamily`: T(p) = p − τ(p) in the pixel frame, parameterised by the coefficients."
     H, W = maps.check_size(size, low=2)
-    m = sample_coefficients(1, T, c, cutoff).shape[-1]
+    m = int(modes(c, cutoff).max())   # the coefficients' side, without a draw
     clamp = lambda C, p: torch.minimum(transform(p, C, (H, W)).clamp_min(0), torch.tensor([W - 1.0, H - 1.0], dtype=C.dtype, device=C.device))
     return maps.MapFamily(
         name="diffeo", frame="pixel", size=(H, W),

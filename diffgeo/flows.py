@@ -270,11 +270,13 @@ def map_family(
     size=(8, 10), # (H, W) of the images the frame refers to
 ) -> maps.MapFamily:
     "A ResNet flow of the plane as a `maps.MapFamily`, its parameters flattened into one vector θ per map."
-    flow = Flow(VelocityField(2, 4, 8, stationary=True), horizon=1.0) if flow is None else flow
+    flow = Flow(VelocityField(2, 4, 8, stationary=True, generator=torch.Generator().manual_seed(0)), horizon=1.0) if flow is None else flow
     if not isinstance(flow, Flow) or flow.field.dim != 2: raise TypeError("flow must be a flows.Flow of the plane (a VelocityField of dim 2).")
     shapes = {n: p.shape for n, p in flow.named_parameters()}
     sizes = [s.numel() for s in shapes.values()]
     def forward(th, p):
+        if p.ndim == 3 and len(p) != len(th):
+            raise ValueError(f"points [B, N, 2] must have one set per map: {len(p)} sets for {len(th)} parameter vectors; pass [N, 2] to share them.")
         out = []
         for b, t in enumerate(th):
             params = {n: v.view(s) for (n, s), v in zip(shapes.items(), torch.split(t, sizes))}

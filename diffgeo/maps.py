@@ -349,7 +349,7 @@ def _batched_equals_looped(fam, dtype):
         torch.testing.assert_close(fam.forward(th, p), looped, **_tol(dtype, fam.k))
 
 def _jacobian_is_central_differences(fam, dtype):
-    "`MapFamily.jacobian`: the maps layout [B, N, 2, 2], equal to central differences (rounding k ε |T| / h at h = 10⁻⁶ |T|)."
+    "`MapFamily.jacobian`: the maps layout [B, N, 2, 2], equal to central differences to 1e-8 (h = 10⁻⁶ × the square's extent)."
     if dtype != torch.float64: return "float64 only"
     th, p = fam.sample(2, dtype, _g(10)), fam.points(2, 20, dtype=dtype, seed=11)
     J = fam.jacobian(th, p)
@@ -401,3 +401,10 @@ def check_family(
                 raise AssertionError(f"{family.name} fails the maps contract's {name!r} in {dtype}: {e}") from e
             report[f"{name} ({str(dtype).replace('torch.', '')})"] = f"skipped: {skipped}" if skipped else "ok"
     return report
+
+_MOVED = {n: "probes" for n in ("jacobian_matrix", "pullback_metric", "jacobian_ready", "ChannelAffine", "KeptDerivative", "POINTWISE")}
+
+def __getattr__(name:str):
+    "Names that moved to another module say where (PEP 562)."
+    if name in _MOVED: raise AttributeError(f"diffgeo.maps.{name} moved to diffgeo.{_MOVED[name]}: from diffgeo.{_MOVED[name]} import {name}")
+    raise AttributeError(f"module 'diffgeo.maps' has no attribute {name!r}")

@@ -357,8 +357,9 @@ def save_dataset(
     if "parameters" not in ds.attrs:
         raise ValueError("the dataset has no provenance; call results.stamp(ds, params, device, start) first.")
     out = cf_conventions(ds)
-    packed = {n: dict(zlib=True, complevel=4, shuffle=True) for n in out.variables    # lossless: only the file is smaller
-              if out[n].dtype.kind in "fiub" and out[n].ndim > 0}
+    kept = ("dtype", "_FillValue", "scale_factor", "add_offset", "units", "calendar")   # a variable's own storage choices stay
+    packed = {n: {**{k: v for k, v in out[n].encoding.items() if k in kept}, "zlib": True, "complevel": 4, "shuffle": True}
+              for n in out.variables if out[n].dtype.kind in "fiub" and out[n].ndim > 0}   # lossless: only the file is smaller
     return atomic_write(resolve_path(path), lambda tmp: out.to_netcdf(tmp, engine="netcdf4", encoding=packed))
 
 def load_dataset(

@@ -37,7 +37,11 @@ class Var:
     long_name:str # what the variable is, in words
     units:str="1" # CF units; "1" for dimensionless
     optional:bool=False # the dataset may lack it (a variable that only some settings produce)
-    storage:str|None=None # dtype the run keeps and stores it in, e.g. "float32" for per-sample measures whose summaries need no more; None: as computed
+    storage:str|None=None # a floating dtype the merged run is cast to before deriving and saving, e.g. "float32" for per-sample measures whose summaries need no more (cells and shards stay as computed); None: as computed
+
+    def __post_init__(self):
+        if self.storage not in (None, "float16", "float32", "float64"):
+            raise ValueError(f"storage must be None, 'float16', 'float32' or 'float64', got {self.storage!r}.")
 
     @property
     def attrs(self) -> dict: return results.cf_attrs(self.long_name, self.units)

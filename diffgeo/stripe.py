@@ -8,6 +8,7 @@ Docs: https://diffgeo.github.io/diffgeo/stripe.html.md"""
 from __future__ import annotations
 
 import math
+import warnings
 
 import torch
 import torch.nn.functional as F
@@ -109,8 +110,12 @@ def gradient_flow(
     sharpness:float=10.0, # s of the soft hinge softplus(s(1 - z))/s
     dt:float=1.0, # first step; adapted
     progress:bool=False, # a progress bar over steps
+    show_progress:bool|None=None, # the old name of `progress` (a FutureWarning)
 ) -> dict: # steps, converged (every margin ≥ 1), the last step size, loss and smallest margin
     "Full-batch gradient descent with an adaptive step (kept and lengthened by 10% if it lowers the loss, else undone and halved), until every margin y F(x) ≥ 1."
+    if show_progress is not None:
+        warnings.warn("gradient_flow's show_progress is now progress, as everywhere in diffgeo.", FutureWarning, stacklevel=2)
+        progress = show_progress
     loss = check_choice(loss, "loss", LOSSES)
     max_steps, sharpness = check_int(max_steps, "max_steps", low=1), check_scalar(sharpness, "sharpness", low=0, low_open=True)
     dt = check_scalar(dt, "dt", low=0, low_open=True)

@@ -480,7 +480,7 @@ def map_family(
     return maps.MapFamily(
         name=f"st_{fam.name}", frame="normalised", size=size,
         forward=lambda th, p: transform_points(p, th, fam),
-        identity=lambda B, dtype: fam.identity(dtype).expand(B, -1),
+        identity=lambda B, dtype: fam.identity(dtype).expand(B, -1).clone(),
         sample=lambda B, dtype, g: (fam.identity(torch.float64) + s * torch.randn(B, fam.dim, generator=g, dtype=torch.float64)).to(dtype),
         low=-1.0, high=1.0, inverse=inverse,
         diffeomorphic=fam.name in ("affine_diffeo", "cpab"),   # invertible for every θ; affine and homography only away from singular

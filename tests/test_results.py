@@ -375,6 +375,14 @@ class TestSaveDataset:
         np.testing.assert_array_equal(back.flat.values, ds.flat.values)   # NaN where NaN
         assert path.stat().st_size < 0.75 * 2 * 50_000 * 8, "numeric variables are not compressed"
 
+    def test_a_variables_own_encoding_is_kept(self, tmp_path):
+        "A packing the variable asks for (dtype, scale) survives the compression."
+        ds = make_dataset()
+        ds["err"].encoding.update(dtype="int16", scale_factor=0.001, _FillValue=-1)
+        back = load_dataset(save_dataset(ds, tmp_path / "e.nc"))
+        assert back["err"].encoding["dtype"] == np.int16 and back["err"].encoding["scale_factor"] == 0.001
+        np.testing.assert_allclose(back["err"].values, ds["err"].values, atol=5e-4)
+
     def test_overwrites(self, tmp_path):
         path = tmp_path / "r.nc"
         save_dataset(make_dataset(), path)

@@ -74,6 +74,7 @@ def test_bad_inputs():
     x, y = stripe_data(10, 5)
     with pytest.raises(ValueError, match="max_steps"): gradient_flow(net, x, y, max_steps=0)
     with pytest.raises(ValueError, match=r"y \[P\]"): gradient_flow(net, x, y[:5])
+    with pytest.warns(FutureWarning, match="now progress"): gradient_flow(net, x, y, max_steps=1, show_progress=False)
     with pytest.raises(ValueError, match="orthonormal"): stability.SubspaceNoise(2 * torch.eye(5)[1:], 1.0)
     with pytest.raises(ValueError, match="radius"): stability.SubspaceNoise(torch.eye(5)[1:], 0.0)
     with pytest.raises(TypeError, match="directions"): stability.SubspaceNoise(torch.eye(5)[1], 1.0)
