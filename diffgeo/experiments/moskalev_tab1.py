@@ -25,7 +25,7 @@ __all__ = ['GROUPS', 'MODELS', 'COMMON', 'PROFILES', 'PAPER', 'VARIABLES', 'EXPE
 # %% ../../nbs/moskalev_tab1.ipynb #3ba730f8
 GROUPS = {"rot4": lambda: invariance.Rotations(4), "shift3": lambda: invariance.CyclicShifts(3)}
 MODELS = ("WT", "DA", "IR")
-COMMON = dict(groups=list(GROUPS), lr=8e-4, batch_size=512, si_target=0.95, leave_out=[9])
+COMMON = dict(groups=list(GROUPS), models=list(MODELS), lr=8e-4, batch_size=512, si_target=0.95, leave_out=[9])
 PROFILES = {
     "smoke": dict(COMMON, dataset="mnist5k", n_train=300, n_val=100, n_test=100, epochs=2, seeds=[0], nus=[1.0],
                   steps=4, panels=2),
@@ -75,7 +75,7 @@ VARIABLES = {
     "paper_mean": Var(("group", "model", "column"), "Table 1 as published: mean over 4 seeds"),
     "paper_std": Var(("group", "model", "column"), "Table 1 as published: standard deviation"),
 }
-EXPERIMENT = Experiment("moskalev", "tab1", PROFILES, VARIABLES, grid=lambda p: {"group": list(p["groups"]), "model": list(MODELS)},
+EXPERIMENT = Experiment("moskalev", "tab1", PROFILES, VARIABLES, grid=lambda p: {"group": list(p["groups"]), "model": list(p["models"])},
                         coords_on={"group_order": "group"}, notebook="moskalev_tab1.ipynb")
 
 # %% ../../nbs/moskalev_tab1.ipynb #609d9831
