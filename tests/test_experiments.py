@@ -80,7 +80,9 @@ def test_parameters_are_listed():
     import papermill
     for exp in EXPERIMENTS.values():
         params = papermill.inspect_notebook(str(ROOT / "nbs" / exp.notebook))
-        assert {"out_dir", "profile"} <= set(params), exp.name
+        # every notebook takes the scaffold's shared run arguments: papermill ignores a -p it does not know (a warning),
+        # so a long run's -p work_dir on a notebook without it would put its work in the checkout
+        assert {"out_dir", "profile", "redraw", "work_dir", "device"} <= set(params), (exp.name, sorted(params))
         assert params["profile"]["help"] and params["out_dir"]["help"], exp.name
         untyped = [k for k, v in params.items() if v["inferred_type_name"] in ("None", None, "")]
         assert not untyped, f"{exp.notebook}: annotate the parameters {untyped} (papermill --help-notebook says 'Unknown type')"
