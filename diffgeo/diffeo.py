@@ -347,8 +347,8 @@ def deform(
     xb, single = check_images(x)
     check_choice(interp, "interp", INTERPOLATIONS)
     _check_resolved(c, cutoff, xb.shape[-2:])
-    check_one_scale(T, delta)
-    if T is None: T, _ = resolve_temperature(None, delta, xb.shape[-2:], c, cutoff, delta_method)
+    if T is None: T, _ = resolve_temperature(None, delta, xb.shape[-2:], c, cutoff, delta_method)   # (refuses neither)
+    else: check_one_scale(T, delta)                                                                 # (refuses both)
     T_top = float(T.max()) if isinstance(T, torch.Tensor) and T.numel() else T
     T_max = _t_max(c)
     if isinstance(T_top, (int, float)) and T_top > T_max:

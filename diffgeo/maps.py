@@ -276,7 +276,7 @@ class MapFamily:
         seed:int=0, # seed of the draw
     ) -> torch.Tensor: # `[*shape, 2]` points uniform in the family's square
         "Random points where the family is defined, in its frame."
-        u = torch.rand(*shape, 2, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+        u = torch.rand(*shape, 2, generator=_g(seed), dtype=torch.float64)
         return (self.low + (self.high - self.low) * u).to(dtype)
 
     def grid(self,
@@ -304,7 +304,7 @@ def _tol(dtype, k:float) -> dict:
     return dict(rtol=k * e, atol=k * e)
 
 def _images(fam:MapFamily, batch:int, dtype, seed:int=0) -> torch.Tensor:
-    return torch.rand(batch, 2, *fam.size, generator=torch.Generator().manual_seed(seed), dtype=torch.float64).to(dtype)
+    return torch.rand(batch, 2, *fam.size, generator=_g(seed), dtype=torch.float64).to(dtype)
 
 def _g(seed:int) -> torch.Generator: return torch.Generator().manual_seed(seed)
 
@@ -326,7 +326,7 @@ def _inverse_jacobian(fam, dtype):
     if fam.inverse is None: return f"{fam.name} has no inverse"
     if dtype != torch.float64: return "float64 only"
     th, p = fam.sample(2, dtype, _g(3)), fam.points(2, 30, dtype=dtype, seed=4)
-    J = jacobian(lambda z: fam.forward(th, z), p)
+    J = fam.jacobian(th, p)
     Ji = jacobian(lambda z: fam.inverse(th, z), fam.forward(th, p))
     kappa = condition_number(J).max().item()
     torch.testing.assert_close(Ji @ J, torch.eye(2, dtype=dtype).expand_as(J), **_tol(dtype, 2 * fam.k * kappa))
@@ -338,7 +338,7 @@ def _det_positive(fam, dtype):
     p = fam.points(4, 200, dtype=dtype, seed=5)
     for factor in sorted({1.0, float(fam.stretch)}):
         th = factor * fam.sample(4, dtype, _g(6))
-        J = jacobian(lambda z: fam.forward(th, z), p)
+        J = fam.jacobian(th, p)
         assert (det(J) > 0).all() and (fraction_folded(J) == 0).all(), f"{fam.name} folds at {factor}× its sampled parameters"
 
 def _batched_equals_looped(fam, dtype):
@@ -368,8 +368,8 @@ def _warp_is_maps_warp(fam, dtype):
     "The family's own warp reads the image where its map sends the pixel centres, in its frame (the Conventions; a wrong frame fails here)."
     if fam.warp is None: return f"{fam.name} has no warp of its own"
     th, x = fam.sample(2, dtype, _g(12)), _images(fam, 2, dtype, seed=13)
-    g = pixel_grid(fam.size, fam.frame, dtype).view(-1, 2)
-    q = (fam.sampled or fam.forward)(th, g).view(2, *fam.size, 2)
+    if fam.sampled is None: q = fam.grid(th)
+    else: q = fam.sampled(th, pixel_grid(fam.size, fam.frame, dtype).view(-1, 2)).view(2, *fam.size, 2)
     torch.testing.assert_close(fam.warp(x, th), warp(x, q, fam.frame, padding_mode=fam.padding_mode),
                                **_tol(dtype, (fam.k + 4) * max(fam.size)))
 

@@ -19,7 +19,7 @@ from torch import nn
 
 from . import diffeo
 from .core import check_choice, check_images, check_int, check_scalar, module_device, progress as _progress
-from .probes import BATCHNORM_MODES, check_layers, check_output, features, probing
+from .probes import BATCHNORM_MODES, check_layers, check_output, features, probing  # noqa: F401 (BATCHNORM_MODES: stability.BATCHNORM_MODES still answers)
 from .results import cf_attrs
 
 # %% auto #0

@@ -17,8 +17,8 @@ from matplotlib.text import Text
 from matplotlib.ticker import LogLocator
 
 # %% auto #0
-__all__ = ['FAMILIES', 'FAMILY_COLORS', 'RC', 'family_color', 'style', 'Legibility', 'legibility', 'check_legible', 'log_ticks',
-           'point_label', 'place_labels', 'thin_ticks', 'tidy_labels']
+__all__ = ['FAMILIES', 'FAMILY_COLORS', 'RC', 'family_color', 'cycle_color', 'style', 'Legibility', 'legibility', 'check_legible',
+           'log_ticks', 'point_label', 'place_labels', 'thin_ticks', 'tidy_labels']
 
 # %% ../nbs/06_style.ipynb #8b77f661
 #: The families of `models.ARCHS`, each with one colour of seaborn's colour-blind palette, in every figure
@@ -34,6 +34,13 @@ def family_color(
     for fam in sorted(FAMILIES, key=len, reverse=True):
         if arch.startswith(fam): return FAMILY_COLORS[fam]
     raise ValueError(f"{arch!r} is in none of the families {list(FAMILIES)}; name an architecture of models.ARCHS.")
+
+def cycle_color(
+    c:int|str, # an index of the colour cycle (0, 1, ...) or its name ("C0")
+) -> str: # a hex colour
+    "The colour cycle's `c`-th colour as a hex code, resolved in the current style, so that a figure saved outside the style keeps it."
+    from matplotlib.colors import to_hex
+    return to_hex(c if isinstance(c, str) else f"C{c}")
 
 #: Matplotlib settings of every figure: seaborn's `ticks` theme, sized for the docs pages
 RC = {"axes.spines.top": False, "axes.spines.right": False, "axes.grid": False,

@@ -149,8 +149,8 @@ def derive(ds:xr.Dataset) -> xr.Dataset:
 @EXPERIMENT.figure("fig12")
 def draw(ds:xr.Dataset):
     "Fig. 12: R_f after training per augmentation and probing cut-off: geometric mean over seeds with ±1 s.d. of log10, and each seed."
-    import matplotlib
     import matplotlib.pyplot as plt
+    from diffgeo.style import cycle_color
     n = ds.sizes["arch"]
     fig, axes = plt.subplots(1, n, figsize=(5 * n, 3.8), layout="constrained", squeeze=False)
     nc, w = ds.sizes["c"], 0.8 / ds.sizes["c"]
@@ -160,7 +160,7 @@ def draw(ds:xr.Dataset):
             r = ds.R_f.sel(arch=arch, state="trained", c=c).isel(interpolation=0)
             m = ds.R_f_logmean.sel(arch=arch, state="trained", c=c).isel(interpolation=0)
             sd = np.log10(r).std("seed", ddof=1).values if ds.sizes["seed"] > 1 else np.zeros(len(x))
-            color = matplotlib.colors.to_hex(f"C{j}")
+            color = cycle_color(j)
             ax.errorbar(x, m, yerr=[m - m * 10 ** -sd, m * 10 ** sd - m], fmt="o", ms=6, color=color, capsize=3,
                         label=f"c = {c:g}: geometric mean ± 1 s.d. of log10")   # points, not bars: a log axis has no baseline
             for s in ds.seed.values: ax.plot(x + w / 4, r.sel(seed=s), ".", color=color, ms=3, alpha=0.6)

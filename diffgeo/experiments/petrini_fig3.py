@@ -186,8 +186,7 @@ def derive(ds:xr.Dataset) -> xr.Dataset:
 # %% ../../nbs/petrini_fig3.ipynb #f798a546
 from matplotlib.ticker import MaxNLocator, NullLocator
 
-from .petrini_fig6 import cycle_hex
-from ..style import family_color, log_ticks
+from ..style import cycle_color, family_color, log_ticks
 
 _SIMPLE = ("FullConn", "LeNet")
 
@@ -209,7 +208,7 @@ def _points(ax, ds:xr.Dataset, arch:str):
         m = ds.R_f_logmean.sel({**sel, "state": state}).isel(interpolation=0).values
         err = _spread(m, ds.R_f_logstd.sel({**sel, "state": state}).isel(interpolation=0).values)
         for j in range(len(x)):
-            ax.errorbar(x[j] + dx, m[j], yerr=err[:, j:j + 1], fmt="o", ms=6, capsize=3, color=cycle_hex(j), mfc=cycle_hex(j) if filled else "white")
+            ax.errorbar(x[j] + dx, m[j], yerr=err[:, j:j + 1], fmt="o", ms=6, capsize=3, color=cycle_color(j), mfc=cycle_color(j) if filled else "white")
         vals += [*(m - err[0]), *(m + err[1])]
     ax.axhline(1, color="0.5", lw=0.8)
     ax.set(xticks=x, xticklabels=[f"c = {c:g}" for c in ds.c.values], xlim=(-0.6, len(x) - 0.4), yscale="log",
@@ -226,10 +225,10 @@ def _against_delta(ax, ds:xr.Dataset, arch:str):
             shift = 10 ** (0.012 * (j * ds.sizes["interpolation"] + i - (n - 1) / 2))  # the error bars side by side
             sel = dict(arch=arch, c=c, interpolation=interp)
             m0 = ds.R_f_logmean.sel({**sel, "state": "init"})
-            ax.plot(ds.delta, m0, "--", marker=marker, ms=3, lw=0.9, color=cycle_hex(j), mfc="white")
+            ax.plot(ds.delta, m0, "--", marker=marker, ms=3, lw=0.9, color=cycle_color(j), mfc="white")
             m = ds.R_f_logmean.sel({**sel, "state": "trained"})
             ax.errorbar(ds.delta * shift, m, yerr=_spread(m, ds.R_f_logstd.sel({**sel, "state": "trained"})), fmt="-", marker=marker, ms=3.5,
-                        lw=1.2, elinewidth=0.8, capsize=0, color=cycle_hex(j)).lines[2][0].set_alpha(0.5)
+                        lw=1.2, elinewidth=0.8, capsize=0, color=cycle_color(j)).lines[2][0].set_alpha(0.5)
     ax.axhline(1, color="0.5", lw=0.8)
     ax.set(xscale="log", yscale="log", xlabel="δ (pixels)", ylabel="$R_f$", title=f"{arch}: $R_f$ against δ")
     plain_log_ticks(ax, x=False)
@@ -238,7 +237,7 @@ def _against_delta(ax, ds:xr.Dataset, arch:str):
 def _legend_fig3(fig, ds:xr.Dataset, cuts:bool=True):
     "One legend under the figure: the cut-offs' colours, the interpolations' markers and the two states."
     from matplotlib.lines import Line2D
-    h = [Line2D([], [], color=cycle_hex(j), lw=2, label=f"c = {c:g}") for j, c in enumerate(ds.c.values)] if cuts else []
+    h = [Line2D([], [], color=cycle_color(j), lw=2, label=f"c = {c:g}") for j, c in enumerate(ds.c.values)] if cuts else []
     if cuts: h += [Line2D([], [], ls="", marker=m, color="0.3", label=i) for i, m in zip(ds.interpolation.values, ("o", "^"))]
     h += [Line2D([], [], ls="--", marker="o", color="0.3", mfc="white", label="initialisation"),
           Line2D([], [], ls="-", marker="o", color="0.3", label="trained")]
@@ -317,7 +316,7 @@ def draw_training(ds:xr.Dataset):
     fig, axes = _grid(-(-n // cols), cols, 4.0, 2.9)
     for ax in axes.flat[n:]: ax.set_visible(False)
     for ax, arch in zip(axes.flat, ds.arch.values):
-        for k, color in (("G_f", cycle_hex(0)), ("D_f", cycle_hex(1)), ("R_f", cycle_hex(2))):
+        for k, color in (("G_f", cycle_color(0)), ("D_f", cycle_color(1)), ("R_f", cycle_color(2))):
             v = ds[f"curve_{k}"].sel(arch=arch)
             for s in ds.seed.values: ax.plot(ds.epoch, v.sel(seed=s), color=color, lw=0.5, alpha=0.5)
             ax.plot(ds.epoch, _lm(v), color=color, lw=2)
@@ -331,7 +330,7 @@ def draw_training(ds:xr.Dataset):
         lo, hi = twin.get_ylim()
         if np.log10(hi / lo) < 0.5: twin.yaxis.set_major_locator(MaxNLocator(4, steps=[1, 2, 5, 10]))  # a narrow range: a few plain ticks
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    h = [Line2D([], [], color=c, lw=2, label=f"${k[0]}_f$") for k, c in (("G_f", cycle_hex(0)), ("D_f", cycle_hex(1)), ("R_f", cycle_hex(2)))]
+    h = [Line2D([], [], color=c, lw=2, label=f"${k[0]}_f$") for k, c in (("G_f", cycle_color(0)), ("D_f", cycle_color(1)), ("R_f", cycle_color(2)))]
     h += [Line2D([], [], color="0.5", lw=0.5, label="each seed"), Line2D([], [], color="k", ls="--", lw=1, label="validation error (right axis)")]
     fig.legend(handles=h, loc="outside lower center", ncol=len(h))
     fig.suptitle(f"During training: $D_f$, $G_f$, $R_f$ at δ = 1 (thick: geometric mean over {ds.sizes['seed']} seeds) and the validation error")

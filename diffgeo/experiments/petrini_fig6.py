@@ -20,12 +20,12 @@ from . import petrini_fig5
 from .petrini_fig5 import logmean, logstd, resolve_archs, setup, train_network
 from ..results import span
 from ..scaffold import Experiment, Var
-from ..style import log_ticks
+from ..style import cycle_color, log_ticks
 
 # %% auto #0
 __all__ = ['CPU_WIDTH', 'COMMON', 'PROFILES', 'STATES', 'VARIABLES', 'EXPERIMENT', 'SOTA', 'probe', 'cell', 'check_interps',
-           'settings', 'finish', 'derive', 'cycle_hex', 'plain_log_ticks', 'dataset_name', 'draw_fig6', 'draw_fig22',
-           'draw_fig13', 'draw_fig18', 'check_regression', 'quoted']
+           'settings', 'finish', 'derive', 'plain_log_ticks', 'dataset_name', 'draw_fig6', 'draw_fig22', 'draw_fig13',
+           'draw_fig18', 'check_regression', 'quoted']
 
 # %% ../../nbs/petrini_fig6.ipynb #af434c23
 #: The cpu profile's width multipliers (`models.build`): ResNet18 at an eighth of its channels.
@@ -207,11 +207,6 @@ def derive(ds:xr.Dataset) -> xr.Dataset:
 _COLORS = {"G_f": "C0", "D_f": "C1", "R_f": "C2"}
 _STYLES = ["-", "--", ":", "-."]
 
-def cycle_hex(c) -> str:
-    "The cycle's colour `c` ('C0' or 0) as a hex code, resolved in the current style, so that a figure saved outside the style keeps it."
-    from matplotlib.colors import to_hex
-    return to_hex(c if isinstance(c, str) else f"C{c}")
-
 def _panels(ds:xr.Dataset, height:float=3.0, sharey:bool=False):
     import matplotlib.pyplot as plt
     n = ds.sizes["arch"]
@@ -246,7 +241,7 @@ def _legend(fig, handles:list):
 
 def _quantities() -> list:
     from matplotlib.lines import Line2D
-    return [Line2D([], [], color=cycle_hex(c), lw=2, label=f"${k[0]}_f$") for k, c in _COLORS.items()]
+    return [Line2D([], [], color=cycle_color(c), lw=2, label=f"${k[0]}_f$") for k, c in _COLORS.items()]
 
 @EXPERIMENT.figure("fig6")
 def draw_fig6(ds:xr.Dataset):
@@ -258,7 +253,7 @@ def draw_fig6(ds:xr.Dataset):
         for k, color in _COLORS.items():
             for j, c in enumerate(ds.c.values):
                 v = ds[k + "_logmean"].sel(arch=arch, state="trained", c=c).isel(interpolation=0)
-                ax.plot(P, v, _STYLES[j % 4], color=cycle_hex(color), marker="o", ms=3)
+                ax.plot(P, v, _STYLES[j % 4], color=cycle_color(color), marker="o", ms=3)
         _loglog(ax, y=False); ax.set_title(str(arch))
     _share_log_y(axes)
     axes[0].set_ylabel(f"$G_f$, $D_f$, $R_f$ after training ({ds.interpolation.values[0]})")
@@ -277,8 +272,8 @@ def draw_fig22(ds:xr.Dataset):
             sel = dict(arch=arch, state="trained")
             m = ds[k + "_logmean"].sel(sel).isel(c=0, interpolation=0).values
             sd = ds[k + "_logstd"].sel(sel).isel(c=0, interpolation=0).values
-            ax.plot(P, m, "o-", color=cycle_hex(color), ms=3)
-            if np.isfinite(sd).any(): ax.fill_between(P, m * 10 ** -sd, m * 10 ** sd, color=cycle_hex(color), alpha=0.2, lw=0)
+            ax.plot(P, m, "o-", color=cycle_color(color), ms=3)
+            if np.isfinite(sd).any(): ax.fill_between(P, m * 10 ** -sd, m * 10 ** sd, color=cycle_color(color), alpha=0.2, lw=0)
         _loglog(ax, y=False); ax.set_title(str(arch))
     _share_log_y(axes)
     axes[0].set_ylabel(f"$G_f$, $D_f$, $R_f$ after training (c = {ds.c.values[0]:g})")
@@ -292,14 +287,14 @@ def draw_fig13(ds:xr.Dataset):
     from matplotlib.lines import Line2D
     fig, axes = _panels(ds, sharey=True)
     P, fit = ds.P.values, ds.P.values[ds.in_fit.values > 0]
-    colors = dict(zip(ds.interpolation.values, (cycle_hex("C0"), cycle_hex("C3"))))
+    colors = dict(zip(ds.interpolation.values, (cycle_color("C0"), cycle_color("C3"))))
     for ax, arch in zip(axes, ds.arch.values):
         for i, color in colors.items():
             r = ds.R_f.sel(arch=arch, state="trained", interpolation=i).isel(c=0)
-            for s in ds.seed.values: ax.plot(P, r.sel(seed=s), color=cycle_hex(color), lw=0.6, alpha=0.5)
+            for s in ds.seed.values: ax.plot(P, r.sel(seed=s), color=cycle_color(color), lw=0.6, alpha=0.5)
             m = ds.R_f_logmean.sel(arch=arch, state="trained", interpolation=i).isel(c=0)
-            ax.plot(P, m, "o-", color=cycle_hex(color), lw=2, ms=4)
-            ax.axhline(ds.R_f_logmean.sel(arch=arch, state="init", interpolation=i).isel(c=0).mean().item(), color=cycle_hex(color), ls="--", lw=1)
+            ax.plot(P, m, "o-", color=cycle_color(color), lw=2, ms=4)
+            ax.axhline(ds.R_f_logmean.sel(arch=arch, state="init", interpolation=i).isel(c=0).mean().item(), color=cycle_color(color), ls="--", lw=1)
         m0 = ds.R_f_logmean.sel(arch=arch, state="trained").isel(c=0, interpolation=0).sel(P=fit[0]).item()
         ax.plot(fit, m0 * (fit / fit[0]) ** -1.0, "k:", lw=1)
         k = ds.slope_R_f.sel(arch=arch).isel(c=0, interpolation=0)
@@ -330,8 +325,8 @@ def draw_fig18(ds:xr.Dataset):
         y = ds.test_error_logmean.sel(sel).values
         sy = np.nan_to_num(ds.test_error_logstd.sel(sel).values)
         ax.errorbar(x, y, xerr=[x * (1 - 10 ** -sx), x * (10 ** sx - 1)], yerr=[y * (1 - 10 ** -sy), y * (10 ** sy - 1)],
-                    fmt="o-", ms=4, color=cycle_hex(color), elinewidth=0.7, capsize=0, label=str(arch)).lines[2][0].set_alpha(0.5)
-        for i, marker, _ in ends: ax.plot(x[i], y[i], marker, ms=8, color=cycle_hex(color), mec="k", mew=0.8, zorder=3)  # the ends of P, marked, not labelled
+                    fmt="o-", ms=4, color=cycle_color(color), elinewidth=0.7, capsize=0, label=str(arch)).lines[2][0].set_alpha(0.5)
+        for i, marker, _ in ends: ax.plot(x[i], y[i], marker, ms=8, color=cycle_color(color), mec="k", mew=0.8, zorder=3)  # the ends of P, marked, not labelled
     _loglog(ax, "relative stability $R_f$"); ax.set_ylabel("test error $\\epsilon_t$")
     h, _ = ax.get_legend_handles_labels()
     h += [Line2D([], [], ls="", marker=m, ms=7, color="0.8", mec="k", label=lab) for _, m, lab in ends]

@@ -156,12 +156,12 @@ def derive(ds:xr.Dataset) -> xr.Dataset:
 def draw(ds:xr.Dataset):
     "Fig. 7: the stripe model (left) and R_f against P with its fitted slope (right)."
     import matplotlib.pyplot as plt
-    from matplotlib.colors import to_hex
+    from diffgeo.style import cycle_color
     from matplotlib.ticker import NullLocator
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4), layout="constrained", gridspec_kw=dict(width_ratios=[1, 1.4]))
     pts = ds.picture_points.values
     lab = ds.picture_label.values
-    for v, color in ((-1, to_hex("C0")), (1, to_hex("C3"))):
+    for v, color in ((-1, cycle_color("C0")), (1, cycle_color("C3"))):
         left.scatter(pts[lab == v, 0], pts[lab == v, 1], color=color, s=8, label=f"label {v:+.0f}".replace("-", "−"))
     for b in ds.boundary.values: left.axvline(b, color="k", lw=1)
     left.legend(loc="upper right", fontsize=7, handletextpad=0.1, framealpha=0.8, frameon=True)
@@ -169,10 +169,10 @@ def draw(ds:xr.Dataset):
     P = ds.P.values
     for s in ds.seed.values: right.plot(P, ds.R_f.sel(seed=s), color="0.7", lw=0.8)
     mean = np.exp(np.log(ds.R_f).mean("seed"))
-    right.plot(P, mean, "o-", color=to_hex("C2"), lw=2, label="$R_f$ (geometric mean over seeds)")
+    right.plot(P, mean, "o-", color=cycle_color("C2"), lw=2, label="$R_f$ (geometric mean over seeds)")
     right.plot(P, np.exp(np.log(ds.R_f_limit).mean("seed")), "o", mfc="none", color="k", label="small-noise limit")
     fit = P[ds.in_fit.values > 0]
-    right.axvspan(fit[0], fit[-1], color=to_hex("C2"), alpha=0.08, label="fitted range")
+    right.axvspan(fit[0], fit[-1], color=cycle_color("C2"), alpha=0.08, label="fitted range")
     k, sd = ds.slope.mean().item(), ds.slope.std().item()
     guide = mean.sel(P=fit[0]).item() * (fit / fit[0]) ** -1.0
     right.plot(fit, guide, "k--", lw=1, label="slope −1")
