@@ -9,14 +9,25 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from collections import OrderedDict
 from dataclasses import dataclass
 
 import torch
 from torch import nn
-from torchvision import models as tvm
 
 from .core import check_choice, check_int, check_scalar
+
+def _tvm():
+    """torchvision's models, imported where a network needs them: importing torchvision loads `torch._dynamo` (about a
+    second), which every process importing `diffgeo.models` (each experiment notebook) would otherwise pay."""
+    from torchvision import models
+    return models
+
+def _is_tv(model, cls:str) -> bool:
+    "Whether `model` is torchvision's `cls`; False without importing torchvision when nothing has imported it."
+    tv = sys.modules.get("torchvision.models")
+    return tv is not None and isinstance(model, getattr(tv, cls))
 
 # %% auto #0
 __all__ = ['ARCHS', 'MIN_SIZE', 'INITS', 'ST_BASES', 'ST_BUDGETS', 'ST_TRANSFORMERS', 'ArchInfo', 'resolve_arch', 'Dense',
@@ -148,15 +159,15 @@ def _alexnet(in_channels:int, n_classes:int, size:int, width:float=1.0) -> nn.Se
 _VGG_CFG = {11: "A", 16: "D", 19: "E"}
 
 def _vgg(depth:int, batchnorm:bool, in_channels:int, n_classes:int, size:int, width:float=1.0) -> nn.Sequential:
-    cfg = [v if v == "M" else _scaled(v, width) for v in tvm.vgg.cfgs[_VGG_CFG[depth]]]
-    features = tvm.vgg.make_layers(cfg, batch_norm=batchnorm)
+    cfg = [v if v == "M" else _scaled(v, width) for v in _tvm().vgg.cfgs[_VGG_CFG[depth]]]
+    features = _tvm().vgg.make_layers(cfg, batch_norm=batchnorm)
     features[0] = nn.Conv2d(in_channels, cfg[0], 3, padding=1 + _pad_to_32(size))
     return nn.Sequential(OrderedDict(features=features, avgpool=nn.AdaptiveAvgPool2d(1),
                                      flatten=nn.Flatten(), classifier=nn.Linear(cfg[-2], n_classes)))
 
 # %% ../nbs/30_models.ipynb #76a44c21
-def _resnet(depth:int, in_channels:int, n_classes:int, width:float=1.0) -> tvm.ResNet:
-    model = getattr(tvm, f"resnet{depth}")(weights=None, num_classes=n_classes)
+def _resnet(depth:int, in_channels:int, n_classes:int, width:float=1.0) -> nn.Module:
+    model = getattr(_tvm(), f"resnet{depth}")(weights=None, num_classes=n_classes)
     base, block = _scaled(64, width), type(model.layer1[0])
     model.conv1 = nn.Conv2d(in_channels, base, 3, padding=1, bias=False)
     model.bn1, model.maxpool, model.inplanes = nn.BatchNorm2d(base), nn.Identity(), base
@@ -169,8 +180,9 @@ def _resnet(depth:int, in_channels:int, n_classes:int, width:float=1.0) -> tvm.R
 # %% ../nbs/30_models.ipynb #56059937
 _EFFICIENTNET = {"b0": (1.0, 1.0, 0.2), "b2": (1.1, 1.2, 0.3)}  # torchvision's width and depth multipliers, dropout
 
-def _efficientnet(variant:str, in_channels:int, n_classes:int, width:float=1.0) -> tvm.EfficientNet:
+def _efficientnet(variant:str, in_channels:int, n_classes:int, width:float=1.0) -> nn.Module:
     width_mult, depth_mult, dropout = _EFFICIENTNET[variant]
+    tvm = _tvm()
     setting, last = tvm.efficientnet._efficientnet_conf(f"efficientnet_{variant}", width_mult=width_mult * width,
                                                         depth_mult=depth_mult)
     model = tvm.EfficientNet(setting, dropout, num_classes=n_classes, last_channel=last)
@@ -235,10 +247,10 @@ def probe_layers(
     model = build(model_or_name) if isinstance(model_or_name, str) else model_or_name
     if not isinstance(model, nn.Module):
         raise TypeError(f"probe_layers takes an nn.Module or an architecture name, got {type(model).__name__}.")
-    if isinstance(model, tvm.ResNet):
+    if _is_tv(model, "ResNet"):
         blocks = [f"layer{i}.{j}" for i in range(1, 5) for j in range(len(model.get_submodule(f"layer{i}")))]
         return ["relu", *blocks, "fc"]
-    if isinstance(model, tvm.EfficientNet):
+    if _is_tv(model, "EfficientNet"):
         last = len(model.features) - 1
         blocks = [f"features.{i}.{j}" for i in range(1, last) for j in range(len(model.features[i]))]
         return ["features.0", *blocks, f"features.{last}", "classifier.1"]
