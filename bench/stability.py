@@ -14,7 +14,7 @@ DIFFGEO_DATA (or --data-root) holds cifar10_jpeg.npz / cifar10.npz, otherwise un
 
 Three timings, each the best of --repeats runs after a warm-up, in one process:
 
-- ours:      `stability.relative_stability(net, x, delta=1, c=3, cutoff="code", batch_size=B)`,
+- ours:      `stability.relative_stability(net, x, perturbation=stability.Diffeomorphism(delta=1, c=3, cutoff="code"), batch_size=B)`,
              everything included (drawing fields and noise, warping, forward passes, distances);
 - reference: the authors' route: `diff.deform(img, T, c)` of pcsl-epfl/diffeomorphism looped over
              the images, per-sample noise, then batched forward passes of x, tau x, x + eta and of
@@ -65,7 +65,7 @@ def main():
           f"device {dev}, torch {torch.__version__}, {torch.get_num_threads()} threads")
 
     def ours():
-        return stability.relative_stability(net, x, delta=DELTA, c=C_CUT, cutoff="code", batch_size=bs, seed=0).R_f.item()
+        return stability.relative_stability(net, x, perturbation=stability.Diffeomorphism(delta=DELTA, c=C_CUT, cutoff="code"), batch_size=bs, seed=0).R_f.item()
 
     def forward_all(*inputs):
         with torch.no_grad(), probes.probing(net):

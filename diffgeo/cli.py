@@ -238,8 +238,9 @@ def stability_command(args:argparse.Namespace) -> int:
     net = load_model(args.model, args.weights, x.shape[1], n_classes, x.shape[-1])
     dev = resolve_device(args.device)
     net = net.to(dev)
-    res = stability.relative_stability(net, x, delta=args.delta, c=args.c, interp=args.interp, layers=_layers(args.layers, net, args.model),
-                                       statistic=args.statistic, batch_size=args.batch_size, seed=args.seed, progress=not args.no_progress)
+    deform = stability.Diffeomorphism(delta=args.delta, c=args.c, interp=args.interp)
+    res = stability.relative_stability(net, x, deform, layers=_layers(args.layers, net, args.model), statistic=args.statistic,
+                                       batch_size=args.batch_size, seed=args.seed, progress=not args.no_progress)
     import xarray as xr
     sd = (stability.bootstrap(res, args.bootstrap, args.statistic, seed=args.seed) if args.bootstrap else
           xr.Dataset({k: xr.full_like(res[k], math.nan) for k in ("D_f", "G_f", "R_f")}))

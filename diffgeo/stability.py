@@ -248,15 +248,23 @@ def _pairs(order:torch.Tensor, batch_size:int) -> tuple[list[torch.Tensor], torc
     for ch in chunks: partner[ch] = ch.roll(-1)
     return chunks, partner
 
-_DIFFEO_DEFAULTS = {k: v.default for k, v in inspect.signature(Diffeomorphism).parameters.items()}  # one source of the defaults
+_DIFFEO_KEYS = tuple(inspect.signature(Diffeomorphism).parameters)  # delta, c, T, interp, cutoff, delta_method
 
 def _resolve(perturbation, diffeo_kw:dict) -> Perturbation:
-    "The perturbation to measure: the max-entropy diffeomorphism of `diffeo_kw` unless another is given."
-    if perturbation is None: return Diffeomorphism(**diffeo_kw)
-    set_ = [k for k, v in diffeo_kw.items() if v != _DIFFEO_DEFAULTS[k]]
-    if set_: raise ValueError(f"{set_} set the default diffeomorphism, but perturbation is given; "
-                              f"pass perturbation=Diffeomorphism({', '.join(f'{k}=...' for k in set_)}) instead.")
-    return as_perturbation(perturbation)
+    """The perturbation to measure: `Diffeomorphism()` unless another is given. `diffeo_kw` holds the default's settings
+    passed the old way (`relative_stability(model, x, delta=…, c=…)`): still accepted, with a FutureWarning naming the new
+    call, unless another perturbation is given too."""
+    unknown = [k for k in diffeo_kw if k not in _DIFFEO_KEYS]
+    if unknown: raise TypeError(f"relative_stability got unexpected keyword arguments {unknown}; the perturbation's settings "
+                                f"go in perturbation=Diffeomorphism({', '.join(f'{k}=...' for k in _DIFFEO_KEYS)}).")
+    call = f"perturbation=Diffeomorphism({', '.join(f'{k}={v!r}' for k, v in diffeo_kw.items())})"
+    if perturbation is not None and diffeo_kw:
+        raise ValueError(f"{list(diffeo_kw)} set the default diffeomorphism, but perturbation is given; "
+                         f"pass perturbation=Diffeomorphism({', '.join(f'{k}=...' for k in diffeo_kw)}) instead.")
+    if perturbation is not None: return as_perturbation(perturbation)
+    if diffeo_kw: warnings.warn(f"relative_stability's {', '.join(diffeo_kw)} arguments are deprecated; pass {call}.",
+                                FutureWarning, stacklevel=3)
+    return Diffeomorphism(**diffeo_kw)
 
 def _check_draw(p:Perturbation, drawn, B:int) -> tuple[dict, dict]:
     "The (params, settings) of a draw, checked: one row per sample, records as `[B]`."
@@ -290,13 +298,7 @@ def _check_moved(p:Perturbation, out, x:torch.Tensor, expected:set) -> tuple[tor
 def relative_stability(
     model:nn.Module, # the network (any `nn.Module` taking `[B, C, H, W]`)
     x:torch.Tensor, # test images `[B, C, H, W]`, or vectors `[B, D]` (with a perturbation other than a diffeomorphism), B ≥ 2
-    perturbation=None, # a `Perturbation`, a callable `fn(x, generator)` or a list of group elements; default: `Diffeomorphism(delta, c, T, interp, cutoff, delta_method)`
-    delta:float|None=None, # typical displacement δ in pixels of the default diffeomorphism; None: 1 pixel, unless `T` is given
-    c:float=3, # high-frequency cut-off of the default diffeomorphism
-    T:float|None=None, # temperature of the default diffeomorphism; default: the one giving `delta`
-    interp:str="bilinear", # interpolation of the default diffeomorphism: "bilinear", "nearest" or "gaussian"
-    cutoff:str="paper", # "paper" or "code" cut-off of the default diffeomorphism, see `diffeo.modes`
-    delta_method:str="asymptotic", # how `delta` sets T for the default diffeomorphism: "asymptotic" (Eq. 3, the authors'), "average" or "center"
+    perturbation:Perturbation|None=None, # a `Perturbation`, a callable `fn(x, generator)` or a list of group elements; default: `Diffeomorphism()` (δ = 1 pixel, c = 3, bilinear)
     layers=None, # submodule names and/or "output" (default: ["output"])
     output:int|str|None=None, # which element of a tuple/list (index) or dict (key) model output to measure; None: a tensor output itself, or a tuple's first element
     noise_radius:str="sample", # "sample": ‖η_i‖ = ‖τ_i x_i − x_i‖; "mean": the mean of those (the paper's text)
@@ -308,6 +310,7 @@ def relative_stability(
     generator:torch.Generator|None=None, # CPU generator; default: seeded with `seed`
     seed:int=0, # seed used when no generator is given
     progress:bool=False, # show a progress bar over batches
+    **diffeo_kw, # deprecated: `delta`, `c`, `T`, `interp`, `cutoff`, `delta_method` of the default diffeomorphism; pass `perturbation=Diffeomorphism(...)`
 ) -> xr.Dataset:
     "D_f, G_f, R_f (Eq. 4–5) of `model` and of its `layers` under `perturbation`, with the per-sample distances they come from."
     xb = _check_inputs(x)
@@ -316,7 +319,7 @@ def relative_stability(
     if not isinstance(model, nn.Module): raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}.")
     weight = next((p for p in model.parameters() if p.is_floating_point()), None)
     xb = xb.detach().to(weight.dtype if weight is not None else xb.dtype)  # no graph; the model's precision (float64, half, ...)
-    pert = _resolve(perturbation, dict(delta=delta, c=c, T=T, interp=interp, cutoff=cutoff, delta_method=delta_method))
+    pert = _resolve(perturbation, diffeo_kw)
     check_choice(noise_radius, "noise_radius", NOISE_RADII); check_choice(statistic, "statistic", STATISTICS)
     noise_scale = check_scalar(noise_scale, "noise_scale", low=0, low_open=True, hint="1 is the paper's noise radius.")
     batch_size = check_int(batch_size, "batch_size", low=2)
@@ -443,7 +446,7 @@ class StabilityMonitor:
         model:nn.Module, # the network being trained
         x:torch.Tensor, # probed images `[B, C, H, W]` (or vectors, with a suitable `perturbation`)
         every:int=1, # measure after every `every`-th epoch (and always at epoch 0)
-        **kwargs, # passed to `relative_stability` (delta, c, interp, layers, seed, ...)
+        **kwargs, # passed to `relative_stability` (perturbation, layers, seed, ...)
     ):
         self.every = check_int(every, "every", low=1)
         if "generator" in kwargs: raise ValueError("StabilityMonitor draws from `seed` each time; pass seed=..., not generator.")

@@ -9,7 +9,7 @@ from hypothesis import given, strategies as st
 from torch import nn
 
 from diffgeo import probes, stability
-from diffgeo.stability import BorderReader, relative_stability, summarize
+from diffgeo.stability import BorderReader, Diffeomorphism, relative_stability, summarize
 
 
 def images(n=24, size=16, channels=1, dtype=torch.float64, seed=0):
@@ -27,29 +27,30 @@ def small_cnn(channels=1, bn=False):
 class TestKnownAnswers:
     @pytest.mark.parametrize("interp", ["bilinear", "nearest", "gaussian"])
     def test_identity_gives_one(self, interp):
-        res = relative_stability(nn.Identity(), images(), delta=1, c=3, interp=interp)
+        res = relative_stability(nn.Identity(), images(), perturbation=Diffeomorphism(delta=1, c=3, interp=interp))
         assert abs(res.R_f.item() - 1) < 1e-12
         np.testing.assert_allclose(res.d_noise, res.d_diffeo, rtol=1e-10)
 
     def test_identity_mean_radius_is_not_exactly_one(self):
         "With the paper's single radius the identity's R_f is a ratio of medians of different quantities."
-        res = relative_stability(nn.Identity(), images(), delta=1, c=3, noise_radius="mean")
+        res = relative_stability(nn.Identity(), images(), perturbation=Diffeomorphism(delta=1, c=3), noise_radius="mean")
         np.testing.assert_allclose(res.r_noise, res.r_diffeo.mean(), rtol=1e-12)
         assert res.R_f.item() != 1.0
 
     def test_per_sample_radii_equal_deformation_radii(self):
-        res = relative_stability(small_cnn().double(), images(), delta=1, c=3)
+        res = relative_stability(small_cnn().double(), images(), perturbation=Diffeomorphism(delta=1, c=3))
         np.testing.assert_array_equal(res.r_noise, res.r_diffeo)
         assert (res.r_diffeo > 0).all()
 
     @pytest.mark.parametrize("statistic", ["median", "mean"])
     def test_border_reader_is_blind_to_diffeomorphisms(self, statistic):
-        res = relative_stability(BorderReader(), images(dtype=torch.float32), delta=1, c=3, statistic=statistic)
+        res = relative_stability(BorderReader(), images(dtype=torch.float32), perturbation=Diffeomorphism(delta=1, c=3),
+                                 statistic=statistic)
         assert res.D_f.item() == 0 and res.R_f.item() == 0 and res.G_f.item() > 0
 
     def test_identity_D_f_is_the_input_ratio(self):
         x = images()
-        res = relative_stability(nn.Identity(), x, delta=1, c=3)
+        res = relative_stability(nn.Identity(), x, perturbation=Diffeomorphism(delta=1, c=3))
         d_pair = (x - x[res.partner.values]).flatten(1).pow(2).sum(1).numpy()
         np.testing.assert_allclose(res.d_pair[0], d_pair, rtol=1e-12)
         np.testing.assert_allclose(res.D_f.item(), np.median(res.r_diffeo**2) / np.median(d_pair), rtol=1e-12)
@@ -58,7 +59,7 @@ class TestKnownAnswers:
 class TestRecomputation:
     @pytest.mark.parametrize("statistic", ["median", "mean"])
     def test_summaries_from_stored_distances(self, statistic):
-        res = relative_stability(small_cnn().double(), images(), delta=1, c=3, statistic=statistic,
+        res = relative_stability(small_cnn().double(), images(), perturbation=Diffeomorphism(delta=1, c=3), statistic=statistic,
                                  layers=["2", "output"])
         f = np.median if statistic == "median" else np.mean
         for l in range(2):
@@ -67,7 +68,7 @@ class TestRecomputation:
         xr.testing.assert_allclose(summarize(res, statistic)[["D_f", "G_f", "R_f"]], res[["D_f", "G_f", "R_f"]])
 
     def test_saved_and_reloaded(self, tmp_path):
-        res = relative_stability(small_cnn(), images(dtype=torch.float32), delta=1, c=3)
+        res = relative_stability(small_cnn(), images(dtype=torch.float32), perturbation=Diffeomorphism(delta=1, c=3))
         res.to_netcdf(tmp_path / "r.nc", engine="netcdf4")
         back = xr.load_dataset(tmp_path / "r.nc", engine="netcdf4")
         xr.testing.assert_allclose(summarize(back, "median")[["R_f"]], res[["R_f"]])
@@ -82,8 +83,8 @@ class TestProperties:
     @given(scale=st.floats(0.01, 100))
     def test_invariant_to_output_scale(self, scale):
         net = small_cnn().double()
-        a = relative_stability(net, images(), delta=1, c=3)
-        b = relative_stability(nn.Sequential(net, _Scale(scale)), images(), delta=1, c=3)
+        a = relative_stability(net, images(), perturbation=Diffeomorphism(delta=1, c=3))
+        b = relative_stability(nn.Sequential(net, _Scale(scale)), images(), perturbation=Diffeomorphism(delta=1, c=3))
         np.testing.assert_allclose(a.R_f, b.R_f, rtol=1e-9)
         np.testing.assert_allclose(a.D_f, b.D_f, rtol=1e-9)
 
@@ -104,8 +105,8 @@ class TestProperties:
         assert not np.array_equal(relative_stability(net, x, seed=4).d_diffeo, alone.d_diffeo)
 
     def test_T_and_delta_agree(self):
-        a = relative_stability(nn.Identity(), images(), delta=0.7, c=3)
-        b = relative_stability(nn.Identity(), images(), T=a.attrs["T"], c=3)
+        a = relative_stability(nn.Identity(), images(), perturbation=Diffeomorphism(delta=0.7, c=3))
+        b = relative_stability(nn.Identity(), images(), perturbation=Diffeomorphism(T=a.attrs["T"], c=3))
         np.testing.assert_allclose(a.d_diffeo, b.d_diffeo, rtol=1e-10)
         assert abs(b.attrs["delta"] - 0.7) < 1e-9
 
@@ -113,7 +114,7 @@ class TestProperties:
     @pytest.mark.parametrize("method", ["asymptotic", "average", "center"])
     def test_measured_displacement_matches_delta(self, delta, method):
         "The drawn fields move pixels, in rms over 400 draws, by what the method promises (the grid average: × 31/32)."
-        res = relative_stability(nn.Identity(), images(n=400, size=32), delta=delta, c=3, delta_method=method)
+        res = relative_stability(nn.Identity(), images(n=400, size=32), perturbation=Diffeomorphism(delta=delta, c=3, delta_method=method))
         rms = lambda v: np.sqrt((v**2).mean()).item()
         average, center = res.attrs["delta_average_expected"], res.attrs["delta_center_expected"]
         assert abs(rms(res.delta_measured) / (31 / 32 * average) - 1) < 0.1
@@ -125,7 +126,7 @@ class TestProperties:
 
     def test_non_square_images_use_the_mean_square_side(self):
         "On 32×64 images δ is set with n = √((32² + 64²)/2), and the measured average displacement follows."
-        res = relative_stability(nn.Identity(), images(n=400, size=(32, 64)), delta=1, c=3, delta_method="average")
+        res = relative_stability(nn.Identity(), images(n=400, size=(32, 64)), perturbation=Diffeomorphism(delta=1, c=3, delta_method="average"))
         rms = np.sqrt((res.delta_measured**2).mean()).item()
         assert abs(rms / (np.sqrt(31 * 63 / (32 * 64)) * 1.0) - 1) < 0.1
 
@@ -156,7 +157,7 @@ class TestBadInputs:
     def test_messages(self):
         x = images()
         with pytest.raises(ValueError, match="at least 2"): relative_stability(nn.Identity(), x[:1])
-        with pytest.raises(ValueError, match="delta"): relative_stability(nn.Identity(), x, delta=0)
+        with pytest.raises(ValueError, match="delta"): relative_stability(nn.Identity(), x, perturbation=Diffeomorphism(delta=0))
         with pytest.raises(ValueError, match="'sample', 'mean'"): relative_stability(nn.Identity(), x, noise_radius="median")
         with pytest.raises(ValueError, match="'auto', 'batch', 'running'"): relative_stability(nn.Identity(), x, batchnorm="eval")
         with pytest.raises(ValueError, match="model.named_modules"): relative_stability(small_cnn().double(), x, layers=["conv9"])
@@ -166,11 +167,11 @@ class TestBadInputs:
 
     def test_delta_outside_the_diffeomorphism_range_warns(self):
         with pytest.warns(UserWarning, match="diffeomorphism range"):
-            res = relative_stability(nn.Identity(), images(), delta=6, c=3)
+            res = relative_stability(nn.Identity(), images(), perturbation=Diffeomorphism(delta=6, c=3))
         assert res.is_diffeo.mean() < 1
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            relative_stability(nn.Identity(), images(), delta=1, c=3)
+            relative_stability(nn.Identity(), images(), perturbation=Diffeomorphism(delta=1, c=3))
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
@@ -222,9 +223,12 @@ class Brightness(Perturbation):
 
 class TestPerturbations:
     def test_default_is_the_diffeomorphism_bit_for_bit(self):
+        "The flat arguments of the old call (deprecated) and the default are `Diffeomorphism(...)`, draw for draw."
         net, x = small_cnn(), images(dtype=torch.float32)
         for kw in ({}, dict(delta=0.5, c=5, interp="gaussian"), dict(T=1e-3, cutoff="code", interp="nearest")):
-            a = relative_stability(net, x, **kw)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", FutureWarning)
+                a = relative_stability(net, x, **kw)
             b = relative_stability(net, x, perturbation=Diffeomorphism(**kw))
             xr.testing.assert_identical(a, b)
             assert a.attrs["perturbation"] == "diffeo"
@@ -232,7 +236,7 @@ class TestPerturbations:
     def test_default_distances_by_a_second_route(self):
         "r_diffeo rebuilt from the generator's first draw (the fields) with diffeo's own functions, image by image."
         x = images()
-        res = relative_stability(nn.Identity(), x, delta=1, c=3, seed=5)
+        res = relative_stability(nn.Identity(), x, perturbation=Diffeomorphism(delta=1, c=3), seed=5)
         T = diffeo.temperature_for_delta(1, 16, 3)
         coeffs = diffeo.sample_coefficients(len(x), T, 3, "paper", torch.Generator().manual_seed(5), torch.float64, torch.device("cpu"))
         r = [(diffeo.warp(x[i:i + 1], diffeo.field(coeffs[i:i + 1], (16, 16)), "bilinear") - x[i:i + 1]).norm().item()

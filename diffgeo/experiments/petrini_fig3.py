@@ -97,7 +97,8 @@ def probe_all(
     sweep = xr.concat([probe(net, images, p["cs"], p["interps"], seed, batchnorm, delta=d, **kw) for d in p["deltas"]], "delta")
     out = median_distances(sweep).assign_coords(delta=list(p["deltas"]))
     out["diffeo_fraction"] = sweep.diffeo_fraction.assign_coords(delta=list(p["deltas"]))
-    main = dict(delta=1.0, c=p["cs"][0], interp=p["interps"][0], seed=seed, batchnorm=batchnorm, batch_size=250, **kw)
+    main = dict(perturbation=stability.Diffeomorphism(delta=1.0, c=p["cs"][0], interp=p["interps"][0], **kw), seed=seed,
+                batchnorm=batchnorm, batch_size=250)
     noise = [stability.relative_stability(net, images, noise_scale=s, **main) for s in p["noise_scales"]]
     out["G_f_eta"] = ("noise_scale", [n.G_f.item() for n in noise])
     out["eta_norm"] = ("noise_scale", [n.r_noise.median().item() for n in noise])
@@ -126,7 +127,7 @@ def cell(
     deltas:list=(0.25, 0.5, 1.0, 2.0, 4.0), # displacements δ (1 among them)
     noise_scales:list=(0.01, 0.1, 1.0), # noise radii as multiples of ‖τx − x‖, increasing
     every:int=1, # the training curve's measurement interval in epochs
-    delta_method:str="asymptotic", # how δ sets T (`stability.relative_stability`)
+    delta_method:str="asymptotic", # how δ sets T (`stability.Diffeomorphism`)
     cutoff:str="paper", # "paper" or "code"
     device:str="cpu", # "cpu", "cuda", "auto"
     checkpoint_dir:str|None=None, # per-epoch training checkpoints, deleted when the cell ends (None: none)
@@ -139,8 +140,8 @@ def cell(
              delta_method=delta_method, cutoff=cutoff)
     before = probe_all(net, images, p, seed, "batch")  # App. E.1: batch statistics at initialisation
     init_error = train.evaluate(net, ds_data.test)["error"]
-    monitor = stability.StabilityMonitor(net, images, every=every, delta=1.0, c=cs[0], interp=interps[0], seed=seed,
-                                         delta_method=delta_method, cutoff=cutoff)
+    deform = stability.Diffeomorphism(delta=1.0, c=cs[0], interp=interps[0], delta_method=delta_method, cutoff=cutoff)
+    monitor = stability.StabilityMonitor(net, images, every=every, perturbation=deform, seed=seed)
     ckpt = None if checkpoint_dir is None else results.resolve_path(checkpoint_dir) / f"{info.name}_seed{seed}.pt"
     res, seconds = train_network(net, info.name, dataset, ds_data, fit, val, steps, seed, lr=lr, warmup=warmup,
                                  batch_size=batch_size, checkpoint=ckpt, progress=False, on_epoch=monitor)

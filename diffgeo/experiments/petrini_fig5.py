@@ -244,8 +244,8 @@ def cell(
     s = setup(arch, seed, dataset, data_root, P, n_val, n_test, steps, width, lr, device, init)
     info, steps, width, lr, ds_data, fit, val, probe, net = s.info, s.steps, s.width, s.lr, s.data, s.fit, s.val, s.probe, s.net
     print(f"{info.name}, seed {seed}: {steps} steps at width {width}, lr {lr or 'default'} on {resolve_device(device)}", flush=True)
-    measure = lambda bn, **kw: stability.relative_stability(net, probe.images, delta=delta, c=c, interp=interp, cutoff=cutoff,
-                                                            delta_method=delta_method, seed=seed, batch_size=250, batchnorm=bn, **kw)
+    deform = stability.Diffeomorphism(delta=delta, c=c, interp=interp, cutoff=cutoff, delta_method=delta_method)
+    measure = lambda bn, **kw: stability.relative_stability(net, probe.images, deform, seed=seed, batch_size=250, batchnorm=bn, **kw)
     before = measure("batch", units=True)  # App. E.1: batch-norm at initialisation normalises with batch statistics
     init_error = train.evaluate(net, ds_data.test)["error"]
     ckpt = None if checkpoint_dir is None else results.resolve_path(checkpoint_dir) / f"{info.name}_seed{seed}.pt"

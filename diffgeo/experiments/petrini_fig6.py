@@ -92,14 +92,15 @@ def probe(
     interps:list, # interpolations
     seed:int, # seed of the deformations and noise
     batchnorm:str, # "batch" or "running" (see `probes.probing`)
-    **kwargs, # delta, delta_method, cutoff for `stability.relative_stability`
+    **kwargs, # delta, delta_method, cutoff of the `stability.Diffeomorphism`
 ) -> xr.Dataset:
     "Per-sample distances for every cut-off and interpolation, with the fraction of drawn fields that are diffeomorphisms."
     rows = []
     with warnings.catch_warnings():  # c = 15 on 28-pixel images exceeds Eq. 14's range, as in the paper; recorded below
         warnings.filterwarnings("ignore", message=".*exceeds the diffeomorphism range")
         for c in cs:
-            row = [stability.relative_stability(net, images, c=c, interp=i, seed=seed, batchnorm=batchnorm, batch_size=250, **kwargs)
+            row = [stability.relative_stability(net, images, stability.Diffeomorphism(c=c, interp=i, **kwargs), seed=seed,
+                                                batchnorm=batchnorm, batch_size=250)
                    for i in interps]
             rows.append(xr.concat([r[["d_diffeo", "d_noise", "d_pair", "is_diffeo"]].squeeze("layer", drop=True) for r in row],
                                   "interpolation"))
@@ -124,7 +125,7 @@ def cell(
     cs:list=(3, 5, 15), # cut-offs, the main one first
     interps:list=("bilinear", "gaussian"), # interpolations, the main one first
     delta:float=1.0, # displacement of the deformations in pixels (nominal, see `delta_method`)
-    delta_method:str="asymptotic", # how δ sets T (`stability.relative_stability`)
+    delta_method:str="asymptotic", # how δ sets T (`stability.Diffeomorphism`)
     cutoff:str="paper", # "paper" or "code"
     device:str="cpu", # "cpu", "cuda", "auto"
     checkpoint_dir:str|None=None, # per-epoch training checkpoints, deleted when the cell ends (None: none)

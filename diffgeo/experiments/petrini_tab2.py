@@ -90,7 +90,7 @@ def cell(
     deltas:list=(0.5, 1.0, 2.0), # displacements of the probes
     cs:list=(3, 5, 15), # cut-offs of the probes, the main one first
     interps:list=("bilinear", "gaussian"), # interpolations of the probes, the main one first
-    delta_method:str="asymptotic", # how δ sets T (`stability.relative_stability`)
+    delta_method:str="asymptotic", # how δ sets T (`stability.Diffeomorphism`)
     cutoff:str="paper", # "paper" or "code"
     device:str="cpu", # "cpu", "cuda", "auto"
     checkpoint_dir:str|None=None, # per-epoch training checkpoints, deleted when the cell ends (None: none)
