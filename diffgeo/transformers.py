@@ -8,6 +8,7 @@ Docs: https://diffgeo.github.io/diffgeo/transformers.html.md"""
 from __future__ import annotations
 
 import inspect
+import warnings
 from collections.abc import Sequence
 
 import torch
@@ -277,18 +278,26 @@ def warp(
     x:torch.Tensor, # images `[B, C, H, W]` or `[C, H, W]`, floating point
     theta:torch.Tensor, # `[B, dim]`, or `[dim]` for one map shared by the batch
     family:str|Family, # family name or a built family
-    out_size:int|tuple[int, int]|None=None, # (H', W') of the output; None keeps (H, W)
-    padding_mode:str="zeros", # what is read outside the input: "zeros", "border" or "reflection"
+    size:int|tuple[int, int]|None=None, # (H', W') of the output; None keeps (H, W)
     interp:str="bilinear", # "bilinear" (the paper's sampler), "nearest" or "bicubic"
+    padding_mode:str="zeros", # what is read outside the input: "zeros", "border" or "reflection"
     **family_kwargs, # options of the family, when given by name
 ) -> torch.Tensor: # `[B, C, H', W']` (or `[C, H', W']`): V(p) = U(T^θ(p))
-    "Warp images by T^θ of family `family`: the grid generator and sampler of an ST layer (§3.1), by `maps.warp` (frames: `maps`' Conventions)."
+    """Warp images by T^θ of family `family`: the grid generator and sampler of an ST layer (§3.1), by `maps.warp` (frames:
+    `maps`' Conventions). The arguments come in `cpab.warp`'s order: images, parameters, family, size, interp, padding_mode."""
     xb, single = check_images(x)
+    if "out_size" in family_kwargs:  # the old name
+        if size is not None: raise TypeError("warp got both size and out_size (its old name); pass size only.")
+        warnings.warn("transformers.warp's out_size is now size (as in cpab.warp); pass size=...", FutureWarning, stacklevel=2)
+        size = family_kwargs.pop("out_size")
+    if interp in PADDING_MODES and padding_mode in maps.INTERPOLATIONS:
+        raise ValueError(f"interp={interp!r} and padding_mode={padding_mode!r} look swapped: warp takes (x, theta, family, size, "
+                         "interp, padding_mode), the order of cpab.warp; pass them by name.")
     check_choice(padding_mode, "padding_mode", PADDING_MODES)
     check_choice(interp, "interp", maps.INTERPOLATIONS)
     family = get_family(family, **family_kwargs)
     theta = check_theta(theta, family, xb.shape[0]).to(dtype=xb.dtype, device=xb.device)
-    size = xb.shape[-2:] if out_size is None else maps.check_size(out_size, "out_size")
+    size = xb.shape[-2:] if size is None else maps.check_size(size, "size")
     out = maps.warp(xb, family.grid(theta, tuple(size)), "normalised", interp, padding_mode)
     return out[0] if single else out
 
@@ -410,7 +419,7 @@ class SpatialTransformer(nn.Module):
 
     def transform(self, x:torch.Tensor, theta:torch.Tensor) -> torch.Tensor:
         "Warp `x` by the given θ with this layer's family, output size and padding."
-        return warp(x, theta, self.family, self.out_size, self.padding_mode)
+        return warp(x, theta, self.family, self.out_size, padding_mode=self.padding_mode)
 
     def forward(self, x:torch.Tensor) -> torch.Tensor:
         xb, single = check_images(x)

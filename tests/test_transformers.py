@@ -124,7 +124,7 @@ class TestFamilies:
         assert out.dtype == dtype
 
     def test_out_size(self, fam):
-        out = warp(images(2, 3, 10, 12), random_theta(fam, 2), fam, out_size=(5, 7))
+        out = warp(images(2, 3, 10, 12), random_theta(fam, 2), fam, size=(5, 7))
         assert out.shape == (2, 3, 5, 7)
 
     def test_gradcheck_grid(self, fam):
@@ -393,7 +393,7 @@ class TestSpatialTransformer:
     def test_transform_with_given_theta(self):
         layer = SpatialTransformer("affine_diffeo", (1, 12, 12), loc_net="fcn", out_size=(6, 6))
         x, theta = images(2, 1, 12, 12, dtype=torch.float32), random_theta(get_family("affine_diffeo"), 2, torch.float32)
-        torch.testing.assert_close(layer.transform(x, theta), warp(x, theta, "affine_diffeo", out_size=(6, 6)))
+        torch.testing.assert_close(layer.transform(x, theta), warp(x, theta, "affine_diffeo", size=(6, 6)))
 
     def test_learns(self):
         "After a few steps θ has left the identity and the body receives gradients."
@@ -477,8 +477,8 @@ class TestValidation:
 
     @pytest.mark.parametrize("bad", [(0, 4), (4, -1), (4.5, 4), (4, 4, 4), "8x8", True])
     def test_bad_out_size(self, bad):
-        with pytest.raises((ValueError, TypeError), match="out_size"):
-            warp(images(1, 1, 8, 8), torch.zeros(6, dtype=torch.float64), "affine_diffeo", out_size=bad)
+        with pytest.raises((ValueError, TypeError), match="size"):
+            warp(images(1, 1, 8, 8), torch.zeros(6, dtype=torch.float64), "affine_diffeo", size=bad)
         with pytest.raises((ValueError, TypeError), match="out_size"):
             SpatialTransformer("affine", (1, 12, 12), loc_net="fcn", out_size=bad)
 
