@@ -19,7 +19,7 @@ import xarray as xr
 from fastcore.basics import patch
 
 from . import papers, results
-from .scaffold import Experiment
+from .scaffold import REGISTRY, Experiment, experiments as registered
 
 # %% auto #0
 __all__ = ['STATUSES', 'SHOWN', 'Verdict', 'graded', 'not_run', 'Claim', 'mean_sd', 'binomial_sd', 'median_se', 'fraction',
@@ -193,7 +193,6 @@ def _combine(exp:Experiment, sets:list[xr.Dataset]) -> xr.Dataset:
 
 @functools.lru_cache(maxsize=None)  # keyed by the files' names and times: a changed file is read again
 def _committed(name:str, root:str, stamp:tuple) -> dict:
-    from diffgeo.scaffold import REGISTRY
     exp, groups = REGISTRY[name], {}
     for f in sorted((Path(root) / "results").glob(f"{name}*.nc")):
         ds = results.load_dataset(f)
@@ -238,9 +237,8 @@ def ledger(
 ):
     "Every claim of every experiment, evaluated on each committed dataset: one row per (claim, dataset), a pandas DataFrame."
     import pandas as pd
-    from diffgeo import site
     rows = []
-    for exp in (site.experiments() if experiments is None else experiments):
+    for exp in (registered() if experiments is None else experiments):
         sets = committed(exp, root)
         labels = sorted(dict.fromkeys([*SHOWN, *sets]), key=_rank)
         for c in getattr(exp, "claims", {}).values():
@@ -267,10 +265,8 @@ def status_table(
     criteria:bool=False, # add the criteria (the experiment pages show them; the paper pages link there)
 ) -> str:
     "A Markdown table of the claims of a paper or an experiment: the paper's words and number, and the status on each committed dataset."
-    from diffgeo import site
-    from diffgeo.scaffold import REGISTRY
-    site.experiments()
-    exps = [REGISTRY[which]] if which in REGISTRY else site.experiments(which)
+    registered()
+    exps = [REGISTRY[which]] if which in REGISTRY else registered(which)
     df = ledger(exps, root)
     if df.empty: return f"*{which} declares no claims.*"
     labels = list(dict.fromkeys(df.result))
@@ -312,10 +308,8 @@ def render(
     criteria:bool|None=None, # show the criteria (default: for an experiment)
 ) -> str:
     "The Markdown table `show` displays: `summary_table` for None, else `status_table` (with the criteria for an experiment)."
-    from diffgeo import site
-    from diffgeo.scaffold import REGISTRY
     if which is None: return summary_table()
-    site.experiments()
+    registered()
     return status_table(which, criteria=which in REGISTRY if criteria is None else criteria)
 
 def show(

@@ -27,7 +27,7 @@ from .core import check_choice, resolve_device
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['CELL_RECORD', 'REGISTRY', 'Var', 'Paths', 'compute_settings', 'Experiment']
+__all__ = ['CELL_RECORD', 'REGISTRY', 'Var', 'experiments', 'Paths', 'compute_settings', 'Experiment']
 
 # %% ../nbs/55_scaffold.ipynb #53cb7ad0
 @dataclass(frozen=True)
@@ -54,6 +54,16 @@ CELL_RECORD = {"cell_start": Var((), "start of the cell's computation (UTC, ISO 
 
 # %% ../nbs/55_scaffold.ipynb #68e90056
 REGISTRY:dict = {}  # experiment name -> Experiment, filled as experiment modules are imported
+
+def experiments(paper:str|None=None) -> list:
+    "The registered experiments (every module of `diffgeo.experiments` imported), of one paper or of all, in paper then notebook order."
+    import pkgutil
+    from diffgeo import experiments as pkg   # the experiment modules register themselves on import (they sit above the scaffold)
+    for m in pkgutil.iter_modules(pkg.__path__): importlib.import_module(f"diffgeo.experiments.{m.name}")
+    keys = list(papers.PAPERS)
+    if paper is not None: papers.paper(paper)
+    found = [e for e in REGISTRY.values() if paper is None or e.paper == paper]
+    return sorted(found, key=lambda e: (keys.index(e.paper), e.notebook != "fig5.ipynb", e.notebook))
 
 @dataclass(frozen=True)
 class Paths:

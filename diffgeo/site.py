@@ -10,27 +10,18 @@ from __future__ import annotations
 import base64
 import html
 import io
-import pkgutil
-import importlib
 from pathlib import Path
 
 from . import papers, results
-from .scaffold import REGISTRY
+from .scaffold import REGISTRY, experiments   # `experiments` lives in the scaffold (claims needs it too)
+
+_all_ = ["experiments"]
 
 # %% auto #0
-__all__ = ['HEADLINE', 'EXTRAS_FOR', 'experiments', 'thumbnail', 'claim_counts', 'figure_table', 'show_figures', 'headline',
-           'requirements', 'dependencies_markdown', 'show_dependencies']
+__all__ = ['HEADLINE', 'EXTRAS_FOR', 'thumbnail', 'claim_counts', 'figure_table', 'show_figures', 'headline', 'requirements',
+           'dependencies_markdown', 'show_dependencies', 'experiments']
 
 # %% ../nbs/80_site.ipynb #ede59afa
-def experiments(paper:str|None=None) -> list:
-    "The registered experiments (every module of `diffgeo.experiments` imported), of one paper or of all, in paper then notebook order."
-    from diffgeo import experiments as pkg
-    for m in pkgutil.iter_modules(pkg.__path__): importlib.import_module(f"diffgeo.experiments.{m.name}")
-    keys = list(papers.PAPERS)
-    if paper is not None: papers.paper(paper)
-    found = [e for e in REGISTRY.values() if paper is None or e.paper == paper]
-    return sorted(found, key=lambda e: (keys.index(e.paper), e.notebook != "fig5.ipynb", e.notebook))
-
 def thumbnail(
     path:str|Path, # a PNG file
     width:int=320, # pixels across
