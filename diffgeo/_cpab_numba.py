@@ -17,6 +17,8 @@ EPS = np.finfo(np.float64).eps
 MAX_CROSSINGS = 8  # as `cpab._cross`
 INV = np.array([0.0] + [1.0 / k for k in range(1, 64)])  # 1/k: the series multiply instead of dividing
 RECORDS = 8  # records per point kept by the forward pass for the backward (`_nb_trajectory`); 224 bytes
+_FM = {"reassoc", "contract"}  # the compiler may reorder and fuse sums (vectorised series and matrix products); no other
+                                # fast-math assumption: comparisons, NaN and inf keep their IEEE meaning
 
 # %% ../nbs/11_cpab_numba.ipynb #1264223b
 @nb.njit(cache=True, inline="always")
@@ -39,7 +41,7 @@ def _nb_poly_col(w, col, K, t):
     for k in range(K - 2, -1, -1): acc = acc * t + w[k, col]
     return acc * t
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, fastmath=_FM)
 def _nb_root(g0, s, K, r, eps):
     "root in [0, r] of g0 + sum_k s_k t^(k+1), given g(0) >= 0 > g(r): safeguarded Newton from the quadratic's root"
     lo, hi = 0.0, r
@@ -65,7 +67,7 @@ def _nb_root(g0, s, K, r, eps):
     return t
 
 # %% ../nbs/11_cpab_numba.ipynb #899deb1b
-@nb.njit(cache=True)
+@nb.njit(cache=True, fastmath=_FM)
 def _nb_locate(x, y, nx, ny):
     sx, sy = x * nx, y * ny
     i = min(max(math.floor(sx), 0), nx - 1); j = min(max(math.floor(sy), 0), ny - 1)
@@ -97,7 +99,7 @@ def _nb_series(A, x, y, K, w):
         p0, p1 = (a00 * p0 + a01 * p1) * q, (a10 * p0 + a11 * p1) * q
         w[k, 0] = p0; w[k, 1] = p1
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, fastmath=_FM)
 def _nb_trajectory(x, y, Ab, Eb, edges, nbr, nx, ny, h, n_steps, K, eps, w, s, sd, sb, dds, neg, seg_c, seg_x, seg_y, seg_t,
                    rec_c, rec_x, rec_y, rec_t, n_rec):
     """The flow of one point for n_steps steps of h; records its segments (cell, start, duration; duration -1: a full step by E).
@@ -200,7 +202,7 @@ def _nb_trajectory(x, y, Ab, Eb, edges, nbr, nx, ny, h, n_steps, K, eps, w, s, s
     return x, y, n, q
 
 # %% ../nbs/11_cpab_numba.ipynb #8ec568a4
-@nb.njit(cache=True, parallel=True)
+@nb.njit(cache=True, parallel=True, fastmath=_FM)
 def forward_kernel(P, A, E, edges, nbr, nx, ny, h, n_steps, K, eps, out, rec_c, rec_x, rec_y, rec_t, rec_n):
     "T(P) into `out`; with Q = rec_c.shape[2] > 0, the crossing steps' segments of each point kept for `backward_kernel`"
     B, N = P.shape[0], P.shape[1]
@@ -219,7 +221,7 @@ def forward_kernel(P, A, E, edges, nbr, nx, ny, h, n_steps, K, eps, out, rec_c, 
             out[b, i, 0], out[b, i, 1] = x, y
             rec_n[b, i] = q
 
-@nb.njit(cache=True, parallel=True)
+@nb.njit(cache=True, parallel=True, fastmath=_FM)
 def step_exp(A, h, K):
     "Per (b, c) the top rows of exp(h [[L, b], [0, 0]]) (the map of a full step), by its series to K terms: [B, C, 2, 3]"
     B, C = A.shape[0], A.shape[1]
@@ -247,7 +249,7 @@ def step_exp(A, h, K):
     return E
 
 # %% ../nbs/11_cpab_numba.ipynb #9d83b263
-@nb.njit(cache=True, parallel=True)
+@nb.njit(cache=True, parallel=True, fastmath=_FM)
 def step_maps(A, h, K):
     "Per (b, c) the bilinear map of a full step: ∫_0^h λ(u) x̃(u)ᵀ du = Σ_pq λ_p x̃_q M[b, c, :, :, p, q] (λ at the step's end, x̃ at its start)."
     B, C = A.shape[0], A.shape[1]
@@ -284,7 +286,7 @@ def step_maps(A, h, K):
                                 M[b, c, r, s_, p, q] += lv * Ap[j, s_, q]
     return M
 
-@nb.njit(cache=True, parallel=True)
+@nb.njit(cache=True, parallel=True, fastmath=_FM)
 def backward_kernel(P, A, E, edges, nbr, nx, ny, h, n_steps, K, eps, rec_c, rec_x, rec_y, rec_t, rec_n, lam_end, M, G, lam0):
     """Replay each point's trajectory (its crossing steps from `forward_kernel`'s records where they fit), then carry λ back
     through its segments, adding ∫ λ x̃ᵀ to G[b, cell] (one thread per θ)"""
