@@ -27,7 +27,7 @@ from .core import check_choice, resolve_device
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['CELL_RECORD', 'REGISTRY', 'Var', 'experiments', 'Paths', 'compute_settings', 'Experiment']
+__all__ = ['CELL_RECORD', 'REGISTRY', 'Var', 'experiments', 'Paths', 'cpu_cores', 'compute_settings', 'Experiment']
 
 # %% ../nbs/55_scaffold.ipynb #53cb7ad0
 @dataclass(frozen=True)
@@ -72,13 +72,24 @@ class Paths:
     figures:dict # figure name -> image file
     work:Path # shards and checkpoints: work files, never committed
 
-def _one_job_per_gpu(executor:str, device:str, options:dict|None, max_parallel:int|None) -> tuple[dict|None, int|None]:
-    "The job options for cells on `device`: on CUDA one GPU per job (unless `gpus_per_node` is given), and locally as many jobs at once as this machine has GPUs for them."
-    options = dict(options or {})
+def cpu_cores() -> int:
+    "The CPU cores this process may run on (its affinity, where the OS says; else `os.cpu_count()`)."
+    try: return len(os.sched_getaffinity(0))
+    except AttributeError: return os.cpu_count() or 1
+
+def _jobs(executor:str, device:str, options:dict|None, max_parallel:int|None) -> tuple[dict|None, int|None, int|None]:
+    """(job options, jobs at once, torch threads per job) for cells on `device`: on CUDA one GPU per job (unless
+    `gpus_per_node` is given) and locally as many jobs at once as this machine has GPUs for them; on the CPU, locally, one
+    job per core unless `max_parallel` says otherwise, the cores shared out as torch threads (small networks train faster
+    as two one-thread jobs than as one two-thread job)."""
+    options, threads = dict(options or {}), None
     if executor != "inline" and device.startswith("cuda"):
         options.setdefault("gpus_per_node", 1)
         if executor == "local" and max_parallel is None: max_parallel = max(1, torch.cuda.device_count() // max(1, options["gpus_per_node"]))
-    return options or None, max_parallel
+    elif executor == "local":
+        if max_parallel is None: max_parallel = cpu_cores()
+        threads = max(1, cpu_cores() // max_parallel)
+    return options or None, max_parallel, threads
 
 def _where(cell_device:xr.DataArray, requested:str) -> dict:
     "The provenance's device and processor for cells computed in jobs: theirs (from `cell_device`, 'cuda:0 (NVIDIA H100)'), not this process's."
@@ -112,6 +123,7 @@ def compute_settings(
 def _call_cell(
     name:str, # the experiment's name
     _compute:dict|None=None, # `compute_settings`' arguments
+    _threads:int|None=None, # torch threads for the cell (a local job's share of the cores; None: the process's)
     **kwargs, # the cell's arguments
 ) -> xr.Dataset:
     """Run experiment `name`'s cell where it is called (imports the experiment in a fresh job process): its `device`
@@ -121,7 +133,11 @@ def _call_cell(
     dev = resolve_device(kwargs.get("device", "cpu"))
     if "device" in kwargs: kwargs["device"] = str(dev)
     start = results.now()
-    with compute_settings(**(_compute or {})): ds = exp._cell(**kwargs)
+    saved = torch.get_num_threads()
+    if _threads: torch.set_num_threads(_threads)
+    try:
+        with compute_settings(**(_compute or {})): ds = exp._cell(**kwargs)
+    finally: torch.set_num_threads(saved)
     ds["cell_start"], ds["cell_end"] = ((), start), ((), results.now())
     ds["cell_device"] = ((), f"{dev} ({results.processor(dev)})")
     return exp.apply_schema(ds, strict=False)
@@ -322,7 +338,7 @@ def run(self:Experiment,
     executor_options:dict|None=None, # submitit options, e.g. {"timeout_min": 600, "slurm_partition": "gpu"}
     rerun:bool=False, # recompute cells whose shard exists
     checkpoints:bool=True, # per-epoch training checkpoints in the work folder, for cells that train
-    max_parallel:int|None=None, # cells running at once as jobs (local: one per GPU, or 1 on the CPU; slurm: unbounded)
+    max_parallel:int|None=None, # cells running at once as jobs (local: one per GPU, or one per CPU core; slurm: unbounded)
     amp:str|None=None, # mixed precision for training: "bf16" or "fp16" (None: full precision)
     tf32:bool=False, # TF32 matrix products and convolutions on CUDA
     deterministic:bool=False, # deterministic algorithms on CUDA, where PyTorch has them
@@ -333,13 +349,14 @@ def run(self:Experiment,
     check_choice(code_changed, "code_changed", results.CODE_CHANGED)
     r = self._prepare(profile, device, data_root, tag, work_dir, out_dir, checkpoints, amp, tf32, deterministic, overrides)
     p, grid, fixed, runtime, shared, compute, work = (r[k] for k in ("p", "grid", "fixed", "runtime", "shared", "compute", "work"))
-    start = results.now()
+    start, threads = results.now(), None
     if grid:
-        options, max_parallel = _one_job_per_gpu(executor, str(device), executor_options, max_parallel)
+        options, max_parallel, threads = _jobs(executor, str(device), executor_options, max_parallel)
         if executor != "inline":                                     # jobs would each fail on it: refuse before submitting any
             for name, where in _data_sources(p, shared.get("data_root")).items():
                 if not isinstance(where, str): raise FileNotFoundError(f"{self.name}: no job submitted: {where}")
-        ds = sweep.run_sweep(functools.partial(_call_cell, self.name), grid, work / "shards", fixed=fixed, runtime=runtime,
+        ds = sweep.run_sweep(functools.partial(_call_cell, self.name), grid, work / "shards", fixed=fixed,
+                             runtime=runtime | ({"_threads": threads} if threads else {}),
                              executor=executor, executor_options=options, max_parallel=max_parallel, coords_on=self.coords_on,
                              rerun=rerun, dim_attrs={d: self.variables[d].attrs for d in grid if d in self.variables},
                              code_changed=code_changed)
@@ -358,6 +375,7 @@ def run(self:Experiment,
                          f"a setting asks for none of them (this run's overrides: {said}); give every size at least 1.")
     if self._finish: ds = self._finish(ds, {**p, **shared})
     params = dict(profile=profile, **self.constants, **p, **shared, **compute)
+    if grid and executor == "local" and threads: params |= dict(jobs_at_once=max_parallel, threads_per_job=threads)   # the cells' threads
     if tag: params["tag"] = tag
     results.stamp(ds, params, resolve_device(device) if executor == "inline" else device, start, end, paper=self.paper,
                   experiment=self.name)
@@ -481,7 +499,7 @@ def plan(self:Experiment,
         if measured: row["hours"] = self._cost({**r["p"], **r["shared"]}, c, dev) / 3600
         rows.append({**row, "shard": f"{sweep.cell_id(c)}.nc" if grid else ""})
     table = pd.DataFrame(rows)
-    options, max_parallel = _one_job_per_gpu(executor, str(device), executor_options, max_parallel)
+    options, max_parallel, threads = _jobs(executor, str(device), executor_options, max_parallel)
     todo = table[(table.state == "to run") | ((table.state == "stale") & (code_changed == "recompute"))]
     n_stale = int((table.state == "stale").sum())
     stale = "" if not n_stale else f", {n_stale} stale (computed by other code: " + {
@@ -489,7 +507,7 @@ def plan(self:Experiment,
         "error": "the run stops, as code_changed='error' asks)"}[code_changed]
     shape = " × ".join(f"{d} {len(v)}" for d, v in grid.items()) or "one cell"
     how = {"inline": "in this process, one after the other",
-           "local": f"as jobs on this machine, {max_parallel or 1} at a time",
+           "local": f"as jobs on this machine, {max_parallel or 1} at a time" + (f", {threads} torch thread{'s' * (threads > 1)} each" if threads else ""),
            "slurm": f"as one Slurm job array{'' if max_parallel is None else f', {max_parallel} at a time'}"}[executor]
     print(f"{self.name}, profile {profile!r}, device {device}: {len(cells)} cells ({shape}); "
           f"{(table.state == 'done').sum()} done{stale}, {(table.state == 'running elsewhere').sum()} running elsewhere, {len(todo)} to run {how}"
