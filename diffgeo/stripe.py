@@ -8,13 +8,15 @@ Docs: https://diffgeo.github.io/diffgeo/stripe.html.md"""
 from __future__ import annotations
 
 import math
+import os
+import time
 import warnings
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import stability
+from . import results, stability
 from .core import check_bytes, check_choice, check_finite, check_generator, check_int, check_scalar, progress as _progress
 
 # %% auto #0
@@ -111,6 +113,9 @@ def gradient_flow(
     dt:float=1.0, # first step; adapted
     progress:bool=False, # a progress bar over steps
     show_progress:bool|None=None, # the old name of `progress` (a FutureWarning)
+    checkpoint:str|os.PathLike|None=None, # file to save the flow's state to and resume from (a run of hours spans sessions)
+    checkpoint_every:float=300.0, # seconds between two saves of the checkpoint
+    code_changed:str|None=None, # a checkpoint written by other code: "recompute", "reuse" or "error" (as `train.train`); None: `results.code_change_policy()`
 ) -> dict: # steps, converged (every margin ≥ 1), the last step size, loss and smallest margin
     "Full-batch gradient descent with an adaptive step (kept and lengthened by 10% if it lowers the loss, else undone and halved), until every margin y F(x) ≥ 1."
     if show_progress is not None:
@@ -129,6 +134,7 @@ def gradient_flow(
     if not ((y == 1) | (y == -1)).all():
         raise ValueError(f"y must hold labels -1 and +1 (margins y F(x) >= 1 are the goal), got values {sorted(set(y.unique().tolist()))[:5]}; "
                          "map {0, 1} labels with 2 * y - 1.")
+    checkpoint_every = check_scalar(checkpoint_every, "checkpoint_every", low=0)
     alpha, root_h = net.alpha, math.sqrt(net.h)
     a = x.new_empty(len(x), net.h)                     # the one [P, h] buffer: activations, then their mask
     with torch.no_grad():
@@ -142,11 +148,20 @@ def gradient_flow(
     def gradient(L, margin, beta):                     # at the point whose activations `a` holds
         g_margin, = torch.autograd.grad(L, margin)     # the loss's own derivative (its kinks as autograd takes them)
         with torch.no_grad(): return _gradient(a, g_margin * y * alpha / root_h, x1, beta)
-    L, m, margin = objective(*w)
+    path = None if checkpoint is None else results.resolve_path(checkpoint)
+    config = dict(loss=loss, sharpness=sharpness, P=len(x), d=x.shape[1], h=net.h, alpha=alpha,
+                  points=float(x.double().sum()), start=[float(v.double().sum()) for v in w])   # which flow this is
+    steps, saved_at = 0, time.monotonic()
+    state = _resume(path, config, code_changed)
+    if state is not None:                              # the weights and step size where the saved flow stood
+        w, dt, steps = [v.to(x) for v in state["w"]], state["dt"], state["steps"]
+    L, m, margin = objective(*w)                       # the loss and gradient at w: the same numbers the flow had there
     grads = gradient(L, m, w[2])
-    steps = 0
-    for _ in (_progress(range(max_steps), desc="gradient flow") if progress else range(max_steps)):
+    for _ in (_progress(range(steps, max_steps), desc="gradient flow", initial=steps, total=max_steps) if progress
+              else range(steps, max_steps)):
         if margin >= 1: break
+        if path is not None and time.monotonic() - saved_at >= checkpoint_every:
+            _save(path, config, w, dt, steps); saved_at = time.monotonic()
         trial = [p - dt * g for p, g in zip(w, grads)]
         new, new_m, new_margin = objective(*trial)
         if new.item() <= L.item():                     # kept: its forward pass gives the next gradient
@@ -157,6 +172,27 @@ def gradient_flow(
     with torch.no_grad():
         for p, v in zip((net.W, net.b, net.beta), w): p.copy_(v)
     return dict(steps=steps, converged=margin >= 1, dt=dt, loss=L.item(), min_margin=margin)
+
+def _resume(path, config:dict, code_changed:str|None) -> dict|None:
+    "The saved state of this flow at `path`, or None (no file; another flow's, refused; other code's, as `code_changed` says)."
+    if path is None or not path.exists(): return None
+    saved = torch.load(path, map_location="cpu", weights_only=False)
+    if saved.get("config") != config:
+        raise ValueError(f"checkpoint {path} holds another gradient flow ({saved.get('config')}, not {config}); "
+                         "delete it to start afresh, or give this flow its own file.")
+    code, theirs = results.code_version(), saved.get("code") or {"commit": "not recorded", "source_hash": "not recorded"}
+    policy = results.code_change_policy(code_changed)
+    if theirs["source_hash"] != code["source_hash"] and policy != "reuse":
+        said = (f"checkpoint {path} was written by other code (commit {theirs['commit']}, source {theirs['source_hash'][:12]}) "
+                f"than this process runs (commit {code['commit']}, source {code['source_hash'][:12]})")
+        if policy == "error": raise ValueError(f"{said}; pass code_changed='recompute' to start afresh, or 'reuse' to resume it.")
+        print(f"{said}: starting afresh (code_changed='reuse' resumes it).", flush=True)
+        return None
+    return saved
+
+def _save(path, config:dict, w:list, dt:float, steps:int):
+    blob = dict(config=config, code=results.code_version(), w=[v.detach().cpu() for v in w], dt=dt, steps=steps)
+    results.atomic_write(path, lambda tmp: torch.save(blob, tmp))
 
 # %% ../nbs/43_stripe.ipynb #03d52cdd
 def stripe_stability(

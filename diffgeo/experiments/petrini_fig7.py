@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import math
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -79,6 +80,7 @@ def cell(
     max_steps:int, # gives up training after this many steps
     n_test:int, radius:float, # test points (the same for every cell); ‖ν‖ = ‖η‖
     device:str="cpu", # cpu | cuda | auto
+    checkpoint_dir:str|None=None, # folder for the gradient flow's checkpoint (saved every 5 minutes, resumed, deleted when the cell ends)
 ) -> xr.Dataset:
     "One network of Fig. 7: trained on the first P of the seed's P_max points; its R_f and small-noise limit, test error and training steps."
     P, P_max = check_int(P, "P", low=2), check_int(P_max, "P_max", low=2)
@@ -89,7 +91,9 @@ def cell(
     x_all, y_all = stripe.stripe_data(P_max, d, boundaries, seed=seed)
     net = stripe.StripeNet(d, h, alpha, generator=torch.Generator().manual_seed(1000 + seed)).to(dev)
     t0 = time.perf_counter()
-    run = stripe.gradient_flow(net, x_all[:P].to(dev), y_all[:P].to(dev), max_steps=max_steps)
+    ckpt = None if checkpoint_dir is None else Path(checkpoint_dir) / f"P{P}_seed{seed}.pt"
+    run = stripe.gradient_flow(net, x_all[:P].to(dev), y_all[:P].to(dev), max_steps=max_steps, checkpoint=ckpt)
+    if ckpt is not None: ckpt.unlink(missing_ok=True)
     seconds = time.perf_counter() - t0
     with torch.no_grad(): err = ((net(xt) > 0).double() * 2 - 1 != yt).double().mean().item()
     print(f"P = {P}, seed {seed}: {run['steps']} steps in {seconds:.0f} s, converged {run['converged']}", flush=True)
