@@ -257,14 +257,16 @@ def _use_compiled(x:torch.Tensor, tau:torch.Tensor) -> bool:
             and not torch._C._are_functorch_transforms_active() and _kernels() is not None)
 
 def _gaussian_compiled(x:torch.Tensor, tau:torch.Tensor, sigma:float, r:int) -> torch.Tensor:
-    "The sum of `_gaussian` by the compiled kernel, in one pass: positions, weights and all channels per output pixel."
+    """The sum of `_gaussian` by the compiled kernel, in one pass over the output pixels (weights and all channels), at the
+    positions from the kernels' `positions` (no fast-math there), rounded as on the PyTorch path whatever the CPU."""
     match_threads()
-    H, W = x.shape[-2:]
-    o = torch.arange(1 - r, r + 1, dtype=torch.float64)
+    T, _, H, W = tau.shape
     coords = lambda n: torch.arange(n, dtype=x.dtype).numpy()
+    px, py = (torch.empty(T, H, W, dtype=x.dtype).numpy() for _ in range(2))
+    _kernels().positions(tau.detach().contiguous().numpy(), coords(W), coords(H), torch.tensor([W, H], dtype=x.dtype).numpy(), px, py)
+    o = torch.arange(1 - r, r + 1, dtype=torch.float64)
     out = torch.empty(x.shape, dtype=x.dtype)
-    _kernels().gaussian_kernel(x.detach().contiguous().numpy(), tau.detach().contiguous().numpy(), coords(W), coords(H),
-                               torch.tensor([W, H], dtype=x.dtype).numpy(), 1 / sigma**2,
+    _kernels().gaussian_kernel(x.detach().contiguous().numpy(), px, py, 1 / sigma**2,
                                tuple(torch.exp(-o * o / (2 * sigma**2)).tolist()), out.numpy())
     return out
 

@@ -23,7 +23,7 @@ import torch
 import xarray as xr
 
 from . import data, papers, results, sweep, train
-from .core import check_choice, resolve_device
+from .core import check_choice, check_int, resolve_device
 from fastcore.basics import patch
 
 # %% auto #0
@@ -77,17 +77,19 @@ def cpu_cores() -> int:
     try: return len(os.sched_getaffinity(0))
     except AttributeError: return os.cpu_count() or 1
 
-def _jobs(executor:str, device:str, options:dict|None, max_parallel:int|None) -> tuple[dict|None, int|None, int|None]:
+def _jobs(executor:str, device:str, options:dict|None, max_parallel:int|None, cells:int|None=None) -> tuple[dict|None, int|None, int|None]:
     """(job options, jobs at once, torch threads per job) for cells on `device`: on CUDA one GPU per job (unless
     `gpus_per_node` is given) and locally as many jobs at once as this machine has GPUs for them; on the CPU, locally, one
     job per core unless `max_parallel` says otherwise, the cores shared out as torch threads (small networks train faster
-    as two one-thread jobs than as one two-thread job)."""
+    as two one-thread jobs than as one two-thread job; never more jobs than `cells`)."""
     options, threads = dict(options or {}), None
+    if max_parallel is not None: max_parallel = check_int(max_parallel, "max_parallel", low=1)
     if executor != "inline" and device.startswith("cuda"):
         options.setdefault("gpus_per_node", 1)
         if executor == "local" and max_parallel is None: max_parallel = max(1, torch.cuda.device_count() // max(1, options["gpus_per_node"]))
     elif executor == "local":
         if max_parallel is None: max_parallel = cpu_cores()
+        if cells: max_parallel = min(max_parallel, cells)
         threads = max(1, cpu_cores() // max_parallel)
     return options or None, max_parallel, threads
 
@@ -351,7 +353,7 @@ def run(self:Experiment,
     p, grid, fixed, runtime, shared, compute, work = (r[k] for k in ("p", "grid", "fixed", "runtime", "shared", "compute", "work"))
     start, threads = results.now(), None
     if grid:
-        options, max_parallel, threads = _jobs(executor, str(device), executor_options, max_parallel)
+        options, max_parallel, threads = _jobs(executor, str(device), executor_options, max_parallel, math.prod(map(len, grid.values())))
         if executor != "inline":                                     # jobs would each fail on it: refuse before submitting any
             for name, where in _data_sources(p, shared.get("data_root")).items():
                 if not isinstance(where, str): raise FileNotFoundError(f"{self.name}: no job submitted: {where}")
@@ -375,11 +377,11 @@ def run(self:Experiment,
                          f"a setting asks for none of them (this run's overrides: {said}); give every size at least 1.")
     if self._finish: ds = self._finish(ds, {**p, **shared})
     params = dict(profile=profile, **self.constants, **p, **shared, **compute)
-    if grid and executor == "local" and threads: params |= dict(jobs_at_once=max_parallel, threads_per_job=threads)   # the cells' threads
     if tag: params["tag"] = tag
     results.stamp(ds, params, resolve_device(device) if executor == "inline" else device, start, end, paper=self.paper,
                   experiment=self.name)
     if executor != "inline" and "cell_device" in ds: ds.attrs.update(_where(ds.cell_device, device))
+    if threads: ds.attrs["cpu_threads"] = str(threads)   # each cell's, in its job (the provenance's is this process's)
     for n, v in self.variables.items():   # stored precision, before deriving: the derived values are those the file re-derives
         if v.storage and n in ds.data_vars: ds[n] = ds[n].astype(v.storage)
     ds = self.derived(ds)
@@ -499,7 +501,7 @@ def plan(self:Experiment,
         if measured: row["hours"] = self._cost({**r["p"], **r["shared"]}, c, dev) / 3600
         rows.append({**row, "shard": f"{sweep.cell_id(c)}.nc" if grid else ""})
     table = pd.DataFrame(rows)
-    options, max_parallel, threads = _jobs(executor, str(device), executor_options, max_parallel)
+    options, max_parallel, threads = _jobs(executor, str(device), executor_options, max_parallel, math.prod(map(len, grid.values())))
     todo = table[(table.state == "to run") | ((table.state == "stale") & (code_changed == "recompute"))]
     n_stale = int((table.state == "stale").sum())
     stale = "" if not n_stale else f", {n_stale} stale (computed by other code: " + {

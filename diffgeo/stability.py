@@ -319,6 +319,9 @@ def relative_stability(
     if not isinstance(model, nn.Module): raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}.")
     weight = next((p for p in model.parameters() if p.is_floating_point()), None)
     xb = xb.detach().to(weight.dtype if weight is not None else xb.dtype)  # no graph; the model's precision (float64, half, ...)
+    if isinstance(layers, (int, float)) and not isinstance(layers, bool):   # the old positional call (model, x, None, delta, ...)
+        raise TypeError(f"relative_stability's fourth argument is now layers, got the number {layers}; the diffeomorphism's "
+                        "settings go in perturbation=Diffeomorphism(delta=..., c=...).")
     pert = _resolve(perturbation, diffeo_kw)
     check_choice(noise_radius, "noise_radius", NOISE_RADII); check_choice(statistic, "statistic", STATISTICS)
     noise_scale = check_scalar(noise_scale, "noise_scale", low=0, low_open=True, hint="1 is the paper's noise radius.")

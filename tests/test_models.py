@@ -230,3 +230,12 @@ def test_cuda_matches_cpu_weights(name):
     with torch.no_grad():
         y = gpu.eval()(torch.rand(2, 3, 32, 32, device="cuda"))
     assert y.shape == (2, 10) and torch.isfinite(y).all()
+
+
+def test_importing_models_leaves_torchvision_alone():
+    "diffgeo.models imports torchvision where a network needs it: importing it (every experiment notebook does) loads neither torchvision nor torch._dynamo."
+    import subprocess, sys
+    code = ("import sys, diffgeo.models, diffgeo.experiments.petrini_fig5; "
+            "print(sorted(m for m in ('torchvision', 'torch._dynamo') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "[]", out
