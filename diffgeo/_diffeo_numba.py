@@ -68,7 +68,7 @@ def positions(tau, cols, rows, size, px, py):
             py[t, h, w] = min(max(rows[h] - tau[t, 1, h, w] * size[1], rows[0]), rows[H - 1])
 
 # reassoc, contract: the window sums (inlined, in float64) may be reordered and fused, so that LLVM vectorises them
-# (1.6-1.7x at 32 and 224 px, bench/diffeo.py); the positions come computed (`positions`), so no float32 arithmetic
+# (1.5-1.65x the images per second at 32 and 224 px, bench/diffeo.py --quick); the positions come computed (`positions`), so no float32 arithmetic
 # is fused here; no nnan/ninf/afn assumption: exponentials keep their IEEE meaning
 @nb.njit(cache=True, parallel=True, fastmath={"reassoc", "contract"})
 def gaussian_kernel(x, px, py, inv_var, decay, out):

@@ -35,8 +35,8 @@ from .core import check_choice, process_alive
 __all__ = ['PROFILE_NAMES', 'COMMITTED_PROFILES', 'CODE_CHANGED', 'STALE_TEMP_DAYS', 'CONVENTIONS', 'select_profile',
            'project_root', 'output_root', 'resolve_path', 'check_folder', 'git_commit', 'code_version',
            'on_code_change', 'code_change_policy', 'now', 'processor', 'minutes', 'core_hours', 'provenance', 'stamp',
-           'parameters', 'span', 'cf_attrs', 'check_cf', 'atomic_write', 'cf_conventions', 'save_dataset',
-           'load_dataset', 'save_figure']
+           'parameters', 'load_checkpoint', 'span', 'cf_attrs', 'check_cf', 'atomic_write', 'cf_conventions',
+           'save_dataset', 'load_dataset', 'save_figure']
 
 # %% ../nbs/01_results.ipynb #d300fb41
 #: The profiles, smallest first: `smoke` (seconds, for tests), `cpu` (the default, minutes), `long` (what two CPU
@@ -259,6 +259,27 @@ def parameters(ds:xr.Dataset) -> dict:
     "The parameters a results dataset was made with."
     return json.loads(ds.attrs["parameters"])
 
+def load_checkpoint(
+    path:Path|None, # the checkpoint file (None, or no file: nothing to resume)
+    code_changed:str|None=None, # what a checkpoint written by other code gets: "recompute", "reuse", "error"; None: `code_change_policy()`
+    fresh:str="training afresh", # what "recompute" means for the caller, in words, for the printed line
+    map_location="cpu", # passed to `torch.load`
+) -> dict|None: # the saved dict, or None: start afresh
+    """The checkpoint at `path` if there is one this run may resume: one written by other code (its `code` entry, from
+    `code_version`, against this process's) is refused under "error", reused under "reuse" and, under "recompute", set
+    aside with a printed line (the caller starts afresh and overwrites it)."""
+    if path is None or not Path(path).exists(): return None
+    saved = torch.load(path, map_location=map_location, weights_only=False)
+    code, theirs = code_version(), saved.get("code") or {"commit": "not recorded", "source_hash": "not recorded"}
+    policy = code_change_policy(code_changed)
+    if theirs["source_hash"] != code["source_hash"] and policy != "reuse":
+        said = (f"checkpoint {path} was written by other code (commit {theirs['commit']}, source {theirs['source_hash'][:12]}) "
+                f"than this process runs (commit {code['commit']}, source {code['source_hash'][:12]})")
+        if policy == "error":
+            raise ValueError(f"{said}; pass code_changed='recompute' to start afresh, or code_changed='reuse' to resume it.")
+        print(f"{said}: {fresh} (code_changed='reuse' resumes it).", flush=True)
+        return None
+    return saved
 
 # %% ../nbs/01_results.ipynb #27f6e9a2
 def span(

@@ -174,20 +174,11 @@ def gradient_flow(
     return dict(steps=steps, converged=margin >= 1, dt=dt, loss=L.item(), min_margin=margin)
 
 def _resume(path, config:dict, code_changed:str|None) -> dict|None:
-    "The saved state of this flow at `path`, or None (no file; another flow's, refused; other code's, as `code_changed` says)."
-    if path is None or not path.exists(): return None
-    saved = torch.load(path, map_location="cpu", weights_only=False)
-    if saved.get("config") != config:
+    "The saved state of this flow at `path`, or None (no file, or other code's as `code_changed` says); another flow's is refused."
+    saved = results.load_checkpoint(path, code_changed, "starting afresh")
+    if saved is not None and saved.get("config") != config:
         raise ValueError(f"checkpoint {path} holds another gradient flow ({saved.get('config')}, not {config}); "
                          "delete it to start afresh, or give this flow its own file.")
-    code, theirs = results.code_version(), saved.get("code") or {"commit": "not recorded", "source_hash": "not recorded"}
-    policy = results.code_change_policy(code_changed)
-    if theirs["source_hash"] != code["source_hash"] and policy != "reuse":
-        said = (f"checkpoint {path} was written by other code (commit {theirs['commit']}, source {theirs['source_hash'][:12]}) "
-                f"than this process runs (commit {code['commit']}, source {code['source_hash'][:12]})")
-        if policy == "error": raise ValueError(f"{said}; pass code_changed='recompute' to start afresh, or 'reuse' to resume it.")
-        print(f"{said}: starting afresh (code_changed='reuse' resumes it).", flush=True)
-        return None
     return saved
 
 def _save(path, config:dict, w:list, dt:float, steps:int):

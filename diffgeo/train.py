@@ -221,16 +221,7 @@ def train(
     if amp is not None: config["amp"] = amp
     state = {"epoch": 0, "rows": [], "best": None, "best_epoch": 0, "best_error": math.inf}
     path, code = resolve_path(checkpoint) if checkpoint is not None else None, results.code_version()
-    policy = results.code_change_policy(code_changed)
-    saved = torch.load(path, map_location=dev, weights_only=False) if path is not None and path.exists() else None
-    theirs = (saved or {}).get("code") or {"commit": "not recorded", "source_hash": "not recorded"}
-    if saved is not None and theirs["source_hash"] != code["source_hash"] and policy != "reuse":
-        said = (f"checkpoint {path} was written by other code (commit {theirs['commit']}, source {theirs['source_hash'][:12]}) "
-                f"than this process runs (commit {code['commit']}, source {code['source_hash'][:12]})")
-        if policy == "error":
-            raise ValueError(f"{said}; pass code_changed='recompute' to train afresh, or code_changed='reuse' to resume it.")
-        print(f"{said}: training afresh (code_changed='reuse' resumes it).", flush=True)
-        saved = None
+    saved = results.load_checkpoint(path, code_changed, "training afresh", map_location=dev)
     if saved is not None:
         if saved["config"] != config:
             raise ValueError(f"checkpoint {path} was made with {saved['config']}, not {config}; "
