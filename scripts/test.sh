@@ -25,7 +25,7 @@ took() { echo "-- $1: $((SECONDS - t0)) s since the start"; }
 warm='import torch; from diffgeo import cpab, diffeo; t = cpab.Tessellation((3, 3), zero_boundary=True); th = cpab.sample(t, 2).requires_grad_(True); cpab.warp(torch.rand(2, 1, 8, 8), th, t).sum().backward(); diffeo.deform(torch.rand(2, 1, 8, 8), 1e-3, 3, "gaussian")'
 ( OMP_NUM_THREADS=1 python -c "$warm"; OMP_NUM_THREADS=1 NUMBA_CPU_NAME=generic python -c "$warm" ) > /dev/null 2>&1 &
 warm_pid=$!
-trap 'pkill -P "$warm_pid" 2> /dev/null; kill "$warm_pid" 2> /dev/null || true' EXIT
+trap '{ pkill -P "$warm_pid"; kill "$warm_pid"; } 2> /dev/null || true' EXIT
 
 snapshot() { git status --porcelain --untracked-files=all; git diff; }
 before="$(snapshot | sha1sum)"
