@@ -18,16 +18,16 @@ def _axis_weights(p, n, inv_var, decay, w):
     """The weights of the 2r taps floor(p) + 1 − r … floor(p) + r around `p` on an axis of `n` pixels, written to `w`
     for the window of min(2r, n) pixels from the returned start (taps outside the image and window pixels that are no
     tap weigh 0); returns (start, sum of the weights). One exponential: with f = p − floor(p) and z = exp(f/σ²), the tap
-    at offset o weighs z^o exp(−o²/2σ²) (`decay`), up to the factor exp(−f²/2σ²) that the normalisation cancels."""
+    at offset o weighs z^o exp(−o²/2σ²) (`decay`), up to the factor exp(−f²/2σ²) that the normalisation cancels; so does
+    z^(1 − r), and the first tap weighs decay[0] (its largest weight, z^(2r − 1) ≤ exp((2r − 1)/σ²), stays far below
+    the float64 range for the radii `gaussian_radius` gives)."""
     N = len(decay)
     r = N // 2
     base = math.floor(p)
     first = int(base) + 1 - r
     start = max(min(first, n - N), 0)
     z = math.exp((p - base) * inv_var)
-    zo = 1.0
-    for _ in range(r - 1): zo *= z
-    zo = 1.0 / zo                                           # z^(1 − r)
+    zo = 1.0                                                # the first tap's z^(1 − r) is left out: normalising cancels it
     total = 0.0
     if first >= 0 and first + N <= n:                         # every tap inside (start = first): no tests
         for t in range(N):

@@ -23,9 +23,17 @@ import torch
 from tqdm import tqdm
 
 # %% auto #0
-__all__ = ['NOT_DIFFERENTIABLE', 'check_images', 'check_scalar', 'check_bytes', 'check_finite', 'check_generator',
+__all__ = ['NOT_DIFFERENTIABLE', 'all_finite', 'check_images', 'check_scalar', 'check_bytes', 'check_finite', 'check_generator',
            'process_alive', 'check_int', 'check_choice', 'check_callable', 'resolve_device', 'module_device',
            'seed_everything', 'load_compiled', 'match_threads', 'progress']
+
+# %% ../nbs/00_core.ipynb #9532d7ce
+def all_finite(
+    t:torch.Tensor, # any tensor
+) -> bool: # whether it holds no NaN and no ±inf
+    "Whether `t` holds finite values only: one sum first (finite only when every term is), the exact check where it overflowed."
+    t = t.detach()
+    return bool(torch.isfinite(t.sum())) or bool(torch.isfinite(t).all())
 
 # %% ../nbs/00_core.ipynb #9c2d6a7d
 def check_images(
@@ -45,7 +53,7 @@ def check_images(
                         f"convert with {name}.float() (and divide by 255 for uint8 images).")
     if min(x.shape[-2:]) < 2:
         raise ValueError(f"{name} must be at least 2x2 pixels, got H x W = {x.shape[-2]} x {x.shape[-1]}.")
-    if finite and not torch.isfinite(x.sum()) and not torch.isfinite(x).all():  # one cheap reduction first
+    if finite and not all_finite(x):
         raise ValueError(f"{name} contains NaN or infinite values; clean the input (e.g. torch.nan_to_num).")
     single = x.ndim == 3
     return (x.unsqueeze(0) if single else x), single
@@ -90,7 +98,7 @@ def check_finite(
 ) -> torch.Tensor:
     """`t`, refused where it holds NaN or ±inf. Checked on CPU tensors only: on a GPU the check would wait for the device at
     every call (every training step); nor inside `torch.func` transforms, which cannot read values."""
-    if t.device.type == "cpu" and not torch._C._functorch.is_functorch_wrapped_tensor(t) and not torch.isfinite(t).all():
+    if t.device.type == "cpu" and not torch._C._functorch.is_functorch_wrapped_tensor(t) and not all_finite(t):
         bad = ~torch.isfinite(t)
         raise ValueError(f"{name} contains NaN or infinite values ({int(bad.sum())} of {t.numel()}); {hint}")
     return t

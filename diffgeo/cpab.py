@@ -18,7 +18,7 @@ import scipy.linalg
 import torch
 
 from . import maps
-from .core import check_finite, check_generator, check_images, check_int, check_scalar, load_compiled, match_threads
+from .core import all_finite, check_finite, check_generator, check_images, check_int, check_scalar, load_compiled, match_threads
 
 # %% auto #0
 __all__ = ['MAX_BUILD_BYTES', 'COMPILED', 'MIN_STEPS', 'MAX_STEPS', 'MAX_N_STEPS', 'Tessellation', 'check_theta', 'cell_matrices',
@@ -259,7 +259,7 @@ def check_theta(
     if theta.ndim == 1: theta = theta[None]
     if theta.ndim != 2 or theta.shape[1] != tess.dim:
         raise ValueError(f"theta must have shape [B, {tess.dim}] (or [{tess.dim}]) for {tess}, got {list(theta.shape)}.")
-    if not torch.isfinite(theta).all():
+    if not all_finite(theta):
         raise ValueError("theta contains NaN or infinite values; check what produced it (e.g. a diverging localisation net).")
     return theta
 
@@ -337,7 +337,7 @@ def _check_points(points, tess, theta, inside=True):
     if points.ndim == 3 and points.shape[0] not in (1, len(theta)):
         raise ValueError(f"points has batch size {points.shape[0]} but theta has {len(theta)}; "
                          "pass points [N, d] to share them, or one set per θ.")
-    if not torch.isfinite(points).all(): raise ValueError("points contain NaN or infinite values; clean them first.")
+    if not all_finite(points): raise ValueError("points contain NaN or infinite values; clean them first.")
     if inside and ((points < -1e-6) | (points > 1 + 1e-6)).any():
         raise ValueError("points must lie in the domain [0, 1]^d; rescale them (pixel (r, c) of an H x W image is "
                          "((c + 0.5)/W, (r + 0.5)/H)) or pass inside=False.")

@@ -17,15 +17,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import maps
-from .core import check_choice, check_images, check_scalar, load_compiled, match_threads
+from .core import all_finite, check_choice, check_images, check_scalar, load_compiled, match_threads
 
 # %% auto #0
-__all__ = ['CUTOFFS', 'MAX_C', 'INTERPOLATIONS', 'SIGMA', 'COMPILED', 'DELTA_METHODS', 'modes', 'sample_coefficients', 'field',
-           'displacement', 'gaussian_truncation_error', 'gaussian_radius', 'warp', 'check_one_scale', 'deform',
-           'image_side', 'delta_predicted', 'delta_asymptotic', 'delta_nominal', 'delta_measured', 'delta_center',
-           'temperature_for_delta', 'resolve_temperature', 'field_gradient', 'jacobian', 'xi', 'max_xi',
-           'min_jacobian_det', 'is_diffeomorphism', 'critical_scale', 'xi_asymptotic', 'temperature_range', 'transform',
-           'RandomDiffeo', 'map_family']
+__all__ = ['CUTOFFS', 'MAX_C', 'INTERPOLATIONS', 'SIGMA', 'SIGMA_MIN', 'COMPILED', 'DELTA_METHODS', 'modes',
+           'sample_coefficients', 'field', 'displacement', 'gaussian_truncation_error', 'gaussian_radius', 'warp',
+           'check_one_scale', 'deform', 'image_side', 'delta_predicted', 'delta_asymptotic', 'delta_nominal',
+           'delta_measured', 'delta_center', 'temperature_for_delta', 'resolve_temperature', 'field_gradient',
+           'jacobian', 'xi', 'max_xi', 'min_jacobian_det', 'is_diffeomorphism', 'critical_scale', 'xi_asymptotic',
+           'temperature_range', 'transform', 'RandomDiffeo', 'map_family']
 
 # %% ../nbs/10_diffeo.ipynb #c4e5c903
 CUTOFFS = ("paper", "code")
@@ -68,7 +68,7 @@ def _check_T(T, batch:int) -> torch.Tensor:
         raise TypeError(f"T must be a number or a tensor of temperatures, got {type(T).__name__} {T!r}.") from e
     if T.ndim > 1 or (T.ndim == 1 and T.numel() not in (1, batch)):
         raise ValueError(f"T must be a number or a tensor of shape [{batch}] (one per field), got shape {list(T.shape)}.")
-    if not torch.isfinite(T).all(): raise ValueError("T must be finite, got NaN or inf.")
+    if not all_finite(T): raise ValueError("T must be finite, got NaN or inf.")
     if (T < 0).any(): raise ValueError(f"T must be >= 0 (it is a variance scale), got min {T.min().item():g}.")
     return T.reshape(-1).expand(batch)
 
@@ -133,6 +133,10 @@ def displacement(
 # %% ../nbs/10_diffeo.ipynb #9552ef7e
 INTERPOLATIONS = ("bilinear", "nearest", "gaussian")
 SIGMA = 0.4715  # width of the Gaussian interpolation kernel, in pixels (Appendix C)
+SIGMA_MIN = 0.2  # the narrowest kernel accepted, in pixels: see `_SIGMA_HINT`
+_SIGMA_HINT = ("below 0.2 px a neighbouring pixel weighs less than exp(-1/(2σ²)) = 4e-6 of the nearest one, which is "
+               "nearest-neighbour interpolation to float32 precision, and the weights' exponentials exp(f/σ²) overflow: "
+               "use interp='nearest'.")
 
 def gaussian_truncation_error(
     r:int, # half-width of the window: 2r pixels per axis
@@ -283,7 +287,7 @@ def warp(
     if not isinstance(tau, torch.Tensor) or tau.ndim != 4 or tau.shape[1] != 2 or tau.shape[-2:] != (H, W) or tau.shape[0] not in (1, B):
         raise ValueError(f"tau must have shape [{B}, 2, {H}, {W}] (or [1, 2, {H}, {W}] to share one field) "
                          f"to match x {list(x.shape)}, got {list(tau.shape) if isinstance(tau, torch.Tensor) else type(tau).__name__}.")
-    if not torch.isfinite(tau).all(): raise ValueError("tau contains NaN or infinite values; check the coefficients it came from.")
+    if not all_finite(tau): raise ValueError("tau contains NaN or infinite values; check the coefficients it came from.")
     out = _warp(xb, tau, interp, sigma, tol)
     return out[0] if single else out
 
@@ -303,7 +307,7 @@ def _warp(x:torch.Tensor, tau:torch.Tensor|None, interp:str, sigma:float, tol:fl
     full = tau.expand(x.shape[0], 2, *x.shape[-2:])
     if interp != "gaussian": out = _exact_where_still(_grid_sample(xw, _grid_of_field(tau), interp), xw, full)
     else:
-        sigma = check_scalar(sigma, "sigma", low=0, low_open=True)
+        sigma = check_scalar(sigma, "sigma", low=SIGMA_MIN, hint=_SIGMA_HINT)
         r = gaussian_radius(sigma, check_scalar(tol, "tol", low=0, low_open=True))
         out = _gaussian_compiled(xw, tau, sigma, r) if _use_compiled(xw, tau) else _gaussian(xw, displacement(full), sigma, r)
     return out.to(x.dtype)
@@ -462,7 +466,7 @@ def resolve_temperature(
     "The one rule for a deformation's size, used by `deform`, `RandomDiffeo` and `stability.Diffeomorphism`: exactly one of T and δ, the other derived."
     check_one_scale(T, delta)
     if isinstance(T, torch.Tensor):
-        if not T.is_floating_point() or not torch.isfinite(T).all() or (T < 0).any(): raise ValueError("T must hold finite temperatures ≥ 0.")
+        if not T.is_floating_point() or not all_finite(T) or (T < 0).any(): raise ValueError("T must hold finite temperatures ≥ 0.")
     elif T is not None: T = check_scalar(T, "T", low=0)
     n = image_side(*maps.check_size(size, low=2))
     if T is None: return temperature_for_delta(delta, n, c, cutoff, delta_method), float(delta)
@@ -516,7 +520,7 @@ def is_diffeomorphism(
 ) -> torch.Tensor: # `[B]` bool
     "Whether each sampled field is a diffeomorphism, by the paper's criterion or the exact one."
     check_choice(criterion, "criterion", ("xi", "det"))
-    if isinstance(coeffs, torch.Tensor) and not torch.isfinite(coeffs).all():
+    if isinstance(coeffs, torch.Tensor) and not all_finite(coeffs):
         raise ValueError("coeffs contains NaN or infinite values, for which neither criterion is defined; check what produced them.")
     return max_xi(coeffs, size) < 1 if criterion == "xi" else min_jacobian_det(coeffs, size) > 0
 

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import maps
-from .core import check_bytes, check_choice, check_generator, check_int, check_scalar
+from .core import all_finite, check_bytes, check_choice, check_generator, check_int, check_scalar
 
 # %% auto #0
 __all__ = ['ACTIVATIONS', 'METHODS', 'MAX_STEPS', 'MAX_ADAPTIVE_STEPS', 'GRID_BYTES', 'SQUARING_BYTES', 'MAX_SQUARINGS',
@@ -128,7 +128,7 @@ class Flow(nn.Module):
 
     def _overflowed(self, x:torch.Tensor, what:str) -> torch.Tensor:
         "`x`, with a warning where the integration overflowed (NaN or ±inf): on CPU, outside torch.func transforms (as `check_finite`)."
-        if x.device.type == "cpu" and not torch._C._functorch.is_functorch_wrapped_tensor(x) and not bool(torch.isfinite(x).all()):
+        if x.device.type == "cpu" and not torch._C._functorch.is_functorch_wrapped_tensor(x) and not all_finite(x):
             bad, n = int((~torch.isfinite(x)).reshape(-1, x.shape[-1]).any(-1).sum()), x.reshape(-1, x.shape[-1]).shape[0]
             warnings.warn(f"the flow overflowed: {what} is NaN or infinite at {bad} of {n} points with horizon T = {self.horizon:g} "
                           f"({self.method}, step {self.dt / self.substeps:g}): the points grow beyond {x.dtype}'s range over this "

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 from torch.func import jvp, vjp, vmap
 
-from .core import NOT_DIFFERENTIABLE, check_callable, check_choice, check_scalar
+from .core import all_finite, NOT_DIFFERENTIABLE, check_callable, check_choice, check_scalar
 
 with warnings.catch_warnings():  # torch builds its forward-mode decompositions with the deprecated torch.jit.script on
     warnings.filterwarnings("ignore", ".*torch.jit.script.*deprecated", FutureWarning)  # first use: do it once, quietly
@@ -53,7 +53,7 @@ def check_batch(
     if x.ndim < 1 or (x.shape[0] == 0 and not empty) or math.prod(x.shape[1:]) == 0:
         raise ValueError(f"{name} must be a non-empty batch [B, ...] of points, got shape {list(x.shape)}; "
                          f"a single point p is p[None].")
-    if not torch._C._functorch.is_functorch_wrapped_tensor(x) and not torch.isfinite(x).all():  # (no value checks inside vmap/jacfwd)
+    if not torch._C._functorch.is_functorch_wrapped_tensor(x) and not all_finite(x):  # (no value checks inside vmap/jacfwd)
         raise ValueError(f"{name} contains NaN or infinite values.")
     return x
 

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import grad, jacfwd, vmap
 
-from .core import check_callable, check_choice, check_generator, check_int, check_scalar
+from .core import all_finite, check_callable, check_choice, check_generator, check_int, check_scalar
 from .probes import check_batch, check_eval, check_layers, check_output, features, jacobian_matrix, jacobian_ready
 
 # %% auto #0
@@ -457,7 +457,7 @@ def nngp_ricci_scalar(
         return -2 * (d - 1) * rho_tt(r) / rho(r) + (d - 1) * (d - 2) * (1 - rt * rt) / rho(r) ** 2
     r = x.norm(dim=-1)
     out = vmap(R)(r.clamp_min(1e-4))
-    if not torch._C._functorch.is_functorch_wrapped_tensor(out) and not bool(torch.isfinite(out).all()):
+    if not torch._C._functorch.is_functorch_wrapped_tensor(out) and not all_finite(out):
         k = torch.nonzero(~torch.isfinite(out)).reshape(-1).tolist()
         at = ", ".join(map(str, k[:10])) + (f", ... ({len(k)} of {len(out)})" if len(k) > 10 else "")
         m = x[k].abs().amax(-1, keepdim=True)                      # |x| without overflowing: m |x / m|

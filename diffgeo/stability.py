@@ -18,7 +18,7 @@ import xarray as xr
 from torch import nn
 
 from . import diffeo
-from .core import check_choice, check_images, check_int, check_scalar, module_device, progress as _progress
+from .core import all_finite, check_choice, check_images, check_int, check_scalar, module_device, progress as _progress
 from .probes import BATCHNORM_MODES, check_layers, check_output, features, probing  # noqa: F401 (BATCHNORM_MODES: stability.BATCHNORM_MODES still answers)
 from .results import cf_attrs
 
@@ -40,7 +40,7 @@ def sphere_noise(
     radius = torch.as_tensor(radius)
     if radius.ndim != 1 or radius.shape[0] != shape[0]:
         raise ValueError(f"radius must have shape [{shape[0]}] (one radius per sample), got {list(radius.shape)}.")
-    if (radius < 0).any() or not torch.isfinite(radius).all(): raise ValueError("radius must be finite and >= 0.")
+    if (radius < 0).any() or not all_finite(radius): raise ValueError("radius must be finite and >= 0.")
     g = torch.randn(shape, generator=generator, dtype=torch.float64)
     g = g / g.flatten(1).norm(dim=1).clamp_min(1e-300).view(-1, *[1] * (g.ndim - 1))
     return (g.to(radius.device) * radius.to(torch.float64).view(-1, *[1] * (g.ndim - 1))).to(dtype)
@@ -233,7 +233,7 @@ def _check_inputs(x) -> torch.Tensor:
     "Images `[B, C, H, W]` (or one `[C, H, W]`) or vectors `[B, D]`, as a batch."
     if not (isinstance(x, torch.Tensor) and x.ndim == 2): return check_images(x)[0]
     if not x.is_floating_point(): raise TypeError(f"x must be a floating-point tensor, got dtype {x.dtype}; convert with x.float().")
-    if not torch.isfinite(x).all(): raise ValueError("x contains NaN or infinite values; clean the input (e.g. torch.nan_to_num).")
+    if not all_finite(x): raise ValueError("x contains NaN or infinite values; clean the input (e.g. torch.nan_to_num).")
     return x
 
 def _sq(a:torch.Tensor, b:torch.Tensor) -> torch.Tensor:

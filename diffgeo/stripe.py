@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import results, stability
-from .core import check_bytes, check_choice, check_finite, check_generator, check_int, check_scalar, progress as _progress
+from .core import all_finite, check_bytes, check_choice, check_finite, check_generator, check_int, check_scalar, progress as _progress
 
 # %% auto #0
 __all__ = ['QUARTILES', 'LOSSES', 'MAX_DATA_BYTES', 'stripe_labels', 'stripe_data', 'StripeNet', 'gradient_flow',
@@ -30,7 +30,7 @@ LOSSES = ("softhinge", "hinge")
 
 def _check_boundaries(boundaries) -> torch.Tensor:
     b = torch.as_tensor(boundaries, dtype=torch.float64).flatten()
-    if len(b) == 0 or not torch.isfinite(b).all() or (b.diff() <= 0).any():
+    if len(b) == 0 or not all_finite(b) or (b.diff() <= 0).any():
         raise ValueError(f"boundaries must be a non-empty increasing list of finite numbers, e.g. {QUARTILES}; got {boundaries}.")
     return b
 
