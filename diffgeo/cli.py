@@ -184,7 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("experiment", help="an experiment, by its notebook's name (fig5, detlefsen_tab2, ...) or its own (petrini_fig5)")
     q.add_argument("--profile", default="cpu", choices=list(_PROFILES), help="the settings' profile")
     q.add_argument("--device", default="cpu", help="where the cells will run (the estimate measures on it): cpu, cuda, auto")
-    q.add_argument("--executor", default="inline", choices=["inline", "local", "slurm"], help="how the cells will run")
+    q.add_argument("--executor", choices=["inline", "local", "slurm"],
+                   help="how the cells will run (default: as the notebook runs them, e.g. fig5's cpu profile as local jobs on a CPU)")
     q.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="a submitit option of the jobs, e.g. timeout_min=720")
     q.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a setting in place of the profile's, e.g. seeds=[0,1] (JSON values)")
     q.add_argument("--tag", default="", help="as the notebook's tag")

@@ -156,6 +156,7 @@ class Experiment:
         coords_on:dict|None=None, # {scalar coordinate a cell returns: grid dimension it becomes a coordinate along}
         notebook:str|None=None, # the notebook under nbs/ (default "<name>.ipynb")
         constants:dict|None=None, # fixed facts of the experiment, recorded in the provenance (not settings)
+        executor:str|Callable="inline", # how `run` and `plan` run the cells when not told: one of `sweep.EXECUTORS`, or fn(profile, device) -> one of them
     ):
         self.paper, self.name = papers.paper(paper).key, papers.experiment_name(paper, figure)
         if not profiles or set(profiles) - set(results.PROFILE_NAMES):
@@ -165,12 +166,22 @@ class Experiment:
         self.profiles, self.grid, self.coords_on = profiles, grid, dict(coords_on or {})
         self.variables = {**variables, **(CELL_RECORD if grid is not None else {})}
         self.notebook, self.constants = notebook or f"{self.name}.ipynb", dict(constants or {})
+        if not callable(executor): check_choice(executor, "executor", sweep.EXECUTORS)
+        self._executor = executor
         self.figures, self._cell, self._derive, self._finish, self._settings, self._cost = {}, None, None, None, None, None
         self.claims = {}  # key -> claims.Claim, declared with `Experiment.claim` (diffgeo.claims)
         self.regression_check, self.quotes = None, None   # declared with `Experiment.regression` and `Experiment.quoted`
         REGISTRY[self.name] = self
 
     def __repr__(self): return f"Experiment({self.name!r}, {len(self.figures)} figure(s))"
+
+    def default_executor(self,
+        profile:str, # the run's profile
+        device:str, # the run's device, as given ("cpu", "cuda", "auto")
+    ) -> str: # one of `sweep.EXECUTORS`
+        "The executor `run` and `plan` use when given none: the declared one, or what the declared function chooses for this profile and device."
+        e = self._executor(profile, device) if callable(self._executor) else self._executor
+        return check_choice(e, f"{self.name}'s default executor", sweep.EXECUTORS)
 
     def cell(self, fn:Callable) -> Callable:
         "Declare `fn(**settings) -> xr.Dataset` the experiment's cell (module level, so that jobs can import it)."
@@ -336,7 +347,7 @@ def run(self:Experiment,
     tag:str="", # names this run's files apart from the default run's
     work_dir:str|None=None, # shards and checkpoints (see `paths`)
     out_dir:str|None=None, # only to place the default work folder (see `paths`)
-    executor:str="inline", # "inline", "local" or "slurm" (`sweep.run_sweep`)
+    executor:str|None=None, # "inline", "local" or "slurm" (`sweep.run_sweep`); None: the experiment's own (`default_executor`)
     executor_options:dict|None=None, # submitit options, e.g. {"timeout_min": 600, "slurm_partition": "gpu"}
     rerun:bool=False, # recompute cells whose shard exists
     checkpoints:bool=True, # per-epoch training checkpoints in the work folder, for cells that train
@@ -349,6 +360,7 @@ def run(self:Experiment,
 ) -> xr.Dataset:
     "Compute the experiment's dataset: run every cell (reading finished ones of this code back), merge, stamp provenance, derive."
     check_choice(code_changed, "code_changed", results.CODE_CHANGED)
+    executor = self.default_executor(profile, device) if executor is None else check_choice(executor, "executor", sweep.EXECUTORS)
     r = self._prepare(profile, device, data_root, tag, work_dir, out_dir, checkpoints, amp, tf32, deterministic, overrides)
     p, grid, fixed, runtime, shared, compute, work = (r[k] for k in ("p", "grid", "fixed", "runtime", "shared", "compute", "work"))
     start, threads = results.now(), None
@@ -469,7 +481,7 @@ def plan(self:Experiment,
     tag:str="", # as for `run`
     work_dir:str|None=None, # as for `run`
     out_dir:str|None=None, # as for `run`
-    executor:str="inline", # as for `run`
+    executor:str|None=None, # as for `run` (None: the experiment's own)
     executor_options:dict|None=None, # as for `run`
     max_parallel:int|None=None, # as for `run`
     checkpoints:bool=True, # as for `run`
@@ -484,6 +496,7 @@ def plan(self:Experiment,
     "The dry run of `run` with the same arguments: print the jobs, the files they write and the device-hours they take; compute no cell."
     import pandas as pd
     check_choice(code_changed, "code_changed", results.CODE_CHANGED)
+    executor = self.default_executor(profile, device) if executor is None else check_choice(executor, "executor", sweep.EXECUTORS)
     r = self._prepare(profile, device, data_root, tag, work_dir, out_dir, checkpoints, amp, tf32, deterministic, overrides)
     grid, work, paths = r["grid"], r["work"], self.paths(profile, out_dir, tag, work_dir)
     cells = sweep.grid_cells(grid) if grid else [{}]

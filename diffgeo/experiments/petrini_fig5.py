@@ -132,7 +132,11 @@ VARIABLES = {
     "corr_G_f_mean": Var((), "correlation of log test error with log G_f_mean, trained nets"),
     "fit_prefactor_half": Var((), "A in the fit test error = A R_f^(1/2) (the paper's exponent)"),
 }
-EXPERIMENT = Experiment("petrini", "fig5", PROFILES, VARIABLES, grid=lambda p: {"arch": p["archs"], "seed": list(p["seeds"])},
+def _executor(profile:str, device:str) -> str:
+    "How the cells run when not told: the cpu profile on a CPU as one job per core (two one-thread networks train faster than one two-thread one); otherwise inline (a GPU trains one network at a time; the long recipe runs two notebooks at once)."
+    return "local" if profile == "cpu" and resolve_device(device).type == "cpu" else "inline"
+
+EXPERIMENT = Experiment("petrini", "fig5", PROFILES, VARIABLES, executor=_executor, grid=lambda p: {"arch": p["archs"], "seed": list(p["seeds"])},
                         coords_on={k: "arch" for k in ("depth", "n_params", "batchnorm", "skip", "family")}, notebook="fig5.ipynb")
 
 # %% ../../nbs/fig5.ipynb #86091b2e
