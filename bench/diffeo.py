@@ -17,7 +17,7 @@ What is measured (CPU, float32, torch's default number of threads; numba's for t
 - ours: `diffgeo.diffeo.deform(x, T, c, interp, cutoff="code")` on a batch `x` [B, C, H, W],
   one random field per image, in one call (drawing the fields included). Gaussian interpolation
   takes the compiled path (numba, one pass) when numba is installed;
-- torch path (Gaussian only): the same call with `diffgeo.diffeo.COMPILED = False` (what
+- torch path (Gaussian only): the same call with `diffgeo.maps.COMPILED = False` (what
   DIFFGEO_DIFFEO=torch does), the nine weighted `grid_sample` calls, timed in the same run;
 - reference: `diff.deform(img, T, c, interp)` from pcsl-epfl/diffeomorphism, which draws one field
   per call, looped over the images and stacked.
@@ -47,6 +47,7 @@ import torch
 import torch.nn.functional as F
 
 import diffgeo.diffeo as dd
+import diffgeo.maps as maps
 from _common import best_time, best_times, load_reference, machine
 
 C_CUT, DELTA = 3, 1.0
@@ -97,9 +98,9 @@ def main():
         grid = torch.stack((px * (2 / (n - 1)) - 1, py * (2 / (n - 1)) - 1), -1)
         def run(interp, compiled=True):
             def call():
-                dd.COMPILED = compiled
+                maps.COMPILED = compiled
                 try: return dd.deform(x, T, C_CUT, interp, cutoff="code")
-                finally: dd.COMPILED = True
+                finally: maps.COMPILED = True
             return call
         # the floor and every variant of ours in turn within each round: their ratios see the same machine state
         times = best_times([lambda: F.grid_sample(x, grid, mode="bilinear", padding_mode="border", align_corners=True),

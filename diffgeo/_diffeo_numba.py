@@ -1,4 +1,4 @@
-"""`diffeo`'s truncated Gaussian interpolation (Eq. 16 of Petrini et al.) as one numba loop over the output pixels: the kernel behind `diffeo`'s compiled path (see *Gaussian* under *Interpolation* in `diffeo`).
+"""The truncated Gaussian interpolation (Eq. 16 of Petrini et al.) as one numba loop over the output pixels: the kernel behind `maps`' compiled path (see *Gaussian interpolation* in `maps`), and the positions of `diffeo`'s fields.
 
 Docs: https://diffgeo.github.io/diffgeo/diffeo_numba.html.md"""
 
@@ -8,7 +8,7 @@ Docs: https://diffgeo.github.io/diffgeo/diffeo_numba.html.md"""
 __all__ = ['positions', 'gaussian_kernel']
 
 # %% ../nbs/10_diffeo_numba.ipynb #e9a7b3c1
-# The compiled Gaussian interpolation (numba): `diffeo`'s truncated Eq. 16 in one pass over the output pixels.
+# The compiled Gaussian interpolation (numba): `maps`' truncated Eq. 16 in one pass over the output pixels, and `diffeo`'s positions.
 import math
 import numpy as np
 import numba as nb
@@ -19,8 +19,8 @@ def _axis_weights(p, n, inv_var, decay, w):
     for the window of min(2r, n) pixels from the returned start (taps outside the image and window pixels that are no
     tap weigh 0); returns (start, sum of the weights). One exponential: with f = p − floor(p) and z = exp(f/σ²), the tap
     at offset o weighs z^o exp(−o²/2σ²) (`decay`), up to the factor exp(−f²/2σ²) that the normalisation cancels; so does
-    z^(1 − r), and the first tap weighs decay[0] (its largest weight, z^(2r − 1) ≤ exp((2r − 1)/σ²), stays far below
-    the float64 range for the radii `gaussian_radius` gives)."""
+    z^(1 − r), and the first tap weighs decay[0] (the largest power, z^(2r − 1) ≤ exp((2r − 1)/σ²), is at most exp(375)
+    for σ ≥ `maps.SIGMA_MIN` = 0.2 and tol ≥ 1e-300, within the float64 range)."""
     N = len(decay)
     r = N // 2
     base = math.floor(p)
@@ -72,23 +72,25 @@ def positions(tau, cols, rows, size, px, py):
 # is fused here; no nnan/ninf/afn assumption: exponentials keep their IEEE meaning
 @nb.njit(cache=True, parallel=True, fastmath={"reassoc", "contract"})
 def gaussian_kernel(x, px, py, inv_var, decay, out):
-    """Write to `out` the images `x` [B, C, H, W] (C-contiguous) interpolated by the truncated Gaussian at the positions
-    `px`, `py` [B or 1, H, W] (pixels, clamped to the image, from `positions`). `inv_var`: 1/σ²; `decay`: the tuple
-    exp(−o²/2σ²), o = 1 − r … r (its length fixes the 2r × 2r window when compiling). The weights are computed once per pixel
-    for all channels and the sums accumulate in float64; one thread writes each row."""
+    """Write to `out` [B, C, H', W'] the images `x` [B, C, H, W] (C-contiguous) interpolated by the truncated Gaussian at
+    the positions `px`, `py` [B or 1, H', W'] (pixels; clamped to the image here, a no-op on `positions`' output).
+    `inv_var`: 1/σ²; `decay`: the tuple exp(−o²/2σ²), o = 1 − r … r (its length fixes the 2r × 2r window when compiling).
+    The weights are computed once per pixel for all channels and the sums accumulate in float64; one thread writes each
+    row."""
     B, C, H, W = x.shape
+    Ho, Wo = px.shape[1], px.shape[2]
     N = len(decay)
     nx, ny = min(N, W), min(N, H)
     xf, of = x.reshape(-1), out.reshape(-1)
-    for bh in nb.prange(B * H):
-        b, h = bh // H, bh % H
+    for bh in nb.prange(B * Ho):
+        b, h = bh // Ho, bh % Ho
         t = b if px.shape[0] > 1 else 0
         wx, wy = np.empty(N), np.empty(N)
-        for w in range(W):
-            x0, sx = _axis_weights(float(px[t, h, w]), W, inv_var, decay, wx)
-            y0, sy = _axis_weights(float(py[t, h, w]), H, inv_var, decay, wy)
+        for w in range(Wo):
+            x0, sx = _axis_weights(min(max(float(px[t, h, w]), 0.0), W - 1.0), W, inv_var, decay, wx)
+            y0, sy = _axis_weights(min(max(float(py[t, h, w]), 0.0), H - 1.0), H, inv_var, decay, wy)
             norm = 1.0 / (sx * sy)
             for c in range(C):
                 k0 = ((b * C + c) * H + y0) * W + x0
                 v = _window(xf, k0, W, wx, wy, N, N) if nx == N and ny == N else _window(xf, k0, W, wx, wy, nx, ny)
-                of[((b * C + c) * H + h) * W + w] = v * norm
+                of[((b * C + c) * Ho + h) * Wo + w] = v * norm

@@ -712,7 +712,7 @@ def warp(
     tess:Tessellation, # a 2-D tessellation
     size=None, # (H, W) of the output; None: the input's
     interp:str="bilinear", # interpolation: one of `maps.INTERPOLATIONS`
-    padding_mode:str="zeros", # outside the image: one of `maps.PADDING_MODES`
+    padding_mode:str|None=None, # outside the image: one of `maps.PADDING_MODES`; None: "zeros" ("border" for "gaussian", its only one)
     n_steps:int|None=None, # see `transform`
 ) -> torch.Tensor: # the warped images, shaped like `x`
     "Warp images [B, C, H, W] (or [C, H, W]): out(p) = x(T^θ(p)) by `maps.warp` (frame and direction: `maps`' Conventions)."

@@ -20,12 +20,12 @@ from . import maps
 from .core import all_finite, check_choice, check_images, check_scalar, load_compiled, match_threads
 
 # %% auto #0
-__all__ = ['CUTOFFS', 'MAX_C', 'INTERPOLATIONS', 'SIGMA', 'SIGMA_MIN', 'COMPILED', 'DELTA_METHODS', 'modes',
-           'sample_coefficients', 'field', 'displacement', 'gaussian_truncation_error', 'gaussian_radius', 'warp',
+__all__ = ['CUTOFFS', 'MAX_C', 'INTERPOLATIONS', 'DELTA_METHODS', 'modes', 'sample_coefficients', 'field', 'displacement', 'warp',
            'check_one_scale', 'deform', 'image_side', 'delta_predicted', 'delta_asymptotic', 'delta_nominal',
            'delta_measured', 'delta_center', 'temperature_for_delta', 'resolve_temperature', 'field_gradient',
            'jacobian', 'xi', 'max_xi', 'min_jacobian_det', 'is_diffeomorphism', 'critical_scale', 'xi_asymptotic',
-           'temperature_range', 'transform', 'RandomDiffeo', 'map_family']
+           'temperature_range', 'transform', 'RandomDiffeo', 'map_family', 'SIGMA', 'SIGMA_MIN', 'gaussian_radius',
+           'gaussian_truncation_error']
 
 # %% ../nbs/10_diffeo.ipynb #c4e5c903
 CUTOFFS = ("paper", "code")
@@ -131,30 +131,9 @@ def displacement(
     return tau * torch.tensor([W, H], dtype=tau.dtype, device=tau.device)[:, None, None]
 
 # %% ../nbs/10_diffeo.ipynb #9552ef7e
-INTERPOLATIONS = ("bilinear", "nearest", "gaussian")
-SIGMA = 0.4715  # width of the Gaussian interpolation kernel, in pixels (Appendix C)
-SIGMA_MIN = 0.2  # the narrowest kernel accepted, in pixels: see `_SIGMA_HINT`
-_SIGMA_HINT = ("below 0.2 px a neighbouring pixel weighs less than exp(-1/(2σ²)) = 4e-6 of the nearest one, which is "
-               "nearest-neighbour interpolation to float32 precision, and the weights' exponentials exp(f/σ²) overflow: "
-               "use interp='nearest'.")
-
-def gaussian_truncation_error(
-    r:int, # half-width of the window: 2r pixels per axis
-    sigma:float=SIGMA, # kernel width in pixels
-) -> float: # bound on |truncated - full| divided by the range of the image
-    "Bound on the error of the truncated Gaussian interpolation (see the text above)."
-    tail = sum(math.exp(-(r + k)**2 / (2 * sigma**2)) for k in range(64))
-    low = sum(math.exp(-(k + 0.5)**2 / (2 * sigma**2)) for k in range(-64, 64))
-    return 2 * (2 * tail / low)
-
-def gaussian_radius(
-    sigma:float=SIGMA, # kernel width in pixels
-    tol:float=1e-6, # largest allowed truncation error, relative to the image range
-) -> int:
-    "Smallest window half-width r whose truncation error is below `tol`."
-    r = 1
-    while gaussian_truncation_error(r, sigma) >= tol: r += 1
-    return r
+INTERPOLATIONS = maps.INTERPOLATIONS   # bilinear, nearest and bicubic by one `grid_sample`; gaussian by `maps.sample_gaussian`
+from .maps import SIGMA, SIGMA_MIN, gaussian_radius, gaussian_truncation_error   # the Gaussian's, at home in `maps`
+_all_ = ["SIGMA", "SIGMA_MIN", "gaussian_radius", "gaussian_truncation_error"]
 
 # %% ../nbs/10_diffeo.ipynb #ef152fab
 def _positions(disp:torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -209,75 +188,32 @@ def _grid_sample(x:torch.Tensor, grid:torch.Tensor, interp:str) -> torch.Tensor:
     "Bilinear or nearest warp on a grid from `_grid_of_field` or `_grid_of_coefficients` (one per image, or one for all): one `grid_sample`, align_corners=True, border padding (which clamps to the image)."
     return F.grid_sample(x, grid.expand(len(x), -1, -1, -1), mode=interp, padding_mode="border", align_corners=True)
 
-def _axis_pairs(p:torch.Tensor, n:int, r:int, sigma:float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Fold the 2r Gaussian taps around positions `p` `[B, H, W]` (pixels) into r linear-interpolation points.
-
-    Returns the points and their weights, both `[B, r, H, W]`; weights are normalised over the pixels inside the image.
-    With f = p - floor(p), the tap at offset o weighs g(f - o) = exp(-f²/2σ²) z^o exp(-o²/2σ²), z = exp(f/σ²): one
-    exponential for all 2r taps (the common factor cancels in the normalisation)."""
-    base = p.floor()
-    z = torch.exp((p - base) * (1 / sigma**2))
-    power = {0: torch.ones_like(z)}
-    for o in range(1, r + 1): power[o] = power[o - 1] * z
-    inverse = 1 / z
-    for o in range(1, r): power[-o] = power[1 - o] * inverse
-    w = [power[o] * math.exp(-o * o / (2 * sigma**2)) * ((base >= -o) & (base <= n - 1 - o))  # taps outside weigh 0
-         for o in range(1 - r, r + 1)]
-    pairs = [w[2 * k] + w[2 * k + 1] for k in range(r)]
-    tiny = torch.finfo(p.dtype).tiny
-    points = [base + (2 * k + 1 - r) + w[2 * k + 1] / pairs[k].clamp_min(tiny) for k in range(r)]
-    pair = torch.stack(pairs, 1)
-    return torch.stack(points, 1), pair / pair.sum(1, keepdim=True)
-
-def _gaussian(x:torch.Tensor, disp:torch.Tensor, sigma:float, r:int) -> torch.Tensor:
-    "Truncated Gaussian interpolation (Eq. 16) as r² weighted bilinear samples, accumulated one at a time."
-    px, py = _positions(disp)
-    qx, wx = _axis_pairs(px, x.shape[-1], r, sigma)                     # [B, r, H, W]
-    qy, wy = _axis_pairs(py, x.shape[-2], r, sigma)
-    H, W = x.shape[-2:]
-    gx, gy = qx * (2 / (W - 1)) - 1, qy * (2 / (H - 1)) - 1             # grid_sample's frame (align_corners=True)
-    out = None
-    for i in range(r):
-        for j in range(r):
-            grid = torch.stack((gx[:, i], gy[:, j]), -1)
-            sample = F.grid_sample(x, grid, mode="bilinear", padding_mode="border", align_corners=True)
-            weight = (wx[:, i] * wy[:, j]).unsqueeze(1)
-            out = sample.mul_(weight) if out is None else out.addcmul_(sample, weight)
-    return out
-
-#: False (or DIFFGEO_DIFFEO=torch in the environment) interpolates with the PyTorch path even where the compiled one runs.
-COMPILED = os.environ.get("DIFFGEO_DIFFEO", "compiled") != "torch"
-
 @lru_cache(None)
 def _kernels():
-    "The compiled kernel's module (`_diffeo_numba`), or None, with a one-line note, when numba is not installed."
+    "The compiled kernels' module (`_diffeo_numba`: the positions s − τ(s)), or None, with a one-line note, when numba is not installed."
     return load_compiled("_diffeo_numba", "Gaussian interpolation takes the PyTorch path", stacklevel=5)
 
-def _use_compiled(x:torch.Tensor, tau:torch.Tensor) -> bool:
-    """On the CPU, no gradient asked for, not under torch.func's transforms, and numba installed (`x` in its working
-    dtype, float32 or float64): otherwise the PyTorch path, which serves autograd, vmap and CUDA."""
-    return (COMPILED and x.device.type == "cpu"
-            and not (torch.is_grad_enabled() and (x.requires_grad or tau.requires_grad))
-            and not torch._C._are_functorch_transforms_active() and _kernels() is not None)
-
-def _gaussian_compiled(x:torch.Tensor, tau:torch.Tensor, sigma:float, r:int) -> torch.Tensor:
-    """The sum of `_gaussian` by the compiled kernel, in one pass over the output pixels (weights and all channels), at the
-    positions from the kernels' `positions` (no fast-math there), rounded as on the PyTorch path whatever the CPU."""
+def _gaussian_positions(x:torch.Tensor, tau:torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The Gaussian's sampling positions s − τ(s) in pixels, clamped, `[B or 1, H, W]` each: by the compiled `positions` (no
+    fast-math there, so they round as `_positions` does whatever the CPU) where `maps.sample_gaussian` will take its compiled
+    path, by `_positions` elsewhere."""
+    if not maps.compiled_gaussian(x, tau): return _positions(displacement(tau))
     match_threads()
     T, _, H, W = tau.shape
     coords = lambda n: torch.arange(n, dtype=x.dtype).numpy()
-    px, py = (torch.empty(T, H, W, dtype=x.dtype).numpy() for _ in range(2))
-    _kernels().positions(tau.detach().contiguous().numpy(), coords(W), coords(H), torch.tensor([W, H], dtype=x.dtype).numpy(), px, py)
-    o = torch.arange(1 - r, r + 1, dtype=torch.float64)
-    out = torch.empty(x.shape, dtype=x.dtype)
-    _kernels().gaussian_kernel(x.detach().contiguous().numpy(), px, py, 1 / sigma**2,
-                               tuple(torch.exp(-o * o / (2 * sigma**2)).tolist()), out.numpy())
-    return out
+    px, py = torch.empty(T, H, W, dtype=x.dtype), torch.empty(T, H, W, dtype=x.dtype)
+    _kernels().positions(tau.detach().contiguous().numpy(), coords(W), coords(H), torch.tensor([W, H], dtype=x.dtype).numpy(),
+                         px.numpy(), py.numpy())
+    return px, py
+
+def _gaussian(x:torch.Tensor, disp:torch.Tensor, sigma:float=SIGMA, tol:float=1e-6) -> torch.Tensor:
+    "The PyTorch path of the Gaussian warp by a displacement `[B, 2, H, W]` in pixels (a reference for the compiled one)."
+    return maps.sample_gaussian(x, *_positions(disp), sigma, tol, compiled=False)
 
 def warp(
     x:torch.Tensor, # images `[B, C, H, W]` or `[C, H, W]`, floating point
     tau:torch.Tensor, # `[B, 2, H, W]` (or `[1, 2, H, W]`, shared) field from `field`
-    interp:str="bilinear", # "bilinear", "nearest" or "gaussian"
+    interp:str="bilinear", # one of `maps.INTERPOLATIONS`: "bilinear", "nearest", "bicubic" or "gaussian"
     sigma:float=SIGMA, # Gaussian kernel width in pixels (Gaussian interpolation only)
     tol:float=1e-6, # Gaussian truncation error bound, relative to the image range
 ) -> torch.Tensor: # the deformed images, same shape, dtype and device as `x`
@@ -304,12 +240,9 @@ def _warp(x:torch.Tensor, tau:torch.Tensor|None, interp:str, sigma:float, tol:fl
             return _exact_where_still(out, xw, None, resting=(coeffs == 0).flatten(1).all(1)).to(x.dtype)
         tau = field(coeffs, x.shape[-2:])
     tau = tau.to(device=x.device, dtype=work)
-    full = tau.expand(x.shape[0], 2, *x.shape[-2:])
-    if interp != "gaussian": out = _exact_where_still(_grid_sample(xw, _grid_of_field(tau), interp), xw, full)
-    else:
-        sigma = check_scalar(sigma, "sigma", low=SIGMA_MIN, hint=_SIGMA_HINT)
-        r = gaussian_radius(sigma, check_scalar(tol, "tol", low=0, low_open=True))
-        out = _gaussian_compiled(xw, tau, sigma, r) if _use_compiled(xw, tau) else _gaussian(xw, displacement(full), sigma, r)
+    if interp != "gaussian":
+        out = _exact_where_still(_grid_sample(xw, _grid_of_field(tau), interp), xw, tau.expand(x.shape[0], 2, *x.shape[-2:]))
+    else: out = maps.sample_gaussian(xw, *_gaussian_positions(xw, tau), sigma, tol)
     return out.to(x.dtype)
 
 # %% ../nbs/10_diffeo.ipynb #2889ac4b
@@ -339,7 +272,7 @@ def deform(
     x:torch.Tensor, # images `[B, C, H, W]` or `[C, H, W]`, floating point
     T=None, # temperature: a number or a tensor `[B]`, ≥ 0 (or give `delta`)
     c:float=3, # high-frequency cut-off
-    interp:str="bilinear", # "bilinear", "nearest" or "gaussian"
+    interp:str="bilinear", # one of `maps.INTERPOLATIONS`: "bilinear", "nearest", "bicubic" or "gaussian"
     cutoff:str="paper", # "paper" (i²+j² ≤ c²) or "code" (√(i²+j²) < c + ½)
     generator:torch.Generator|None=None, # CPU generator for reproducible draws
     same_field:bool=False, # one field for the whole batch instead of one per image
@@ -583,7 +516,7 @@ class RandomDiffeo(nn.Module):
     def __init__(self,
                  T:float|tuple[float, float]|None=None, # temperature, or (low, high) drawn log-uniformly per call (or give `delta`)
                  c:float|tuple[int, int]=3, # cut-off, or (low, high) integers drawn uniformly per call
-                 interp:str="bilinear", # "bilinear", "nearest" or "gaussian"
+                 interp:str="bilinear", # one of `maps.INTERPOLATIONS`: "bilinear", "nearest", "bicubic" or "gaussian"
                  cutoff:str="paper", # "paper" or "code"
                  generator:torch.Generator|None=None, # CPU generator (None: torch's global one); see the note on DataLoader workers
                  delta:float|tuple[float, float]|None=None, # displacement in pixels, or (low, high) drawn log-uniformly, instead of `T`

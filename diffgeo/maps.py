@@ -1,4 +1,4 @@
-"""Coordinate frames, pixel grids, Jacobians, determinants, condition numbers, folds and image warps: the one set of conventions every transformation family of diffgeo plugs into.
+"""Coordinate frames, pixel grids, Jacobians, determinants, condition numbers, folds and image warps (bilinear, nearest, bicubic and the Gaussian of Petrini et al.): the one set of conventions every transformation family of diffgeo plugs into.
 
 Docs: https://diffgeo.github.io/diffgeo/maps.html.md"""
 
@@ -7,15 +7,19 @@ Docs: https://diffgeo.github.io/diffgeo/maps.html.md"""
 # %% ../nbs/05_maps.ipynb #b89a4de9
 from __future__ import annotations
 
+import math
+import os
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import torch
 import torch.nn.functional as F
 from torch.func import jacrev, vjp, vmap
 
-from .core import NOT_DIFFERENTIABLE, check_bytes, check_callable, check_choice, check_finite, check_images, check_int
+from .core import (NOT_DIFFERENTIABLE, check_bytes, check_callable, check_choice, check_finite, check_images, check_int,
+                          check_scalar, load_compiled, match_threads)
 
 with warnings.catch_warnings():  # torch builds its forward-mode decompositions with the deprecated torch.jit.script on
     warnings.filterwarnings("ignore", ".*torch.jit.script.*deprecated", FutureWarning)  # first use: do it once, quietly
@@ -23,9 +27,10 @@ with warnings.catch_warnings():  # torch builds its forward-mode decompositions 
     except ImportError: pass
 
 # %% auto #0
-__all__ = ['FRAMES', 'PIXEL_GRID_BYTES', 'INTERPOLATIONS', 'PADDING_MODES', 'CONTRACT', 'check_frame', 'check_size',
-           'check_points', 'convert', 'pixel_grid', 'convert_jacobian', 'jacobian', 'det', 'condition_number',
-           'fraction_folded', 'warp', 'MapFamily', 'check_family']
+__all__ = ['FRAMES', 'PIXEL_GRID_BYTES', 'INTERPOLATIONS', 'PADDING_MODES', 'SIGMA', 'SIGMA_MIN', 'COMPILED', 'CONTRACT',
+           'check_frame', 'check_size', 'check_points', 'convert', 'pixel_grid', 'convert_jacobian', 'jacobian', 'det',
+           'condition_number', 'fraction_folded', 'warp', 'gaussian_truncation_error', 'gaussian_radius',
+           'compiled_gaussian', 'sample_gaussian', 'MapFamily', 'check_family']
 
 # %% ../nbs/05_maps.ipynb #ee277d6f
 FRAMES = ("pixel", "unit", "unit_corners", "normalised", "normalised_corners")
@@ -215,19 +220,27 @@ def fraction_folded(
     return (dets <= 0).reshape(*dets.shape[:batch_dims], -1).to(J.dtype).mean(-1)
 
 # %% ../nbs/05_maps.ipynb #717ee409
-INTERPOLATIONS = ("bilinear", "nearest", "bicubic")
+INTERPOLATIONS = ("bilinear", "nearest", "bicubic", "gaussian")
 PADDING_MODES = ("zeros", "border", "reflection")
 
 def warp(
     images:torch.Tensor, # `[B, C, H, W]` or `[C, H, W]`, floating point
     points, # `[B, H', W', 2]` or `[H', W', 2]` positions (x, y) in `frame` to read; or a map T (points -> points in `frame`)
     frame:str="normalised", # frame of `points`, one of `FRAMES`
-    interp:str="bilinear", # "bilinear", "nearest" or "bicubic"
-    padding_mode:str="zeros", # what is read outside the image: "zeros", "border" or "reflection"
+    interp:str="bilinear", # "bilinear", "nearest", "bicubic" (`F.grid_sample`) or "gaussian" (`sample_gaussian`)
+    padding_mode:str|None=None, # what is read outside the image: "zeros", "border" or "reflection"; None: "zeros" ("border" for "gaussian", its only one)
+    sigma:float|None=None, # the Gaussian's width in pixels (interp="gaussian"; None: `SIGMA`)
+    tol:float=1e-6, # the Gaussian's truncation error bound, relative to the image range (interp="gaussian")
 ) -> torch.Tensor: # `[B, C, H', W']` (`[C, H', W']` when both inputs are unbatched)
     "Read images at given positions, out[..., i, j] = images(points[i, j]); or warp them by a map T, out(p) = images(T(p))."
     xb, single = check_images(images, "images")
-    check_frame(frame); check_choice(interp, "interp", INTERPOLATIONS); check_choice(padding_mode, "padding_mode", PADDING_MODES)
+    check_frame(frame); check_choice(interp, "interp", INTERPOLATIONS)
+    padding_mode = check_choice(padding_mode or ("border" if interp == "gaussian" else "zeros"), "padding_mode", PADDING_MODES)
+    if interp == "gaussian" and padding_mode != "border":
+        raise ValueError(f"interp='gaussian' clamps the positions to the image (padding_mode='border'), got padding_mode={padding_mode!r}; "
+                         "pass padding_mode='border' (or None), or another interpolation for zeros or reflection.")
+    if interp != "gaussian" and sigma is not None:
+        raise ValueError(f"sigma is the width of the Gaussian interpolation; interp={interp!r} has none: pass interp='gaussian' or drop sigma.")
     H, W = xb.shape[-2:]
     if callable(points) and not isinstance(points, torch.Tensor):
         points = points(pixel_grid((H, W), frame, xb.dtype, xb.device))
@@ -236,6 +249,11 @@ def warp(
         raise ValueError(f"points must have shape [B, H', W', 2] or [H', W', 2] (B = {len(xb)}, or 1 to share), "
                          f"got {list(points.shape)}.")
     grid = points.to(dtype=xb.dtype, device=xb.device)
+    if interp == "gaussian":
+        q = convert(grid, (H, W), frame, "pixel")
+        q = q if q.ndim == 4 else q[None]
+        out = sample_gaussian(xb, q[..., 0], q[..., 1], SIGMA if sigma is None else sigma, tol)
+        return out[0] if single and points.ndim == 3 else out
     if frame == "pixel": grid, corners = convert(grid, (H, W), "pixel", "normalised_corners"), True
     elif frame in _RANGE_FRAMES: grid, corners = convert(grid, (H, W), frame, _RANGE_FRAMES[frame][0]), _RANGE_FRAMES[frame][1]
     else: corners = frame == "normalised_corners"
@@ -244,6 +262,117 @@ def warp(
     out = F.grid_sample(xb.expand(B, -1, -1, -1), grid.expand(B, -1, -1, -1), mode=interp,
                         padding_mode=padding_mode, align_corners=corners)
     return out[0] if single and points.ndim == 3 else out
+
+# %% ../nbs/05_maps.ipynb #88535ac0
+SIGMA = 0.4715  # width of the Gaussian interpolation kernel, in pixels (Petrini et al., Appendix C)
+SIGMA_MIN = 0.2  # the narrowest kernel accepted, in pixels (see the text)
+_SIGMA_HINT = ("below 0.2 px a neighbouring pixel weighs less than exp(-1/(2σ²)) = 4e-6 of the nearest one, which is "
+               "nearest-neighbour interpolation to float32 precision, and the weights' exponentials exp(f/σ²) overflow: "
+               "use interp='nearest'.")
+
+def gaussian_truncation_error(
+    r:int, # half-width of the window: 2r pixels per axis
+    sigma:float=SIGMA, # kernel width in pixels
+) -> float: # bound on |truncated - full| divided by the range of the image
+    "Bound on the error of the truncated Gaussian interpolation (see the text above)."
+    tail = sum(math.exp(-(r + k)**2 / (2 * sigma**2)) for k in range(64))
+    low = sum(math.exp(-(k + 0.5)**2 / (2 * sigma**2)) for k in range(-64, 64))
+    return 2 * (2 * tail / low)
+
+def gaussian_radius(
+    sigma:float=SIGMA, # kernel width in pixels
+    tol:float=1e-6, # largest allowed truncation error, relative to the image range
+) -> int:
+    "Smallest window half-width r whose truncation error is below `tol`."
+    r = 1
+    while gaussian_truncation_error(r, sigma) >= tol: r += 1
+    return r
+
+def _axis_pairs(p:torch.Tensor, n:int, r:int, sigma:float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Fold the 2r Gaussian taps around positions `p` `[B, H, W]` (pixels) into r linear-interpolation points.
+
+    Returns the points and their weights, both `[B, r, H, W]`; weights are normalised over the pixels inside the image.
+    With f = p - floor(p), the tap at offset o weighs g(f - o) = exp(-f²/2σ²) z^o exp(-o²/2σ²), z = exp(f/σ²): one
+    exponential for all 2r taps (the common factor cancels in the normalisation)."""
+    base = p.floor()
+    z = torch.exp((p - base) * (1 / sigma**2))
+    power = {0: torch.ones_like(z)}
+    for o in range(1, r + 1): power[o] = power[o - 1] * z
+    inverse = 1 / z
+    for o in range(1, r): power[-o] = power[1 - o] * inverse
+    w = [power[o] * math.exp(-o * o / (2 * sigma**2)) * ((base >= -o) & (base <= n - 1 - o))  # taps outside weigh 0
+         for o in range(1 - r, r + 1)]
+    pairs = [w[2 * k] + w[2 * k + 1] for k in range(r)]
+    tiny = torch.finfo(p.dtype).tiny
+    points = [base + (2 * k + 1 - r) + w[2 * k + 1] / pairs[k].clamp_min(tiny) for k in range(r)]
+    pair = torch.stack(pairs, 1)
+    return torch.stack(points, 1), pair / pair.sum(1, keepdim=True)
+
+def _gaussian_torch(x:torch.Tensor, px:torch.Tensor, py:torch.Tensor, sigma:float, r:int) -> torch.Tensor:
+    "Truncated Gaussian interpolation (Eq. 16) at clamped pixel positions `[B, H', W']` as r² weighted bilinear samples, accumulated one at a time."
+    qx, wx = _axis_pairs(px, x.shape[-1], r, sigma)                     # [B, r, H', W']
+    qy, wy = _axis_pairs(py, x.shape[-2], r, sigma)
+    H, W = x.shape[-2:]
+    gx, gy = qx * (2 / (W - 1)) - 1, qy * (2 / (H - 1)) - 1             # grid_sample's frame (align_corners=True)
+    out = None
+    for i in range(r):
+        for j in range(r):
+            grid = torch.stack((gx[:, i], gy[:, j]), -1)
+            sample = F.grid_sample(x, grid, mode="bilinear", padding_mode="border", align_corners=True)
+            weight = (wx[:, i] * wy[:, j]).unsqueeze(1)
+            out = sample.mul_(weight) if out is None else out.addcmul_(sample, weight)
+    return out
+
+#: False (or DIFFGEO_DIFFEO=torch in the environment) interpolates with the PyTorch path even where the compiled one runs.
+COMPILED = os.environ.get("DIFFGEO_DIFFEO", "compiled") != "torch"
+
+@lru_cache(None)
+def _kernels():
+    "The compiled kernel's module (`_diffeo_numba`), or None, with a one-line note, when numba is not installed."
+    return load_compiled("_diffeo_numba", "Gaussian interpolation takes the PyTorch path", stacklevel=5)
+
+def compiled_gaussian(
+    *tensors:torch.Tensor, # the images and positions of a call
+) -> bool: # whether `sample_gaussian` takes the compiled path for them
+    """On the CPU, no gradient asked for, not under torch.func's transforms, `COMPILED` and numba installed: otherwise the
+    PyTorch path, which serves autograd, vmap and CUDA."""
+    return (COMPILED and all(t.device.type == "cpu" for t in tensors)
+            and not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
+            and not torch._C._are_functorch_transforms_active() and _kernels() is not None)
+
+def sample_gaussian(
+    images:torch.Tensor, # `[B, C, H, W]`, float32 or float64 (H, W ≥ 2)
+    px:torch.Tensor, # `[B, H', W']` (or `[1, H', W']`, shared) column positions in pixels ("pixel" frame); clamped to [0, W − 1]
+    py:torch.Tensor, # `[B, H', W']` (or `[1, H', W']`) row positions in pixels; clamped to [0, H − 1]
+    sigma:float=SIGMA, # the Gaussian's width in pixels (at least `SIGMA_MIN`)
+    tol:float=1e-6, # truncation error bound, relative to the image range (sets the window, `gaussian_radius`)
+    compiled:bool|None=None, # the compiled kernel (True: refused where it cannot run), the PyTorch path (False), or where it can (None: `compiled_gaussian`)
+) -> torch.Tensor: # `[B, C, H', W']`, in the images' dtype (half precision computed in float32)
+    "Read `images` at pixel positions by the truncated Gaussian of Eq. 16 (Petrini et al.), positions clamped to the image: the compiled kernel on the CPU, r² weighted `grid_sample`s elsewhere."
+    xb, _ = check_images(images, "images")
+    dtype = xb.dtype
+    if dtype in (torch.float16, torch.bfloat16): xb = xb.float()          # positions and weights in float32
+    if not (isinstance(px, torch.Tensor) and isinstance(py, torch.Tensor)) or px.shape != py.shape or px.ndim != 3 \
+            or px.shape[0] not in (1, len(xb)):
+        raise ValueError(f"px and py must be tensors of one shape [B, H', W'] (B = {len(xb)}, or 1 to share), got "
+                         f"{[list(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__ for t in (px, py)]}.")
+    check_finite(px, "px"); check_finite(py, "py")
+    sigma = check_scalar(sigma, "sigma", low=SIGMA_MIN, hint=_SIGMA_HINT)
+    r = gaussian_radius(sigma, check_scalar(tol, "tol", low=0, low_open=True))
+    H, W = xb.shape[-2:]
+    px, py = px.to(device=xb.device, dtype=xb.dtype), py.to(device=xb.device, dtype=xb.dtype)
+    if compiled and not compiled_gaussian(xb, px, py):
+        raise ValueError("compiled=True, but the compiled kernel cannot run here (it needs CPU tensors, numba, COMPILED, no gradient "
+                         "asked for and no torch.func transform); pass compiled=None to take the PyTorch path there.")
+    if compiled is not False and compiled_gaussian(xb, px, py):
+        match_threads()
+        o = torch.arange(1 - r, r + 1, dtype=torch.float64)
+        out = torch.empty(len(xb), xb.shape[1], *px.shape[1:], dtype=xb.dtype)
+        _kernels().gaussian_kernel(xb.detach().contiguous().numpy(), px.detach().contiguous().numpy(), py.detach().contiguous().numpy(),
+                                   1 / sigma**2, tuple(torch.exp(-o * o / (2 * sigma**2)).tolist()), out.numpy())
+        return out.to(dtype)
+    B = len(xb)
+    return _gaussian_torch(xb, px.clamp(0, W - 1).expand(B, -1, -1), py.clamp(0, H - 1).expand(B, -1, -1), sigma, r).to(dtype)
 
 # %% ../nbs/05_maps.ipynb #7000e4e7
 @dataclass(frozen=True)

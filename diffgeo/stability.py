@@ -88,7 +88,7 @@ class Diffeomorphism(Perturbation):
                  delta:float|None=None, # typical displacement δ in pixels; None: 1 pixel, unless `T` is given
                  c:float=3, # high-frequency cut-off of the diffeomorphisms
                  T:float|None=None, # temperature; default: the one giving `delta` for the image size
-                 interp:str="bilinear", # "bilinear", "nearest" or "gaussian"
+                 interp:str="bilinear", # one of `maps.INTERPOLATIONS`: "bilinear", "nearest", "bicubic" or "gaussian"
                  cutoff:str="paper", # "paper" or "code", see `diffeo.modes`
                  delta_method:str="asymptotic", # how δ sets T: "asymptotic" (Eq. 3, the authors' code), "average" or "center", see `diffeo.temperature_for_delta`
                 ):

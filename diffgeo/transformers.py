@@ -279,8 +279,8 @@ def warp(
     theta:torch.Tensor, # `[B, dim]`, or `[dim]` for one map shared by the batch
     family:str|Family, # family name or a built family
     size:int|tuple[int, int]|None=None, # (H', W') of the output; None keeps (H, W)
-    interp:str="bilinear", # "bilinear" (the paper's sampler), "nearest" or "bicubic"
-    padding_mode:str="zeros", # what is read outside the input: "zeros", "border" or "reflection"
+    interp:str="bilinear", # "bilinear" (the paper's sampler), "nearest", "bicubic" or "gaussian" (`maps.INTERPOLATIONS`)
+    padding_mode:str|None=None, # what is read outside the input: "zeros", "border" or "reflection"; None: "zeros" ("border" for "gaussian", its only one)
     **family_kwargs, # options of the family, when given by name
 ) -> torch.Tensor: # `[B, C, H', W']` (or `[C, H', W']`): V(p) = U(T^θ(p))
     """Warp images by T^θ of family `family`: the grid generator and sampler of an ST layer (§3.1), by `maps.warp` (frames:
@@ -293,7 +293,7 @@ def warp(
     if interp in PADDING_MODES and padding_mode in maps.INTERPOLATIONS:
         raise ValueError(f"interp={interp!r} and padding_mode={padding_mode!r} look swapped: warp takes (x, theta, family, size, "
                          "interp, padding_mode), the order of cpab.warp; pass them by name.")
-    check_choice(padding_mode, "padding_mode", PADDING_MODES)
+    if padding_mode is not None: check_choice(padding_mode, "padding_mode", PADDING_MODES)
     check_choice(interp, "interp", maps.INTERPOLATIONS)
     family = get_family(family, **family_kwargs)
     theta = check_theta(theta, family, xb.shape[0]).to(dtype=xb.dtype, device=xb.device)

@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings, strategies as st
 from scipy.integrate import solve_ivp
 
-from diffgeo import cpab
+from diffgeo import cpab, maps
 
 TESSELLATIONS = [((3, 3), True, False), ((3, 3), False, False), ((2, 3), True, True), ((4, 2), False, True),
                  ((1, 1), True, False), ((5,), True, False), ((7,), False, False), ((4,), False, True)]
@@ -277,7 +277,12 @@ class TestImages:
             torch.testing.assert_close(cpab.warp(x, theta, tess, interp=interp),
                                        torch.nn.functional.grid_sample(x, g, mode=interp, align_corners=False))
         with pytest.raises(ValueError, match="unknown interp"):
-            cpab.warp(x, theta, tess, interp="gaussian")
+            cpab.warp(x, theta, tess, interp="cubic")
+        # maps' Gaussian sampler on the CPAB grid (positions clamped: border padding only)
+        torch.testing.assert_close(cpab.warp(x, theta, tess, interp="gaussian"),
+                                   maps.warp(x, g, "normalised", "gaussian"), rtol=0, atol=0)
+        with pytest.raises(ValueError, match="padding_mode='border'"):
+            cpab.warp(x, theta, tess, interp="gaussian", padding_mode="reflection")
 
     def test_warp_gradients_flow_to_theta(self):
         tess = cpab.Tessellation((2, 2))

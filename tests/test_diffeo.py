@@ -17,6 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import diffgeo.diffeo as diffeo
+import diffgeo.maps as maps
 from diffgeo.core import check_choice, check_images, check_scalar, progress, resolve_device, seed_everything
 from diffgeo.diffeo import (CUTOFFS, INTERPOLATIONS, SIGMA, RandomDiffeo, critical_scale, deform, delta_asymptotic,
                             delta_measured, delta_nominal, delta_predicted, displacement, field, gaussian_radius, gaussian_truncation_error,
@@ -380,8 +381,8 @@ class TestWarp:
             warp(images(2, 1, 8, 9), torch.zeros(tau_shape, dtype=torch.float64))
 
     def test_unknown_interp(self):
-        with pytest.raises(ValueError, match="valid values are 'bilinear', 'nearest', 'gaussian'"):
-            warp(images(1, 1, 8, 9), torch.zeros(1, 2, 8, 9), "bicubic")
+        with pytest.raises(ValueError, match="valid values are 'bilinear', 'nearest', 'bicubic', 'gaussian'"):
+            warp(images(1, 1, 8, 9), torch.zeros(1, 2, 8, 9), "cubic")
 
 
 # ------------------------------------------------------------------------------------------------ Gaussian
@@ -501,8 +502,8 @@ class TestGaussianInterpolation:
         "An image's result does not depend on which other images share its batch."
         x = images(5, 2, 8, 9)
         disp = displacement(field(sample_coefficients(5, 1e-2, 4, generator=gen(), dtype=torch.float64), (8, 9)))
-        whole = diffeo._gaussian(x, disp, SIGMA, 3)
-        torch.testing.assert_close(diffeo._gaussian(x[1:3], disp[1:3], SIGMA, 3), whole[1:3], rtol=0, atol=1e-15)
+        whole = diffeo._gaussian(x, disp, SIGMA)
+        torch.testing.assert_close(diffeo._gaussian(x[1:3], disp[1:3], SIGMA), whole[1:3], rtol=0, atol=1e-15)
 
     @pytest.mark.parametrize("sigma", [0, -1.0, float("nan")])
     def test_bad_sigma(self, sigma):
@@ -520,11 +521,11 @@ class TestCompiledGaussian:
     @staticmethod
     def both(x, tau, monkeypatch, **kwargs):
         "warp by the compiled path and by the PyTorch path (COMPILED off)."
-        assert diffeo._use_compiled(x, tau)
+        assert maps.compiled_gaussian(x, tau)
         fast = warp(x, tau, "gaussian", **kwargs)
-        monkeypatch.setattr(diffeo, "COMPILED", False)
+        monkeypatch.setattr(maps, "COMPILED", False)
         slow = warp(x, tau, "gaussian", **kwargs)
-        monkeypatch.setattr(diffeo, "COMPILED", True)
+        monkeypatch.setattr(maps, "COMPILED", True)
         return fast, slow
 
     @pytest.mark.parametrize("dtype", DTYPES)
@@ -549,7 +550,7 @@ class TestCompiledGaussian:
     def test_agrees_on_any_field(self, H, W, scale, seed):
         d = (torch.rand(2, 2, H, W, generator=gen(seed), dtype=torch.float64) * 2 - 1) * scale
         x, tau = images(2, 2, H, W, seed=seed), d / torch.tensor([W, H], dtype=torch.float64)[:, None, None]
-        torch.testing.assert_close(warp(x, tau, "gaussian"), diffeo._gaussian(x, d, SIGMA, 3), rtol=0, atol=1e-12)
+        torch.testing.assert_close(warp(x, tau, "gaussian"), diffeo._gaussian(x, d, SIGMA), rtol=0, atol=1e-12)
 
     @pytest.mark.parametrize("kwargs", [dict(sigma=1.0), dict(tol=1e-2)])
     def test_other_windows(self, kwargs, monkeypatch):
@@ -590,24 +591,24 @@ class TestCompiledGaussian:
         out = warp(x, tau, "gaussian")
         assert out.dtype == dtype
         assert torch.equal(out, warp(x.float(), tau, "gaussian").to(dtype))
-        monkeypatch.setattr(diffeo, "COMPILED", False)
+        monkeypatch.setattr(maps, "COMPILED", False)
         torch.testing.assert_close(out, warp(x, tau, "gaussian"), rtol=0, atol=torch.finfo(dtype).eps)
 
     def test_switch_off(self, monkeypatch):
         x, tau = images(2, 2, 9, 9), field(sample_coefficients(2, 1e-2, 4, generator=gen(), dtype=torch.float64), (9, 9))
-        monkeypatch.setattr(diffeo, "COMPILED", False)
-        assert not diffeo._use_compiled(x, tau)
-        assert torch.equal(warp(x, tau, "gaussian"), diffeo._gaussian(x, displacement(tau), SIGMA, 3))
+        monkeypatch.setattr(maps, "COMPILED", False)
+        assert not maps.compiled_gaussian(x, tau)
+        assert torch.equal(warp(x, tau, "gaussian"), diffeo._gaussian(x, displacement(tau), SIGMA))
 
     def test_gradients_take_the_pytorch_path(self):
         x = images(2, 2, 9, 11).requires_grad_()
         tau = field(sample_coefficients(2, 1e-2, 4, generator=gen(), dtype=torch.float64), (9, 11)).requires_grad_()
-        assert not diffeo._use_compiled(x, tau)
+        assert not maps.compiled_gaussian(x, tau)
         out = warp(x, tau, "gaussian")
         out.pow(2).sum().backward()
         assert torch.isfinite(x.grad).all() and x.grad.abs().sum() > 0 and tau.grad.abs().sum() > 0
         with torch.no_grad():                                   # no gradient asked for: the compiled path
-            assert diffeo._use_compiled(x, tau)
+            assert maps.compiled_gaussian(x, tau)
             fast = warp(x, tau, "gaussian")
         assert fast.grad_fn is None
         torch.testing.assert_close(fast, out.detach(), rtol=0, atol=1e-12)
@@ -616,16 +617,16 @@ class TestCompiledGaussian:
 
     def test_without_numba_the_pytorch_path_runs_with_a_note(self, monkeypatch):
         import diffgeo
-        diffeo._kernels.cache_clear()
+        diffeo._kernels.cache_clear(); maps._kernels.cache_clear()
         monkeypatch.setitem(sys.modules, "diffgeo._diffeo_numba", None)
         monkeypatch.delattr(diffgeo, "_diffeo_numba", raising=False)
         x, tau = images(2, 2, 9, 9), field(sample_coefficients(2, 1e-2, 4, generator=gen(), dtype=torch.float64), (9, 9))
         try:
             with pytest.warns(UserWarning, match=r"numba is not installed.*pip install numba, or diffgeo\[fast\]"):
                 out = warp(x, tau, "gaussian")
-            assert torch.equal(out, diffeo._gaussian(x, displacement(tau), SIGMA, 3))
+            assert torch.equal(out, diffeo._gaussian(x, displacement(tau), SIGMA))
         finally:
-            diffeo._kernels.cache_clear()
+            diffeo._kernels.cache_clear(); maps._kernels.cache_clear()
 
 
 # ------------------------------------------------------------------------------------------------ deform
@@ -785,7 +786,7 @@ class TestInputValidation:
             warp(images(1, 1, 8, 8), torch.zeros(1, 2, 8, 9))
 
     def test_unknown_interp(self):
-        with pytest.raises(ValueError, match=r"unknown interp 'linear'; valid values are 'bilinear', 'nearest', 'gaussian'"):
+        with pytest.raises(ValueError, match=r"unknown interp 'linear'; valid values are 'bilinear', 'nearest', 'bicubic', 'gaussian'"):
             deform(images(1, 8, 8), 1e-3, 3, "linear")
 
     def test_unknown_cutoff(self):
@@ -1170,7 +1171,7 @@ class TestRandomDiffeo:
         (dict(T=(0.0, 1e-3), c=3), "log-uniformly: its low end must be > 0"),
         (dict(T=-1e-3, c=3), "T must be >= 0"),
         (dict(T=1e-3, c=0), "c must be > 0"),
-        (dict(T=1e-3, c=3, interp="cubic"), "valid values are 'bilinear', 'nearest', 'gaussian'"),
+        (dict(T=1e-3, c=3, interp="cubic"), "valid values are 'bilinear', 'nearest', 'bicubic', 'gaussian'"),
         (dict(T=1e-3, c=3, cutoff="round"), "valid values are 'paper', 'code'"),
         (dict(T=1e-3, c=(1, 3)), "keeps no Fourier mode"),
     ])

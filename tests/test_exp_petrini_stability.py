@@ -44,7 +44,7 @@ def test_fig6_init_probe_is_the_same_for_every_P():
 
 
 @pytest.mark.parametrize("bad, match", [(dict(P=[128, 64]), "increasing"), (dict(P=[64, 128], fit_from=128), "fit_from"),
-                                        (dict(interps=["bicubic"]), "interps"), (dict(cs=[3, 3]), "repeat"),
+                                        (dict(interps=["cubic"]), "interps"), (dict(cs=[3, 3]), "repeat"),
                                         (dict(archs=["NoSuchNet"]), "NoSuchNet")])
 def test_fig6_bad_settings_fail_before_any_cell(bad, match):
     with pytest.raises(ValueError, match=match): petrini_fig6.EXPERIMENT.resolve("smoke", **bad)

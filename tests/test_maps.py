@@ -378,7 +378,7 @@ class TestWarp:
             g = pixel_grid((6, 7), frame, torch.float64)
             torch.testing.assert_close(warp(x, smooth_map, frame), warp(x, smooth_map(g), frame), rtol=0, atol=0)
 
-    @pytest.mark.parametrize("interp", INTERPOLATIONS)
+    @pytest.mark.parametrize("interp", [i for i in INTERPOLATIONS if i != "gaussian"])
     @pytest.mark.parametrize("padding_mode", PADDING_MODES)
     def test_is_grid_sample(self, interp, padding_mode):
         x, g = rand(2, 3, 6, 7), rand(2, 4, 5, 2, seed=1, low=-1.3, high=1.3)

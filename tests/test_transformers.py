@@ -517,8 +517,16 @@ class TestValidation:
             warp(images(1, 1, 8, 8), torch.zeros(6), "affine_diffeo", padding_mode="wrap")
 
     def test_bad_interp(self):
-        with pytest.raises(ValueError, match="unknown interp 'gaussian'.*'bilinear', 'nearest', 'bicubic'"):
-            warp(images(1, 1, 8, 8), torch.zeros(6), "affine_diffeo", interp="gaussian")
+        with pytest.raises(ValueError, match="unknown interp 'cubic'.*'bilinear', 'nearest', 'bicubic', 'gaussian'"):
+            warp(images(1, 1, 8, 8), torch.zeros(6), "affine_diffeo", interp="cubic")
+
+    def test_gaussian_interpolation(self):
+        "interp='gaussian' is maps' Gaussian sampler on the family's grid; it clamps positions, so only border padding."
+        x, theta = images(2, 3, 12, 10), 0.1 * torch.randn(2, 6, generator=torch.Generator().manual_seed(0))
+        out = warp(x, theta, "affine", interp="gaussian")
+        torch.testing.assert_close(out, maps.warp(x, transform_grid(theta.to(x.dtype), "affine", (12, 10)), "normalised", "gaussian"), rtol=0, atol=0)
+        with pytest.raises(ValueError, match="padding_mode='border'"):
+            warp(x, theta, "affine", interp="gaussian", padding_mode="zeros")
 
     def test_bad_points(self):
         with pytest.raises(ValueError, match=r"\[N, 2\]"):

@@ -238,7 +238,7 @@ def cell(
     c:float=3, # cut-off of the diffeomorphisms
     delta:float=1.0, # their typical displacement in pixels (nominal, see `delta_method`)
     delta_method:str="asymptotic", # how δ sets T: "asymptotic" (Eq. 3, the authors'), "average" or "center"
-    interp:str="bilinear", # "bilinear", "nearest" or "gaussian"
+    interp:str="bilinear", # one of `maps.INTERPOLATIONS`: "bilinear", "nearest", "bicubic" or "gaussian"
     cutoff:str="paper", # "paper" or "code"
     device:str="cpu", # "cpu", "cuda", "auto"
     checkpoint_dir:str|None=None, # folder for per-epoch training checkpoints, deleted when the cell ends (None: none)
