@@ -44,7 +44,14 @@ def graded(
     value:str, # our statistic, with its uncertainty
     note:str="", # what the status rests on, or what is missing
 ) -> Verdict:
-    "The verdict of a criterion: reproduced, else partly, else not."
+    """The verdict of a criterion: reproduced, else partly, else not.
+
+    Args:
+        reproduced: the criterion for "reproduced" holds
+        partly: the weaker criterion for "partly" holds (ignored when `reproduced`)
+        value: our statistic, with its uncertainty
+        note: what the status rests on, or what is missing
+    """
     return Verdict("reproduced" if reproduced else "partly" if partly else "not", value, note)
 
 def not_run(reason:str) -> Verdict:
@@ -91,7 +98,19 @@ def claim(self:Experiment,
     mutations:dict|None=None, # name -> fn(ds) -> ds on which the criterion must give "not" (at least one)
     passes:dict|None=None, # name -> fn(ds) -> ds on which it must give "reproduced"
 ) -> Callable:
-    "Declare `fn(ds) -> Verdict` the criterion of one of the paper's claims (see `claims.Claim`)."
+    """Declare `fn(ds) -> Verdict` the criterion of one of the paper's claims (see `claims.Claim`).
+
+    Args:
+        key: unique within the experiment
+        where: "Fig. 5", "Table 2", "Eq. 7", "§3.2"
+        words: the paper's claim, short
+        statistic: what we compute, in words
+        reproduced: criterion for "reproduced"
+        partly: criterion for "partly"
+        paper_value: the paper's number where it gives one
+        mutations: name -> fn(ds) -> ds on which the criterion must give "not" (at least one)
+        passes: name -> fn(ds) -> ds on which it must give "reproduced"
+    """
     if key in self.claims: raise ValueError(f"{self.name} already declares a claim {key!r}: give each claim its own key.")
     if not mutations: raise ValueError(f"claim {self.name}:{key} declares no mutation: give at least one dataset on which its criterion must fail.")
     def register(fn):
@@ -109,7 +128,14 @@ def mean_sd(
     dim:str="seed", # the dimension the spread is over
     compact:bool=False, # just "m ± s", to quote inside a longer value
 ) -> str:
-    "“m ± s (mean ± s.d. over n seeds)”: a statistic with its spread (the sample standard deviation) over seeds, as the ledger quotes it."
+    """“m ± s (mean ± s.d. over n seeds)”: a statistic with its spread (the sample standard deviation) over seeds, as the ledger quotes it.
+
+    Args:
+        v: values along `dim` (a DataArray, or an array of one value per seed)
+        fmt: format of the numbers
+        dim: the dimension the spread is over
+        compact: just "m ± s", to quote inside a longer value
+    """
     v = v if isinstance(v, xr.DataArray) else xr.DataArray(np.asarray(v, float), dims=[dim])
     n = v.sizes.get(dim, 1)
     m, s = float(v.mean(dim)), float(v.std(dim, ddof=1)) if n > 1 else math.nan
@@ -121,7 +147,12 @@ def binomial_sd(
     error, # a fraction of test points misclassified (any shape)
     n, # the number of test points
 ):
-    "The binomial standard deviation √(p(1−p)/n) of a measured error rate."
+    """The binomial standard deviation √(p(1−p)/n) of a measured error rate.
+
+    Args:
+        error: a fraction of test points misclassified (any shape)
+        n: the number of test points
+    """
     error = np.asarray(error, float)
     return np.sqrt(error * (1 - error) / np.asarray(n, float))
 
@@ -130,7 +161,13 @@ def median_se(
     dim:str="sample", # the dimension the median is taken over
     n_boot:int=200, # bootstrap resamples
 ) -> xr.DataArray:
-    "The bootstrap standard error of the median of `v` along `dim` (a fixed generator: the same on every call)."
+    """The bootstrap standard error of the median of `v` along `dim` (a fixed generator: the same on every call).
+
+    Args:
+        v: samples along `dim`
+        dim: the dimension the median is taken over
+        n_boot: bootstrap resamples
+    """
     a = np.moveaxis(v.values, v.get_axis_num(dim), -1)
     idx = np.random.default_rng(0).integers(0, a.shape[-1], (n_boot, a.shape[-1]))
     rest = [d for d in v.dims if d != dim]
@@ -147,7 +184,13 @@ def roll(
     dim:str, # the dimension along which their values are moved
     shift:int=1, # how far (a roll by one leaves no entry in place)
 ) -> Callable:
-    "A mutation: the values of `names` rolled along `dim`, so that each label gets another's (architectures shuffled, seeds swapped)."
+    """A mutation: the values of `names` rolled along `dim`, so that each label gets another's (architectures shuffled, seeds swapped).
+
+    Args:
+        *names: variables to mutate
+        dim: the dimension along which their values are moved
+        shift: how far (a roll by one leaves no entry in place)
+    """
     def mutate(ds:xr.Dataset) -> xr.Dataset:
         ds = ds.copy()
         for n in names: ds[n] = ds[n].copy(data=np.roll(ds[n].values, shift, axis=ds[n].get_axis_num(dim)))
@@ -159,7 +202,12 @@ def transform(
     fn:Callable, # array -> array
     *names:str, # variables to transform
 ) -> Callable:
-    "A mutation: `fn` applied to the values of `names` (a sign flipped, a value scaled, the paper's number put in)."
+    """A mutation: `fn` applied to the values of `names` (a sign flipped, a value scaled, the paper's number put in).
+
+    Args:
+        fn: array -> array
+        *names: variables to transform
+    """
     def mutate(ds:xr.Dataset) -> xr.Dataset:
         ds = ds.copy()
         for n in names: ds[n] = ds[n].copy(data=fn(ds[n].values))
@@ -207,7 +255,12 @@ def committed(
     exp:Experiment|str, # an experiment or its name
     root:str|Path|None=None, # the repository (None: `results.project_root()`)
 ) -> dict:
-    "The experiment's committed datasets, label -> dataset: one per profile run (runs that differ only in their seeds joined along `seed`), variants named apart: {'cpu': ..., 'cpu (cifar10)': ...}."
+    """The experiment's committed datasets, label -> dataset: one per profile run (runs that differ only in their seeds joined along `seed`), variants named apart: {'cpu': ..., 'cpu (cifar10)': ...}.
+
+    Args:
+        exp: an experiment or its name
+        root: the repository (None: `results.project_root()`)
+    """
     name = exp if isinstance(exp, str) else exp.name
     root = Path(root) if root is not None else results.project_root()
     files = sorted((root / "results").glob(f"{name}*.nc"))
@@ -222,7 +275,12 @@ def evaluate(
     c:Claim, # a claim
     ds:xr.Dataset, # one of `committed`'s datasets (whose cache keeps it alive, so that its id is never reused)
 ) -> Verdict:
-    "`c(ds)` on a committed dataset, computed once per process: the pages, the README and the tests all ask the ledger."
+    """`c(ds)` on a committed dataset, computed once per process: the pages, the README and the tests all ask the ledger.
+
+    Args:
+        c: a claim
+        ds: one of `committed`'s datasets (whose cache keeps it alive, so that its id is never reused)
+    """
     key = (c.id, id(c.evaluate), id(ds))
     if key not in _VERDICTS: _VERDICTS[key] = c(ds)
     return _VERDICTS[key]
@@ -235,7 +293,12 @@ def ledger(
     experiments:list|None=None, # experiments (None: every registered one, in paper then notebook order)
     root:str|Path|None=None, # the repository (None: `results.project_root()`)
 ):
-    "Every claim of every experiment, evaluated on each committed dataset: one row per (claim, dataset), a pandas DataFrame."
+    """Every claim of every experiment, evaluated on each committed dataset: one row per (claim, dataset), a pandas DataFrame.
+
+    Args:
+        experiments: experiments (None: every registered one, in paper then notebook order)
+        root: the repository (None: `results.project_root()`)
+    """
     import pandas as pd
     rows = []
     for exp in (registered() if experiments is None else experiments):
@@ -264,7 +327,13 @@ def status_table(
     root:str|Path|None=None, # the repository
     criteria:bool=False, # add the criteria (the experiment pages show them; the paper pages link there)
 ) -> str:
-    "A Markdown table of the claims of a paper or an experiment: the paper's words and number, and the status on each committed dataset."
+    """A Markdown table of the claims of a paper or an experiment: the paper's words and number, and the status on each committed dataset.
+
+    Args:
+        which: a paper key ("petrini") or an experiment name ("petrini_fig3")
+        root: the repository
+        criteria: add the criteria (the experiment pages show them; the paper pages link there)
+    """
     registered()
     exps = [REGISTRY[which]] if which in REGISTRY else registered(which)
     df = ledger(exps, root)
@@ -289,7 +358,11 @@ def status_table(
 def summary_table(
     root:str|Path|None=None, # the repository
 ) -> str:
-    "A Markdown table, paper × profile: how many of its claims each profile's main committed dataset reproduces, partly, not, or cannot speak to (not run)."
+    """A Markdown table, paper × profile: how many of its claims each profile's main committed dataset reproduces, partly, not, or cannot speak to (not run).
+
+    Args:
+        root: the repository
+    """
     df = ledger(root=root)
     df = df[df.main.astype(bool)]
     lines = ["| paper | claims | " + " | ".join(f"`{p}`" for p in SHOWN) + " |", "|---|---|" + "---|" * len(SHOWN)]
@@ -307,7 +380,12 @@ def render(
     which:str|None=None, # a paper key, an experiment name, or None: the summary of every paper
     criteria:bool|None=None, # show the criteria (default: for an experiment)
 ) -> str:
-    "The Markdown table `show` displays: `summary_table` for None, else `status_table` (with the criteria for an experiment)."
+    """The Markdown table `show` displays: `summary_table` for None, else `status_table` (with the criteria for an experiment).
+
+    Args:
+        which: a paper key, an experiment name, or None: the summary of every paper
+        criteria: show the criteria (default: for an experiment)
+    """
     if which is None: return summary_table()
     registered()
     return status_table(which, criteria=which in REGISTRY if criteria is None else criteria)
@@ -316,6 +394,11 @@ def show(
     which:str|None=None, # a paper key, an experiment name, or None: the summary of every paper
     criteria:bool|None=None, # show the criteria (default: for an experiment)
 ):
-    "Display `render(which, criteria)` in a notebook (the docs pages store this output; a test checks that it is current)."
+    """Display `render(which, criteria)` in a notebook (the docs pages store this output; a test checks that it is current).
+
+    Args:
+        which: a paper key, an experiment name, or None: the summary of every paper
+        criteria: show the criteria (default: for an experiment)
+    """
     from IPython.display import Markdown, display
     display(Markdown(render(which, criteria)))

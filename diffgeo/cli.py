@@ -56,7 +56,14 @@ def weight_transforms(
 ) -> dict|None: # resize (shorter side), size (the centre crop), mean and std; None for a file or no weights
     """The preprocessing torchvision's pretrained `weights` expect (`weights.transforms()`): resize and centre-crop the
     images in [0, 1], then normalise. `load_images` does the first part, `load_model` the normalisation, inside the
-    network, so that diffeomorphisms and noise act on pixels as for every other network."""
+    network, so that diffeomorphisms and noise act on pixels as for every other network.
+
+    Args:
+        name: a torchvision classification model
+        weights: its weight enum name (DEFAULT, IMAGENET1K_V1, ...), a file, or None
+    Returns:
+        resize (shorter side), size (the centre crop), mean and std; None for a file or no weights
+    """
     if weights is None or os.path.exists(weights) or name not in _torchvision_names(): return None
     return _preprocessing(_weight_enum(name, weights))
 
@@ -72,7 +79,14 @@ def load_model(
     in_channels:int=3, n_classes:int=10, size:int=32, # what the data set needs (ignored by torchvision's weight enums)
 ) -> nn.Module: # the network on the CPU, in evaluation mode
     """A network by name, with its weights. With torchvision's weight enums the network normalises its input as the
-    weights expect (`weight_transforms`: a forward pre-hook), and takes images in [0, 1]."""
+    weights expect (`weight_transforms`: a forward pre-hook), and takes images in [0, 1].
+
+    Args:
+        name: a torchvision classification model (`resnet18`) or an architecture of `models.ARCHS`
+        weights: a state_dict file, torchvision's weight enum name (`DEFAULT`), or None (initialisation)
+    Returns:
+        the network on the CPU, in evaluation mode
+    """
     import torch
     import torchvision.models as tvm
     from diffgeo import models
@@ -119,7 +133,18 @@ def load_images(
     seed:int=0, # seed of the draw
     preprocess:dict|None=None, # `weight_transforms`: resize and centre-crop as pretrained weights expect, pixels in [0, 1]
 ) -> tuple[torch.Tensor, int]: # images `[n, C, H, W]` and the number of classes
-    "n test images of a data set or of an image folder."
+    """n test images of a data set or of an image folder.
+
+    Args:
+        source: a name in `data.DATASETS` or a folder of class sub-folders of images
+        n: test images drawn at random
+        root: data folder of the named data sets (None: DIFFGEO_DATA)
+        size: resize a folder's images to size × size (None: keep; they must share a size)
+        seed: seed of the draw
+        preprocess: `weight_transforms`: resize and centre-crop as pretrained weights expect, pixels in [0, 1]
+    Returns:
+        images `[n, C, H, W]` and the number of classes
+    """
     import torch
     from diffgeo import data
     from diffgeo.core import check_int
@@ -287,7 +312,11 @@ def plan_command(args:argparse.Namespace) -> int:
     return 0
 
 def main(argv:list[str]|None=None) -> int: # the exit status
-    "The `diffgeo` command."
+    """The `diffgeo` command.
+
+    Args:
+        argv: the exit status
+    """
     args = build_parser().parse_args(argv)
     import torch                                                          # after parsing: `--help` and usage errors need none
     try: return plan_command(args) if args.command == "plan" else stability_command(args)

@@ -31,7 +31,13 @@ __all__ = ['NOT_DIFFERENTIABLE', 'all_finite', 'check_images', 'check_scalar', '
 def all_finite(
     t:torch.Tensor, # any tensor
 ) -> bool: # whether it holds no NaN and no ±inf
-    "Whether `t` holds finite values only: one sum first (finite only when every term is), the exact check where it overflowed."
+    """Whether `t` holds finite values only: one sum first (finite only when every term is), the exact check where it overflowed.
+
+    Args:
+        t: any tensor
+    Returns:
+        whether it holds no NaN and no ±inf
+    """
     t = t.detach()
     return bool(torch.isfinite(t.sum())) or bool(torch.isfinite(t).all())
 
@@ -41,7 +47,15 @@ def check_images(
     name:str="x", # argument name used in error messages
     finite:bool=True, # reject NaN and infinite values
 ) -> tuple[torch.Tensor, bool]: # the batch `[B, C, H, W]` and whether the input was a single image
-    "Validate an image batch; return it as `[B, C, H, W]` and whether it was `[C, H, W]`."
+    """Validate an image batch; return it as `[B, C, H, W]` and whether it was `[C, H, W]`.
+
+    Args:
+        x: images `[B, C, H, W]` or a single image `[C, H, W]`
+        name: argument name used in error messages
+        finite: reject NaN and infinite values
+    Returns:
+        the batch `[B, C, H, W]` and whether the input was a single image
+    """
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor of shape [B, C, H, W] or [C, H, W], got {type(x).__name__}; "
                         f"convert with torch.as_tensor({name}, dtype=torch.float32).")
@@ -67,7 +81,16 @@ def check_scalar(
     low_open:bool=False, # exclude `low` itself
     hint:str="", # how to fix a bad value, appended to the message
 ) -> float:
-    "Check that `value` is a finite real number in `[low, high]` (or `(low, high]`); return it as a float."
+    """Check that `value` is a finite real number in `[low, high]` (or `(low, high]`); return it as a float.
+
+    Args:
+        value: the value to check
+        name: argument name used in error messages
+        low: smallest allowed value (inclusive unless `low_open`)
+        high: largest allowed value (inclusive)
+        low_open: exclude `low` itself
+        hint: how to fix a bad value, appended to the message
+    """
     if isinstance(value, torch.Tensor) and value.numel() == 1: value = value.item()
     if isinstance(value, bool) or not isinstance(value, Real):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}. {hint}".strip())
@@ -86,7 +109,15 @@ def check_bytes(
     limit_name:str, # the limit's qualified name, which a user may raise, e.g. "flows.GRID_BYTES"
     fix:str, # what to do instead
 ):
-    "Refuse up front a request that would take more than `limit` bytes, naming both in GiB and the fix."
+    """Refuse up front a request that would take more than `limit` bytes, naming both in GiB and the fix.
+
+    Args:
+        need: bytes the request would take
+        limit: the most it may take
+        what: the request and its verb, e.g. "a grid of 100² points needs"
+        limit_name: the limit's qualified name, which a user may raise, e.g. "flows.GRID_BYTES"
+        fix: what to do instead
+    """
     if need > limit:
         raise ValueError(f"{what} {need / 2**30:.3g} GiB, more than {limit_name} = {limit / 2**30:.3g} GiB; {fix}")
 
@@ -97,7 +128,13 @@ def check_finite(
     hint:str="check what produced them (a diverged model, or points off a map's domain).", # how to fix it
 ) -> torch.Tensor:
     """`t`, refused where it holds NaN or ±inf. Checked on CPU tensors only: on a GPU the check would wait for the device at
-    every call (every training step); nor inside `torch.func` transforms, which cannot read values."""
+    every call (every training step); nor inside `torch.func` transforms, which cannot read values.
+
+    Args:
+        t: the tensor to check
+        name: argument name used in error messages
+        hint: how to fix it
+    """
     if t.device.type == "cpu" and not torch._C._functorch.is_functorch_wrapped_tensor(t) and not all_finite(t):
         bad = ~torch.isfinite(t)
         raise ValueError(f"{name} contains NaN or infinite values ({int(bad.sum())} of {t.numel()}); {hint}")
@@ -109,7 +146,13 @@ def check_generator(
     name:str="generator", # argument name used in error messages
     optional:bool=True, # None allowed
 ) -> torch.Generator|None:
-    "Check that `generator` is a `torch.Generator` (or None where `optional`); a seed given in its place is named as such."
+    """Check that `generator` is a `torch.Generator` (or None where `optional`); a seed given in its place is named as such.
+
+    Args:
+        generator: the value to check
+        name: argument name used in error messages
+        optional: None allowed
+    """
     if generator is None and optional: return None
     if not isinstance(generator, torch.Generator):
         seed = isinstance(generator, int) and not isinstance(generator, bool)
@@ -134,7 +177,15 @@ def check_int(
     high:int|None=None, # largest allowed value
     hint:str="", # how to fix a bad value, appended to the message
 ) -> int:
-    "Check that `value` is an integer (not a bool or a float) in `[low, high]`; return it as an int."
+    """Check that `value` is an integer (not a bool or a float) in `[low, high]`; return it as an int.
+
+    Args:
+        value: the value to check
+        name: argument name used in error messages
+        low: smallest allowed value
+        high: largest allowed value
+        hint: how to fix a bad value, appended to the message
+    """
     if isinstance(value, bool) or not isinstance(value, Integral):
         raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}. {hint}".strip())
     if low is not None and value < low: raise ValueError(f"{name} must be >= {low}, got {value}. {hint}".strip())
@@ -147,7 +198,13 @@ def check_choice(
     name:str, # argument name used in error messages
     choices:Iterable, # the valid values
 ):
-    "Check that `value` is one of `choices`; the error lists the valid ones."
+    """Check that `value` is one of `choices`; the error lists the valid ones.
+
+    Args:
+        value: the value to check
+        name: argument name used in error messages
+        choices: the valid values
+    """
     choices = list(choices)
     if value not in choices:
         raise ValueError(f"unknown {name} {value!r}; valid values are {', '.join(map(repr, choices))}.")
@@ -162,7 +219,12 @@ def check_callable(
     fn, # the map to check: a function, or an instance of a network
     name:str="fn", # argument name used in error messages
 ):
-    "`fn` if it is a callable map; a class (instead of an instance) or a non-callable is refused with the fix."
+    """`fn` if it is a callable map; a class (instead of an instance) or a non-callable is refused with the fix.
+
+    Args:
+        fn: the map to check: a function, or an instance of a network
+        name: argument name used in error messages
+    """
     if isinstance(fn, type):
         raise TypeError(f"{name} must be a map (a function or a network), got the class {fn.__name__}; pass an instance, "
                         "e.g. torch.nn.Linear(2, 3), not torch.nn.Linear.")
@@ -173,7 +235,11 @@ def check_callable(
 def resolve_device(
     device:str|torch.device="auto", # "auto", "cpu", "cuda", "cuda:1", ... or a torch.device
 ) -> torch.device:
-    "Turn a device name into a `torch.device`; `'auto'` is CUDA when available, else CPU."
+    """Turn a device name into a `torch.device`; `'auto'` is CUDA when available, else CPU.
+
+    Args:
+        device: "auto", "cpu", "cuda", "cuda:1", ... or a torch.device
+    """
     if isinstance(device, torch.device): return device
     if device == "auto": return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try: dev = torch.device(device)
@@ -192,7 +258,12 @@ def module_device(
     module:torch.nn.Module, # a network
     default:torch.device|None=None, # returned for a module with neither parameters nor buffers
 ) -> torch.device|None:
-    "The device of a module's first parameter (or buffer); `default` when it has none."
+    """The device of a module's first parameter (or buffer); `default` when it has none.
+
+    Args:
+        module: a network
+        default: returned for a module with neither parameters nor buffers
+    """
     t = next(module.parameters(), None)
     if t is None: t = next(module.buffers(), None)
     return default if t is None else t.device
@@ -201,7 +272,13 @@ def module_device(
 def seed_everything(
     seed:int, # seed for Python, NumPy and torch (CPU and CUDA)
 ) -> torch.Generator: # a CPU generator seeded with `seed`
-    "Seed the global random number generators and return a seeded CPU `torch.Generator`."
+    """Seed the global random number generators and return a seeded CPU `torch.Generator`.
+
+    Args:
+        seed: seed for Python, NumPy and torch (CPU and CUDA)
+    Returns:
+        a CPU generator seeded with `seed`
+    """
     seed = int(seed)
     random.seed(seed); np.random.seed(seed % 2**32); torch.manual_seed(seed)
     return torch.Generator().manual_seed(seed)
@@ -212,7 +289,13 @@ def load_compiled(
     fallback:str, # what runs without it, for the note ("CPAB integrates with the pure-PyTorch path")
     stacklevel:int=2, # the warning's stack level, counted from the caller of `load_compiled`
 ):
-    "`diffgeo.<module>`, or None, with a one-line note, when numba is not installed."
+    """`diffgeo.<module>`, or None, with a one-line note, when numba is not installed.
+
+    Args:
+        module: a numba kernel module of diffgeo, e.g. "_cpab_numba"
+        fallback: what runs without it, for the note ("CPAB integrates with the pure-PyTorch path")
+        stacklevel: the warning's stack level, counted from the caller of `load_compiled`
+    """
     try:
         return importlib.import_module(f"diffgeo.{module}")
     except ImportError:
@@ -244,7 +327,14 @@ def progress(
     total:int|None=None, # number of items, when `iterable` has no length
     **kwargs, # passed to `tqdm.tqdm`
 ):
-    "Wrap `iterable` in a progress bar on stderr (plain lines when stderr is not a terminal) unless `DIFFGEO_PROGRESS=0`."
+    """Wrap `iterable` in a progress bar on stderr (plain lines when stderr is not a terminal) unless `DIFFGEO_PROGRESS=0`.
+
+    Args:
+        iterable: what to loop over
+        desc: label shown left of the bar
+        total: number of items, when `iterable` has no length
+        **kwargs: passed to `tqdm.tqdm`
+    """
     disable = os.environ.get("DIFFGEO_PROGRESS", "1") == "0"
     if not sys.stderr.isatty():
         kwargs = {"file": _Lines(sys.stderr), "mininterval": float(os.environ.get("DIFFGEO_PROGRESS_INTERVAL", 30)),

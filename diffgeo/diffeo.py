@@ -46,7 +46,14 @@ def modes(
     c:float, # high-frequency cut-off
     cutoff:str="paper", # "paper": i²+j² ≤ c²; "code": √(i²+j²) < c + ½ (the authors' public code)
 ) -> torch.Tensor: # `[K, 2]` integer mode indices (i, j), i horizontal, j vertical
-    "The Fourier modes (i, j) kept by the cut-off `c`."
+    """The Fourier modes (i, j) kept by the cut-off `c`.
+
+    Args:
+        c: high-frequency cut-off
+        cutoff: "paper": i²+j² ≤ c²; "code": √(i²+j²) < c + ½ (the authors' public code)
+    Returns:
+        `[K, 2]` integer mode indices (i, j), i horizontal, j vertical
+    """
     check_choice(cutoff, "cutoff", CUTOFFS)
     c = check_scalar(c, "c", low=0, low_open=True)
     if c > MAX_C:
@@ -81,7 +88,19 @@ def sample_coefficients(
     dtype:torch.dtype=torch.float32, # dtype of the returned coefficients
     device:torch.device|str="cpu", # device of the returned coefficients
 ) -> torch.Tensor: # `[B, 2, m, m]`: component (τ_u, τ_v) × i × j, zero outside the cut-off
-    "Draw the coefficients C_ij, D_ij ~ N(0, T/(i²+j²)) of Eq. 2 for `batch` fields."
+    """Draw the coefficients C_ij, D_ij ~ N(0, T/(i²+j²)) of Eq. 2 for `batch` fields.
+
+    Args:
+        batch: number of independent fields B
+        T: temperature: a number or a tensor `[B]`, ≥ 0
+        c: high-frequency cut-off
+        cutoff: "paper" or "code", see `modes`
+        generator: CPU generator for reproducible draws (None: torch's global one)
+        dtype: dtype of the returned coefficients
+        device: device of the returned coefficients
+    Returns:
+        `[B, 2, m, m]`: component (τ_u, τ_v) × i × j, zero outside the cut-off
+    """
     if isinstance(batch, bool) or int(batch) != batch or batch < 0: raise ValueError(f"batch must be an integer >= 0, got {batch}.")
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise TypeError(f"dtype must be a floating-point torch.dtype (coefficients are real numbers), got {dtype}; e.g. torch.float32.")
@@ -115,7 +134,14 @@ def field(
     coeffs:torch.Tensor, # `[B, 2, m, m]` coefficients from `sample_coefficients`
     size:tuple[int, int], # (H, W) of the pixel grid
 ) -> torch.Tensor: # `[B, 2, H, W]`: (τ_u, τ_v) in units of the image side
-    "The displacement field τ of Eq. 2 on the pixel grid of an H×W image."
+    """The displacement field τ of Eq. 2 on the pixel grid of an H×W image.
+
+    Args:
+        coeffs: `[B, 2, m, m]` coefficients from `sample_coefficients`
+        size: (H, W) of the pixel grid
+    Returns:
+        `[B, 2, H, W]`: (τ_u, τ_v) in units of the image side
+    """
     coeffs = _check_coefficients(coeffs)
     H, W = maps.check_size(size, low=2)
     m = coeffs.shape[-1]
@@ -126,7 +152,13 @@ def field(
 def displacement(
     tau:torch.Tensor, # `[B, 2, H, W]` field from `field`
 ) -> torch.Tensor: # `[B, 2, H, W]`: (dx, dy) in pixels
-    "The field in pixel units: τ_u scaled by W and τ_v by H."
+    """The field in pixel units: τ_u scaled by W and τ_v by H.
+
+    Args:
+        tau: `[B, 2, H, W]` field from `field`
+    Returns:
+        `[B, 2, H, W]`: (dx, dy) in pixels
+    """
     H, W = tau.shape[-2:]
     return tau * torch.tensor([W, H], dtype=tau.dtype, device=tau.device)[:, None, None]
 
@@ -217,7 +249,17 @@ def warp(
     sigma:float=SIGMA, # Gaussian kernel width in pixels (Gaussian interpolation only)
     tol:float=1e-6, # Gaussian truncation error bound, relative to the image range
 ) -> torch.Tensor: # the deformed images, same shape, dtype and device as `x`
-    "Apply [τx](s) = x(s − τ(s)) to each image with its own field (the map on points: `transform`; frames: `maps`' Conventions)."
+    """Apply [τx](s) = x(s − τ(s)) to each image with its own field (the map on points: `transform`; frames: `maps`' Conventions).
+
+    Args:
+        x: images `[B, C, H, W]` or `[C, H, W]`, floating point
+        tau: `[B, 2, H, W]` (or `[1, 2, H, W]`, shared) field from `field`
+        interp: one of `maps.INTERPOLATIONS`: "bilinear", "nearest", "bicubic" or "gaussian"
+        sigma: Gaussian kernel width in pixels (Gaussian interpolation only)
+        tol: Gaussian truncation error bound, relative to the image range
+    Returns:
+        the deformed images, same shape, dtype and device as `x`
+    """
     xb, single = check_images(x)
     B, C, H, W = xb.shape
     if not isinstance(tau, torch.Tensor) or tau.ndim != 4 or tau.shape[1] != 2 or tau.shape[-2:] != (H, W) or tau.shape[0] not in (1, B):
@@ -250,7 +292,12 @@ def check_one_scale(
     T, # the temperature given, or None
     delta, # the displacement given, or None
 ):
-    "Refuse unless exactly one of the temperature `T` and the displacement `delta` sets a deformation's size."
+    """Refuse unless exactly one of the temperature `T` and the displacement `delta` sets a deformation's size.
+
+    Args:
+        T: the temperature given, or None
+        delta: the displacement given, or None
+    """
     if (T is None) == (delta is None):
         raise ValueError("give either the temperature T or the displacement delta in pixels (e.g. delta=1.0), "
                          f"not {'both' if T is not None else 'neither'}.")
@@ -282,7 +329,22 @@ def deform(
     delta:float|None=None, # typical displacement δ in pixels, instead of `T`
     delta_method:str="asymptotic", # how `delta` sets T, see `temperature_for_delta`
 ):
-    "Deform each image by its own maximum-entropy diffeomorphism (Eq. 2), at temperature `T` or displacement `delta`."
+    """Deform each image by its own maximum-entropy diffeomorphism (Eq. 2), at temperature `T` or displacement `delta`.
+
+    Args:
+        x: images `[B, C, H, W]` or `[C, H, W]`, floating point
+        T: temperature: a number or a tensor `[B]`, ≥ 0 (or give `delta`)
+        c: high-frequency cut-off
+        interp: one of `maps.INTERPOLATIONS`: "bilinear", "nearest", "bicubic" or "gaussian"
+        cutoff: "paper" (i²+j² ≤ c²) or "code" (√(i²+j²) < c + ½)
+        generator: CPU generator for reproducible draws
+        same_field: one field for the whole batch instead of one per image
+        return_coefficients: also return the `[B, 2, m, m]` coefficients
+        sigma: Gaussian kernel width in pixels (Gaussian interpolation only)
+        tol: Gaussian truncation error bound, relative to the image range
+        delta: typical displacement δ in pixels, instead of `T`
+        delta_method: how `delta` sets T, see `temperature_for_delta`
+    """
     xb, single = check_images(x)
     check_choice(interp, "interp", INTERPOLATIONS)
     _check_resolved(c, cutoff, xb.shape[-2:])
@@ -320,7 +382,12 @@ def image_side(
     H:int, # image height in pixels
     W:int, # image width in pixels
 ) -> float:
-    "The side n of an H×W image in the δ formulas: √((H² + W²)/2), the side itself for a square image."
+    """The side n of an H×W image in the δ formulas: √((H² + W²)/2), the side itself for a square image.
+
+    Args:
+        H: image height in pixels
+        W: image width in pixels
+    """
     H, W = maps.check_size((H, W), low=2)
     return math.sqrt((H * H + W * W) / 2)
 
@@ -331,7 +398,15 @@ def delta_predicted(
     cutoff:str="paper", # "paper" or "code"
     where:str="average", # "average": rms over the image; "center": rms at the image centre
 ):
-    "Exact expected δ (rms displacement in pixels) of the continuous field: √(n²T S(c)/2)."
+    """Exact expected δ (rms displacement in pixels) of the continuous field: √(n²T S(c)/2).
+
+    Args:
+        T: temperature (number or tensor)
+        n: image side in pixels (for H×W: `image_side(H, W)`)
+        c: high-frequency cut-off
+        cutoff: "paper" or "code"
+        where: "average": rms over the image; "center": rms at the image centre
+    """
     check_choice(where, "where", ("average", "center"))
     return (_check_n(n)**2 * torch.as_tensor(T, dtype=torch.float64) * _mode_sum(c, cutoff, where) / 2).sqrt()
 
@@ -340,7 +415,13 @@ def delta_asymptotic(
     n:float, # image side in pixels
     c:float, # high-frequency cut-off, ≥ 2
 ):
-    "δ of Eq. 3: √(π n² T ln c / 4), valid for large c."
+    """δ of Eq. 3: √(π n² T ln c / 4), valid for large c.
+
+    Args:
+        T: temperature (number or tensor)
+        n: image side in pixels
+        c: high-frequency cut-off, ≥ 2
+    """
     c = _check_c_asymptotic(c)
     return (math.pi / 4 * _check_n(n)**2 * torch.as_tensor(T, dtype=torch.float64) * math.log(c)).sqrt()
 
@@ -351,14 +432,28 @@ def delta_nominal(
     cutoff:str="paper", # "paper" or "code" (exact methods only)
     method:str="asymptotic", # one of `DELTA_METHODS`, see `temperature_for_delta`
 ):
-    "The δ that `method` assigns to T: the inverse of `temperature_for_delta`."
+    """The δ that `method` assigns to T: the inverse of `temperature_for_delta`.
+
+    Args:
+        T: temperature (number or tensor)
+        n: image side in pixels
+        c: high-frequency cut-off
+        cutoff: "paper" or "code" (exact methods only)
+        method: one of `DELTA_METHODS`, see `temperature_for_delta`
+    """
     check_choice(method, "method", DELTA_METHODS)
     return delta_asymptotic(T, n, c) if method == "asymptotic" else delta_predicted(T, n, c, cutoff, method)
 
 def delta_measured(
     tau:torch.Tensor, # `[B, 2, H, W]` field from `field`
 ) -> torch.Tensor: # `[B]`
-    "δ of each field: the rms displacement in pixels over the image."
+    """δ of each field: the rms displacement in pixels over the image.
+
+    Args:
+        tau: `[B, 2, H, W]` field from `field`
+    Returns:
+        `[B]`
+    """
     if not isinstance(tau, torch.Tensor) or tau.ndim != 4 or tau.shape[1] != 2:
         raise ValueError(f"tau must be a field [B, 2, H, W] from field(), got "
                          f"{list(tau.shape) if isinstance(tau, torch.Tensor) else type(tau).__name__}.")
@@ -368,7 +463,14 @@ def delta_center(
     coeffs:torch.Tensor, # `[B, 2, m, m]` coefficients
     size:tuple[int, int], # (H, W) of the image
 ) -> torch.Tensor: # `[B]`
-    "The displacement in pixels at the image centre u = v = ½ of each field: the paper's δ (§2.2)."
+    """The displacement in pixels at the image centre u = v = ½ of each field: the paper's δ (§2.2).
+
+    Args:
+        coeffs: `[B, 2, m, m]` coefficients
+        size: (H, W) of the image
+    Returns:
+        `[B]`
+    """
     coeffs = _check_coefficients(coeffs)
     H, W = maps.check_size(size, low=2)
     s = torch.sin(math.pi / 2 * torch.arange(1, coeffs.shape[-1] + 1, dtype=coeffs.dtype, device=coeffs.device))
@@ -382,7 +484,15 @@ def temperature_for_delta(
     cutoff:str="paper", # "paper" or "code" (exact methods only)
     method:str="asymptotic", # "asymptotic": Eq. 3 (the authors' code); "average" or "center": exact, where δ is measured
 ) -> float:
-    "The temperature T at which `method`'s δ equals `delta` (see the table above)."
+    """The temperature T at which `method`'s δ equals `delta` (see the table above).
+
+    Args:
+        delta: target δ in pixels
+        n: image side in pixels (for H×W: `image_side(H, W)`)
+        c: high-frequency cut-off
+        cutoff: "paper" or "code" (exact methods only)
+        method: "asymptotic": Eq. 3 (the authors' code); "average" or "center": exact, where δ is measured
+    """
     delta = check_scalar(delta, "delta", low=0)
     check_choice(method, "method", DELTA_METHODS)
     if method == "asymptotic": return 4 * delta**2 / (math.pi * _check_n(n)**2 * math.log(_check_c_asymptotic(c)))
@@ -396,7 +506,18 @@ def resolve_temperature(
     cutoff:str="paper", # "paper" or "code" (exact methods only)
     delta_method:str="asymptotic", # how δ and T correspond: one of `DELTA_METHODS`, see `temperature_for_delta`
 ) -> tuple: # (T, δ): the one given, and the other derived from it (δ a tensor `[B]` for a tensor T)
-    "The one rule for a deformation's size, used by `deform`, `RandomDiffeo` and `stability.Diffeomorphism`: exactly one of T and δ, the other derived."
+    """The one rule for a deformation's size, used by `deform`, `RandomDiffeo` and `stability.Diffeomorphism`: exactly one of T and δ, the other derived.
+
+    Args:
+        T: temperature: a number or a tensor `[B]` (or give `delta`)
+        delta: typical displacement δ in pixels (or give `T`)
+        size: (H, W) of the images, or n for n × n: δ and T correspond through the image side (`image_side`)
+        c: high-frequency cut-off
+        cutoff: "paper" or "code" (exact methods only)
+        delta_method: how δ and T correspond: one of `DELTA_METHODS`, see `temperature_for_delta`
+    Returns:
+        (T, δ): the one given, and the other derived from it (δ a tensor `[B]` for a tensor T)
+    """
     check_one_scale(T, delta)
     if isinstance(T, torch.Tensor):
         if not T.is_floating_point() or not all_finite(T) or (T < 0).any(): raise ValueError("T must hold finite temperatures ≥ 0.")
@@ -411,7 +532,14 @@ def field_gradient(
     coeffs:torch.Tensor, # `[B, 2, m, m]` coefficients
     size:tuple[int, int], # (H, W) grid on which to evaluate
 ) -> torch.Tensor: # `[B, H, W, 2, 2]`: ∂τ_a/∂s_b with a, b ∈ (u, v), the `maps` layout
-    "The exact gradient ∇τ of the field of `coeffs` on an H×W grid of [0,1]² (the 'unit_corners' frame of `maps`)."
+    """The exact gradient ∇τ of the field of `coeffs` on an H×W grid of [0,1]² (the 'unit_corners' frame of `maps`).
+
+    Args:
+        coeffs: `[B, 2, m, m]` coefficients
+        size: (H, W) grid on which to evaluate
+    Returns:
+        `[B, H, W, 2, 2]`: ∂τ_a/∂s_b with a, b ∈ (u, v), the `maps` layout
+    """
     coeffs = _check_coefficients(coeffs)
     H, W = size
     m = coeffs.shape[-1]
@@ -432,7 +560,14 @@ def xi(
     coeffs:torch.Tensor, # `[B, 2, m, m]` coefficients
     size:tuple[int, int], # (H, W) grid on which to evaluate
 ) -> torch.Tensor: # `[B, H, W]`
-    "Ξ(s) of Eq. 12: the field is a diffeomorphism where Ξ < 1 everywhere."
+    """Ξ(s) of Eq. 12: the field is a diffeomorphism where Ξ < 1 everywhere.
+
+    Args:
+        coeffs: `[B, 2, m, m]` coefficients
+        size: (H, W) grid on which to evaluate
+    Returns:
+        `[B, H, W]`
+    """
     J = field_gradient(coeffs, size)
     a, b, c, d = J[..., 0, 0], J[..., 0, 1], J[..., 1, 0], J[..., 1, 1]
     return 0.5 * (torch.sqrt((a - d)**2 + (b + c)**2) + a + d)
@@ -451,7 +586,15 @@ def is_diffeomorphism(
     size:tuple[int, int], # (H, W) evaluation grid (the pixel grid, or finer)
     criterion:str="xi", # "xi": max Ξ < 1 (the paper's sufficient condition); "det": det(I − ∇τ) > 0
 ) -> torch.Tensor: # `[B]` bool
-    "Whether each sampled field is a diffeomorphism, by the paper's criterion or the exact one."
+    """Whether each sampled field is a diffeomorphism, by the paper's criterion or the exact one.
+
+    Args:
+        coeffs: `[B, 2, m, m]` coefficients
+        size: (H, W) evaluation grid (the pixel grid, or finer)
+        criterion: "xi": max Ξ < 1 (the paper's sufficient condition); "det": det(I − ∇τ) > 0
+    Returns:
+        `[B]` bool
+    """
     check_choice(criterion, "criterion", ("xi", "det"))
     if isinstance(coeffs, torch.Tensor) and not all_finite(coeffs):
         raise ValueError("coeffs contains NaN or infinite values, for which neither criterion is defined; check what produced them.")
@@ -462,7 +605,15 @@ def critical_scale(
     size:tuple[int, int], # (H, W) evaluation grid
     criterion:str="xi", # "xi" or "det", as in `is_diffeomorphism`
 ) -> torch.Tensor: # `[B]`, `inf` where no scale breaks the criterion
-    "The factor s* such that the field of `s·coeffs` passes the criterion exactly for 0 ≤ s < s*."
+    """The factor s* such that the field of `s·coeffs` passes the criterion exactly for 0 ≤ s < s*.
+
+    Args:
+        coeffs: `[B, 2, m, m]` coefficients
+        size: (H, W) evaluation grid
+        criterion: "xi" or "det", as in `is_diffeomorphism`
+    Returns:
+        `[B]`, `inf` where no scale breaks the criterion
+    """
     check_choice(criterion, "criterion", ("xi", "det"))
     if criterion == "xi": return 1 / max_xi(coeffs, size).clamp_min(0)
     J = field_gradient(coeffs, size)
@@ -477,7 +628,12 @@ def xi_asymptotic(
     T, # temperature (number or tensor)
     c:float, # high-frequency cut-off, ≥ 2
 ):
-    "Median of max Ξ predicted by Eq. 13: (c/2)√(π³ T ln c)."
+    """Median of max Ξ predicted by Eq. 13: (c/2)√(π³ T ln c).
+
+    Args:
+        T: temperature (number or tensor)
+        c: high-frequency cut-off, ≥ 2
+    """
     c = _check_c_asymptotic(c)
     return c / 2 * (math.pi**3 * torch.as_tensor(T, dtype=torch.float64) * math.log(c)).sqrt()
 
@@ -485,7 +641,14 @@ def temperature_range(
     n:float, # image side in pixels
     c:float, # high-frequency cut-off, ≥ 2
 ) -> tuple[float, float]: # (T_min, T_max)
-    "Temperatures giving δ ≥ ½ (Eq. 8) and diffeomorphisms with high probability (Eq. 14)."
+    """Temperatures giving δ ≥ ½ (Eq. 8) and diffeomorphisms with high probability (Eq. 14).
+
+    Args:
+        n: image side in pixels
+        c: high-frequency cut-off, ≥ 2
+    Returns:
+        (T_min, T_max)
+    """
     c, n = _check_c_asymptotic(c), _check_n(n)
     return 1 / (math.pi * n**2 * math.log(c)), _t_max(c)
 
@@ -495,7 +658,15 @@ def transform(
     coeffs:torch.Tensor, # `[B, 2, m, m]` coefficients
     size:tuple[int, int], # (H, W) of the image
 ) -> torch.Tensor: # `[B, N, 2]`: T(p), in pixels, not clamped
-    "The map `warp` applies, on any points: T(p) = p − (W τ_u(s), H τ_v(s)), s = (x/(W−1), y/(H−1))."
+    """The map `warp` applies, on any points: T(p) = p − (W τ_u(s), H τ_v(s)), s = (x/(W−1), y/(H−1)).
+
+    Args:
+        points: `[N, 2]` (shared) or `[B, N, 2]` points (x, y) in pixels (the "pixel" frame of `maps`)
+        coeffs: `[B, 2, m, m]` coefficients
+        size: (H, W) of the image
+    Returns:
+        `[B, N, 2]`: T(p), in pixels, not clamped
+    """
     coeffs = _check_coefficients(coeffs)
     H, W = maps.check_size(size, low=2)
     if not isinstance(points, torch.Tensor) or points.ndim not in (2, 3) or points.shape[-1] != 2 or \
@@ -573,7 +744,14 @@ def map_family(
     size=(12, 10), # (H, W) of the images the pixel frame refers to
     cutoff:str="paper", # "paper" or "code"
 ) -> maps.MapFamily:
-    "The maximum-entropy diffeomorphisms as a `maps.MapFamily`: T(p) = p − τ(p) in the pixel frame, parameterised by the coefficients."
+    """The maximum-entropy diffeomorphisms as a `maps.MapFamily`: T(p) = p − τ(p) in the pixel frame, parameterised by the coefficients.
+
+    Args:
+        T: temperature of the sampled fields
+        c: high-frequency cut-off
+        size: (H, W) of the images the pixel frame refers to
+        cutoff: "paper" or "code"
+    """
     H, W = maps.check_size(size, low=2)
     m = int(modes(c, cutoff).max())   # the coefficients' side, without a draw
     clamp = lambda C, p: torch.minimum(transform(p, C, (H, W)).clamp_min(0), torch.tensor([W - 1.0, H - 1.0], dtype=C.dtype, device=C.device))

@@ -64,7 +64,18 @@ def rts_params(
     rotation:float=45.0, # largest rotation in degrees (uniform in ±rotation)
     scale:tuple[float, float]=(0.7, 1.2), # range of the scale factor (uniform)
 ) -> dict: # angle [n] (radians), scale [n], shift [n, 2] (x, y in pixels), float64
-    "Draw the rotation, scaling and translation of `n` RTS digits: angle in ±`rotation`°, scale in `scale`, shift in ±(canvas − size)//2."
+    """Draw the rotation, scaling and translation of `n` RTS digits: angle in ±`rotation`°, scale in `scale`, shift in ±(canvas − size)//2.
+
+    Args:
+        n: number of images
+        generator: CPU generator of the draws
+        size: side of the digits
+        canvas: side of the canvas
+        rotation: largest rotation in degrees (uniform in ±rotation)
+        scale: range of the scale factor (uniform)
+    Returns:
+        angle [n] (radians), scale [n], shift [n, 2] (x, y in pixels), float64
+    """
     n, m, g = check_int(n, "n", low=0), _max_shift(size, canvas), _check_generator(generator)
     rotation = check_scalar(rotation, "rotation", low=0, high=180, hint="give the largest angle in degrees.")
     if not isinstance(scale, (tuple, list)) or len(scale) != 2:
@@ -83,7 +94,17 @@ def rts_warp(
     shift:torch.Tensor, # `[B, 2]` translation (x, y) of the digit's centre in canvas pixels
     canvas:int=CANVAS, # side of the output
 ) -> torch.Tensor: # `[B, C, canvas, canvas]`, in x's dtype
-    "Rotate, scale and translate digits into a canvas with one bilinear `grid_sample` (the map above)."
+    """Rotate, scale and translate digits into a canvas with one bilinear `grid_sample` (the map above).
+
+    Args:
+        x: digits `[B, C, H, W]` (H = W), background 0
+        angle: `[B]` rotation in radians
+        scale: `[B]` scale factors (> 0)
+        shift: `[B, 2]` translation (x, y) of the digit's centre in canvas pixels
+        canvas: side of the output
+    Returns:
+        `[B, C, canvas, canvas]`, in x's dtype
+    """
     x = _check_digits(x)
     B, C, H, W = x.shape
     angle, scale = _check_rows(angle, "angle", B, ()), _check_rows(scale, "scale", B, ())
@@ -116,7 +137,20 @@ def cpab_params(
     output_variance:float=1.0, # variance of the prior
     n_steps:int=8, # integration steps of the warp (unused by the draws)
 ) -> dict: # theta [n, d] (float32), shift [n, 2] (x, y, whole pixels in ±(canvas − size)//2, int64)
-    "Draw the CPAB parameters and integer translations of `n` CPAB digits."
+    """Draw the CPAB parameters and integer translations of `n` CPAB digits.
+
+    Args:
+        n: number of images
+        generator: CPU generator of the draws
+        size: side of the digits
+        canvas: side of the canvas
+        tess_size: cells of the tessellation (zero velocity on the boundary)
+        length_scale: length scale of the prior's covariance
+        output_variance: variance of the prior
+        n_steps: integration steps of the warp (unused by the draws)
+    Returns:
+        theta [n, d] (float32), shift [n, 2] (x, y, whole pixels in ±(canvas − size)//2, int64)
+    """
     n, m, g = check_int(n, "n", low=0), _max_shift(size, canvas), _check_generator(generator)
     check_int(n_steps, "n_steps", low=1)
     theta = cpab.sample(_tessellation(_check_tess_size(tess_size)), n, length_scale=length_scale,
@@ -129,7 +163,15 @@ def place(
     shift:torch.Tensor, # `[B, 2]` integer translation (x, y) of the digit's centre from the canvas centre, in pixels
     canvas:int=CANVAS, # side of the output
 ) -> torch.Tensor: # `[B, C, canvas, canvas]`, zero outside the digits
-    "Paste each digit into an empty canvas, shifted by whole pixels (exact: no interpolation)."
+    """Paste each digit into an empty canvas, shifted by whole pixels (exact: no interpolation).
+
+    Args:
+        x: digits `[B, C, H, W]`
+        shift: `[B, 2]` integer translation (x, y) of the digit's centre from the canvas centre, in pixels
+        canvas: side of the output
+    Returns:
+        `[B, C, canvas, canvas]`, zero outside the digits
+    """
     x = _check_digits(x)
     B, C, H, W = x.shape
     shift, m = _check_rows(shift, "shift", B, (2,), integer=True), _max_shift(H, canvas)
@@ -150,7 +192,18 @@ def cpab_warp(
     canvas:int=CANVAS, # side of the output
     n_steps:int=8, # integration steps of `cpab.transform` (fixed: its default adapts to the batch)
 ) -> torch.Tensor: # `[B, C, canvas, canvas]`, in x's dtype
-    "Deform digits by CPAB transformations of their box, out(p) = x(T^θ(p)), then `place` them in the canvas."
+    """Deform digits by CPAB transformations of their box, out(p) = x(T^θ(p)), then `place` them in the canvas.
+
+    Args:
+        x: digits `[B, C, H, W]` (H = W), background 0
+        theta: `[B, d]` CPAB parameters on the digit box
+        shift: `[B, 2]` integer translations
+        tess_size: the tessellation θ lives on
+        canvas: side of the output
+        n_steps: integration steps of `cpab.transform` (fixed: its default adapts to the batch)
+    Returns:
+        `[B, C, canvas, canvas]`, in x's dtype
+    """
     x = _check_digits(x)
     tess = _tessellation(_check_tess_size(tess_size))
     theta = _check_rows(theta, "theta", len(x), (tess.dim,))
@@ -167,7 +220,19 @@ def distort(
     dtype:torch.dtype=torch.float32, # dtype of the warps and of the images (float64: a reference)
     **options, # overrides of `RTS_OPTIONS` or `CPAB_OPTIONS`
 ) -> tuple[torch.Tensor, dict]: # `[B, 1, canvas, canvas]` images, and the drawn parameters
-    "The distorted-MNIST images of §5.1 for digits `x`: every draw from one seeded generator, then batched warps."
+    """The distorted-MNIST images of §5.1 for digits `x`: every draw from one seeded generator, then batched warps.
+
+    Args:
+        x: digits `[B, 1, H, H]` in [0, 1], background 0
+        distortion: "RTS" or "CPAB"
+        seed: seed of the draws
+        canvas: side of the output
+        chunk: images warped at once
+        dtype: dtype of the warps and of the images (float64: a reference)
+        **options: overrides of `RTS_OPTIONS` or `CPAB_OPTIONS`
+    Returns:
+        `[B, 1, canvas, canvas]` images, and the drawn parameters
+    """
     check_choice(distortion, "distortion", DISTORTIONS)
     check_choice(dtype, "dtype", (torch.float32, torch.float64))
     x = _check_digits(x)
@@ -198,7 +263,17 @@ def tolerance(
     tess_size:tuple[int, int]=(3, 3), # the tessellation of θ (CPAB)
     n_steps:int=8, # integration steps (CPAB)
 ) -> float: # κ·eps: bound on |pixel − exact| for one computation of the images
-    "Bound on the rounding error of `distort`'s pixels in `dtype`: eps times the conditioning κ of integration + bilinear sampling."
+    """Bound on the rounding error of `distort`'s pixels in `dtype`: eps times the conditioning κ of integration + bilinear sampling.
+
+    Args:
+        params: the parameters `distort` drew (`theta` for CPAB; `angle`, `scale`, `shift` for RTS)
+        dtype: dtype of the computation
+        size: side of the digits
+        tess_size: the tessellation of θ (CPAB)
+        n_steps: integration steps (CPAB)
+    Returns:
+        κ·eps: bound on |pixel − exact| for one computation of the images
+    """
     check_choice(dtype, "dtype", (torch.float32, torch.float64))
     if not isinstance(params, dict) or not ({"theta"} <= set(params) or {"angle", "scale", "shift"} <= set(params)):
         raise ValueError("params must be the dict of drawn parameters that distort returns (with theta for CPAB, "
@@ -224,7 +299,18 @@ def distorted_mnist(
     n_test:int|None=None, # test digits (a seeded subset; None: all)
     data_seed:int=0, # seed of the subsets and of the distortions
 ) -> tuple[data.Split, data.Split]: # train and test splits of `[N, 1, 42, 42]` float32 images in [0, 1]
-    "A distorted-MNIST data set of §5.1 (cached: do not modify the returned tensors)."
+    """A distorted-MNIST data set of §5.1 (cached: do not modify the returned tensors).
+
+    Args:
+        distortion: "RTS" or "CPAB"
+        dataset: "mnist5k" (embedded) or "mnist" (from a data folder)
+        data_root: folder of mnist.npz (None: $DIFFGEO_DATA)
+        n_train: training digits (a seeded subset; None: all)
+        n_test: test digits (a seeded subset; None: all)
+        data_seed: seed of the subsets and of the distortions
+    Returns:
+        train and test splits of `[N, 1, 42, 42]` float32 images in [0, 1]
+    """
     check_choice(distortion, "distortion", DISTORTIONS); check_choice(dataset, "dataset", ("mnist5k", "mnist"))
     data_seed = check_int(data_seed, "data_seed", low=0)
     for name, n in (("n_train", n_train), ("n_test", n_test)):
@@ -244,7 +330,14 @@ def fig5_indices(
     split:data.Split, # the test split
     digits:tuple[int, ...]=FIG5_DIGITS, # classes
 ) -> list[int]: # index of the first example of each class
-    "The test examples shown in Fig. 5: the first of each of `digits`."
+    """The test examples shown in Fig. 5: the first of each of `digits`.
+
+    Args:
+        split: the test split
+        digits: classes
+    Returns:
+        index of the first example of each class
+    """
     if not isinstance(split, data.Split): raise TypeError(f"split must be a data.Split, got {type(split).__name__}.")
     found = [torch.nonzero(split.labels == d).flatten() for d in digits]
     missing = [d for d, f in zip(digits, found) if len(f) == 0]

@@ -140,7 +140,14 @@ class Flow(nn.Module):
         x:torch.Tensor, # points `[..., dim]`
         inverse:bool=False, # integrate backward (the inverse map) instead
     ) -> torch.Tensor: # `[units + 1, ..., dim]`: the points before the first unit and after each
-        "The points after every residual unit (the layer-wise flow of the paper's Fig. 3)."
+        """The points after every residual unit (the layer-wise flow of the paper's Fig. 3).
+
+        Args:
+            x: points `[..., dim]`
+            inverse: integrate backward (the inverse map) instead
+        Returns:
+            `[units + 1, ..., dim]`: the points before the first unit and after each
+        """
         x = maps.check_points(x, "x", d=self.field.dim)
         out = [x]
         for k in (reversed(range(self.field.units)) if inverse else range(self.field.units)):
@@ -171,7 +178,13 @@ def grid(
     size:int=101, # points per side
     dtype:torch.dtype=torch.float32, device=None,
 ) -> torch.Tensor: # `[size, size, 2]`: (x, y) at row i, column j = (xⱼ, yᵢ)
-    "A regular grid of the square domain, in (x, y) order, rows along y."
+    """A regular grid of the square domain, in (x, y) order, rows along y.
+
+    Args:
+        size: points per side
+    Returns:
+        `[size, size, 2]`: (x, y) at row i, column j = (xⱼ, yᵢ)
+    """
     low, high = check_scalar(low, "low"), check_scalar(high, "high")
     if high <= low: raise ValueError(f"high must exceed low, got [{low}, {high}].")
     size = check_int(size, "size", low=2)
@@ -194,7 +207,15 @@ def scaling_and_squaring(
     squarings:int=8, # k: the small map is exp(T V / 2ᵏ)
     low:float=-1.0, high:float=1.0, size:int=129, # the grid of the domain [low, high]²
 ) -> Callable: # points `[..., 2]` -> exp(T V)(points), by interpolation on the grid
-    "exp(T V) of a stationary field by scaling and squaring on a grid (Arsigny et al. 2006)."
+    """exp(T V) of a stationary field by scaling and squaring on a grid (Arsigny et al. 2006).
+
+    Args:
+        field: a stationary field of the plane
+        horizon: T
+        squarings: k: the small map is exp(T V / 2ᵏ)
+    Returns:
+        points `[..., 2]` -> exp(T V)(points), by interpolation on the grid
+    """
     if not isinstance(field, VelocityField) or not field.stationary or field.dim != 2:
         raise ValueError("scaling and squaring needs a stationary VelocityField of the plane (dim=2, stationary=True); "
                          "integrate other fields with Flow.")
@@ -232,7 +253,14 @@ def inverse_consistency(
     flow:Flow, # the mapping block
     x:torch.Tensor, # points `[N, dim]`: training points (data-driven) or `uniform_points` (domain-driven)
 ) -> torch.Tensor: # scalar: mean over points of ‖x − φ⁻¹(φ(x))‖²
-    "The inverse-consistency penalty of Eq. 10 (without λ), averaged over the points."
+    """The inverse-consistency penalty of Eq. 10 (without λ), averaged over the points.
+
+    Args:
+        flow: the mapping block
+        x: points `[N, dim]`: training points (data-driven) or `uniform_points` (domain-driven)
+    Returns:
+        scalar: mean over points of ‖x − φ⁻¹(φ(x))‖²
+    """
     return (flow.inverse(flow(x)) - x).pow(2).sum(-1).mean()
 
 def uniform_points(
@@ -241,7 +269,13 @@ def uniform_points(
     dim:int=2,
     generator:torch.Generator|None=None, dtype:torch.dtype=torch.float32, device=None,
 ) -> torch.Tensor: # `[n, dim]`
-    "Points drawn uniformly over the domain, for the domain-driven inverse-consistency penalty."
+    """Points drawn uniformly over the domain, for the domain-driven inverse-consistency penalty.
+
+    Args:
+        n: how many
+    Returns:
+        `[n, dim]`
+    """
     low, high = check_scalar(low, "low"), check_scalar(high, "high")
     if high <= low: raise ValueError(f"high must exceed low, got [{low}, {high}].")
     u = torch.rand(check_int(n, "n", low=1), check_int(dim, "dim", low=1), generator=check_generator(generator), dtype=dtype)
@@ -253,7 +287,13 @@ def determinant_map(
     low:float=-1.0, high:float=1.0, size:int=101, # the grid of the domain
     dtype:torch.dtype=torch.float32, device=None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]: # grid points `[size, size, 2]`, det ∇φ `[size, size]`, fraction where det ≤ 0
-    "det ∇φ on a grid of the domain (Eq. 11) and the fraction of the domain where the map folds."
+    """det ∇φ on a grid of the domain (Eq. 11) and the fraction of the domain where the map folds.
+
+    Args:
+        fn: the map, points `[..., 2]` -> `[..., 2]` (a `Flow`, or any map of the plane)
+    Returns:
+        grid points `[size, size, 2]`, det ∇φ `[size, size]`, fraction where det ≤ 0
+    """
     size = check_int(size, "size", low=2)
     need = 16 * size**2 * _itemsize(dtype)                               # the grid, its image, the Jacobians and their rows
     check_bytes(need, GRID_BYTES, f"a determinant map on {size:,}² points needs at least", "flows.GRID_BYTES",
@@ -269,7 +309,14 @@ def map_family(
     frame:str="normalised", # the frame of the points the flow moves
     size=(8, 10), # (H, W) of the images the frame refers to
 ) -> maps.MapFamily:
-    "A ResNet flow of the plane as a `maps.MapFamily`, its parameters flattened into one vector θ per map."
+    """A ResNet flow of the plane as a `maps.MapFamily`, its parameters flattened into one vector θ per map.
+
+    Args:
+        flow: a flow of the plane; None: a stationary field of 4 basis functions, 8 Euler steps over [0, 1]
+        scale: the sampled θ: `scale` times a standard Gaussian, per parameter
+        frame: the frame of the points the flow moves
+        size: (H, W) of the images the frame refers to
+    """
     flow = Flow(VelocityField(2, 4, 8, stationary=True, generator=torch.Generator().manual_seed(0)), horizon=1.0) if flow is None else flow
     if not isinstance(flow, Flow) or flow.field.dim != 2: raise TypeError("flow must be a flows.Flow of the plane (a VelocityField of dim 2).")
     shapes = {n: p.shape for n, p in flow.named_parameters()}

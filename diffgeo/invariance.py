@@ -61,7 +61,14 @@ class FiniteGroup:
             x:torch.Tensor, # images `[B, C, H, W]`
             k, # one element for all images (int), or one per image (`[B]` integer tensor)
            ) -> torch.Tensor: # `[B, C, H, W]`, image b moved by its element
-        "The images moved by group elements."
+        """The images moved by group elements.
+
+        Args:
+            x: images `[B, C, H, W]`
+            k: one element for all images (int), or one per image (`[B]` integer tensor)
+        Returns:
+            `[B, C, H, W]`, image b moved by its element
+        """
         x = self.check(x)
         k = self.check_element(k, len(x))
         if isinstance(k, torch.Tensor):
@@ -76,7 +83,14 @@ class FiniteGroup:
                       k, # one element (int), or one per image (`[n]` integer tensor)
                       n:int, # the number of images
                      ) -> int|torch.Tensor: # `k`, checked: elements 0 to order − 1
-        "Elements of the group, checked (an element outside [0, order) is refused, not wrapped around)."
+        """Elements of the group, checked (an element outside [0, order) is refused, not wrapped around).
+
+        Args:
+            k: one element (int), or one per image (`[n]` integer tensor)
+            n: the number of images
+        Returns:
+            `k`, checked: elements 0 to order − 1
+        """
         if isinstance(k, torch.Tensor) and k.ndim == 1:
             if len(k) != n: raise ValueError(f"k has {len(k)} elements for {n} images; give one per image, or one int for all.")
             if k.dtype.is_floating_point or ((k < 0) | (k >= self.order)).any():
@@ -88,7 +102,13 @@ class FiniteGroup:
     def orbit(self,
               x:torch.Tensor, # images `[B, C, H, W]`
              ) -> torch.Tensor: # `[B, order, C, H, W]`: every element applied to every image
-        "The orbit {gx : g ∈ G} of each image."
+        """The orbit {gx : g ∈ G} of each image.
+
+        Args:
+            x: images `[B, C, H, W]`
+        Returns:
+            `[B, order, C, H, W]`: every element applied to every image
+        """
         x = self.check(x)
         return torch.stack([self._act(x, k) for k in range(self.order)], 1)
 
@@ -96,7 +116,14 @@ class FiniteGroup:
                x:torch.Tensor, # images `[B, C, H, W]`
                generator:torch.Generator, # CPU generator
               ) -> torch.Tensor: # each image moved by an element drawn uniformly from the whole group
-        "Data augmentation by the group: one uniformly drawn element per image (usable as `train(augment_fn=...)`)."
+        """Data augmentation by the group: one uniformly drawn element per image (usable as `train(augment_fn=...)`).
+
+        Args:
+            x: images `[B, C, H, W]`
+            generator: CPU generator
+        Returns:
+            each image moved by an element drawn uniformly from the whole group
+        """
         return self.act(x, torch.randint(self.order, (len(x),), generator=check_generator(generator, optional=False)))
 
     def perturbation(self) -> stability.GroupAction:
@@ -148,7 +175,15 @@ def invariance_error(
     fgx:torch.Tensor, # logits f(gx) `[B, K]`
     form:str="l2", # "kl": KL(softmax f(x) ‖ softmax f(gx)) (DI, Eq. 1); "l2": ½‖f(x) − f(gx)‖² (LI, Eq. 2); "l2_normalized": ‖f(x) − f(gx)‖² / ‖f(x)‖² (§4.4)
 ) -> torch.Tensor: # `[B]` one value per sample (differentiable)
-    "The invariance error of one sample's logits under one group element, in one of the paper's three forms."
+    """The invariance error of one sample's logits under one group element, in one of the paper's three forms.
+
+    Args:
+        fx: logits f(x) `[B, K]`
+        fgx: logits f(gx) `[B, K]`
+        form: "kl": KL(softmax f(x) ‖ softmax f(gx)) (DI, Eq. 1); "l2": ½‖f(x) − f(gx)‖² (LI, Eq. 2); "l2_normalized": ‖f(x) − f(gx)‖² / ‖f(x)‖² (§4.4)
+    Returns:
+        `[B]` one value per sample (differentiable)
+    """
     check_choice(form, "form", FORMS)
     if not (isinstance(fx, torch.Tensor) and isinstance(fgx, torch.Tensor)) or fx.shape != fgx.shape or fx.ndim != 2:
         raise ValueError(f"fx and fgx must be logits of the same shape [B, K], got {getattr(fx, 'shape', type(fx).__name__)} "
@@ -189,7 +224,20 @@ def saliency(
     sigma:float=1.0, # its standard deviation, in pixels
     batch_size:int=256, # images per integrated-gradients call
 ) -> torch.Tensor: # `[B, H, W]` non-negative saliency maps
-    "Moskalev et al.'s saliency map (§4.1): |integrated gradients| toward the target, thresholded at keep·max, then smoothed."
+    """Moskalev et al.'s saliency map (§4.1): |integrated gradients| toward the target, thresholded at keep·max, then smoothed.
+
+    Args:
+        model: a classifier, `[B, C, H, W]` -> logits `[B, K]`
+        x: images `[B, C, H, W]`
+        target: `[B]` the class each map explains (the label)
+        steps: integration steps of integrated gradients
+        keep: values below keep·max are set to zero
+        size: side of the Gaussian filter
+        sigma: its standard deviation, in pixels
+        batch_size: images per integrated-gradients call
+    Returns:
+        `[B, H, W]` non-negative saliency maps
+    """
     try: from captum.attr import IntegratedGradients
     except ImportError as e: raise ImportError("saliency maps use captum: pip install captum (or 'diffgeo[experiments]').") from e
     _check_classifier(model)
@@ -216,7 +264,16 @@ def saliency_similarity(
     group:FiniteGroup, # the group
     k, # the element g (int, or `[B]` one per image)
 ) -> torch.Tensor: # `[B]` cosine similarity of m(x) and g⁻¹ m(gx) (SI, Eq. 3)
-    "Cosine similarity of each saliency map with the realigned map of the moved image."
+    """Cosine similarity of each saliency map with the realigned map of the moved image.
+
+    Args:
+        m: saliency maps of the images `[B, H, W]`
+        m_moved: saliency maps of the moved images g·x `[B, H, W]`
+        group: the group
+        k: the element g (int, or `[B]` one per image)
+    Returns:
+        `[B]` cosine similarity of m(x) and g⁻¹ m(gx) (SI, Eq. 3)
+    """
     if m.shape != m_moved.shape or m.ndim != 3: raise ValueError(f"m and m_moved must be maps of the same shape [B, H, W], got {list(m.shape)} and {list(m_moved.shape)}.")
     k = group.check_element(k, len(m))   # before inverting: an element out of range would wrap around
     inv = torch.tensor([group.inverse(j) for j in k.tolist()]) if isinstance(k, torch.Tensor) else group.inverse(k)
@@ -239,7 +296,20 @@ def invariance_measures(
     batch_size:int=256, # images per forward pass
     progress:bool=False, # a progress bar over the group's elements
 ) -> xr.Dataset: # per sample and element: `LI`, `DI`, `SI`, `correct`; and their summaries `LI_f`, `DI_f`, `SI_f`, `accuracy`
-    "DI, LI and SI of Moskalev et al. (§3.2) on every image and every element of the group."
+    """DI, LI and SI of Moskalev et al. (§3.2) on every image and every element of the group.
+
+    Args:
+        model: a classifier, `[B, C, H, W]` -> logits `[B, K]`
+        x: images `[B, C, H, W]`
+        y: `[B]` their labels (the target of the saliency maps)
+        group: the group whose invariance is measured
+        saliency_maps: also SI (integrated gradients: `steps` extra forward and backward passes per image and element)
+        steps: integration steps of the saliency maps
+        batch_size: images per forward pass
+        progress: a progress bar over the group's elements
+    Returns:
+        per sample and element: `LI`, `DI`, `SI`, `correct`; and their summaries `LI_f`, `DI_f`, `SI_f`, `accuracy`
+    """
     _check_classifier(model); _check_group(group)
     x = group.check(x)
     y = torch.as_tensor(y)
@@ -275,7 +345,13 @@ def invariance_measures(
 def summarize_invariance(
     ds:xr.Dataset, # from `invariance_measures`
 ) -> xr.Dataset: # `LI_f`, `DI_f`, `SI_f` (means over samples and the non-identity elements) and `accuracy` (over the whole orbit)
-    "The paper's averages, recomputed from the per-sample values."
+    """The paper's averages, recomputed from the per-sample values.
+
+    Args:
+        ds: from `invariance_measures`
+    Returns:
+        `LI_f`, `DI_f`, `SI_f` (means over samples and the non-identity elements) and `accuracy` (over the whole orbit)
+    """
     moved = ds.isel(group_element=slice(1, None))   # element 0 is the identity: LI = DI = 0 and SI = 1 there
     out = xr.Dataset({f"{k}_f": moved[k].mean(("sample", "group_element")) for k in ("LI", "DI", "SI") if k in ds})
     out["accuracy"] = ds["correct"].mean()
@@ -323,7 +399,16 @@ def perceptron(
     group:FiniteGroup|None=None, # None: a plain perceptron; else its first layer is `GroupPooledLinear` over `group` [WT]
     pool:str="max", # pooling of the weight-tied layer
 ) -> nn.Sequential:
-    "Moskalev et al.'s perceptron (§4.1): `hidden` ReLU layers of `width` units; 233,225 parameters at the defaults."
+    """Moskalev et al.'s perceptron (§4.1): `hidden` ReLU layers of `width` units; 233,225 parameters at the defaults.
+
+    Args:
+        in_shape: (C, H, W) of the images
+        n_classes: outputs
+        width: units of each hidden layer
+        hidden: hidden layers
+        group: None: a plain perceptron; else its first layer is `GroupPooledLinear` over `group` [WT]
+        pool: pooling of the weight-tied layer
+    """
     if isinstance(in_shape, (int, torch.Tensor)) or len(in_shape) != 3:
         raise TypeError(f"in_shape must be the images' (C, H, W), e.g. (1, 36, 36), got {in_shape!r}.")
     C, H, W = (check_int(v, "in_shape entry", low=1) for v in in_shape)
@@ -343,7 +428,17 @@ def sigma_max(
     rtol:float=1e-6, # stop when every σ changed by less than this, relatively, in one iteration
     generator:torch.Generator|None=None, # for the starting vectors (None: seed 0)
 ) -> torch.Tensor: # `[B]` float64: the largest singular value of each sample's input–output Jacobian
-    "σ_max(J) at each point, by power iteration on JᵀJ with one jvp and one vjp per step; J is never formed."
+    """σ_max(J) at each point, by power iteration on JᵀJ with one jvp and one vjp per step; J is never formed.
+
+    Args:
+        model: a network (eval mode) or a function of a batch, `[B, ...]` -> `[B, ...]`, sample by sample
+        x: `[B, ...]` the points
+        iters: at most this many power iterations
+        rtol: stop when every σ changed by less than this, relatively, in one iteration
+        generator: for the starting vectors (None: seed 0)
+    Returns:
+        `[B]` float64: the largest singular value of each sample's input–output Jacobian
+    """
     check_callable(model, "model")
     x = check_batch(x, empty=True)
     if not len(x): return torch.zeros(0, dtype=torch.float64)
@@ -396,7 +491,15 @@ def choose_nu(
     nus:Sequence[float], # the candidate ν, tried in increasing order
     target:float=0.95, # the SI the model must reach (the paper's 0.95)
 ) -> tuple[float, dict]: # (the smallest ν reaching `target`, else the ν of the highest SI; {ν: SI} of every ν tried)
-    "The smallest ν on a grid whose model reaches SI ≥ target, as Moskalev et al. tuned their regulariser (§4.1, §4.4)."
+    """The smallest ν on a grid whose model reaches SI ≥ target, as Moskalev et al. tuned their regulariser (§4.1, §4.4).
+
+    Args:
+        evaluate: `evaluate(nu) -> SI` of a model trained with that ν (on the validation split)
+        nus: the candidate ν, tried in increasing order
+        target: the SI the model must reach (the paper's 0.95)
+    Returns:
+        (the smallest ν reaching `target`, else the ν of the highest SI; {ν: SI} of every ν tried)
+    """
     nus = sorted(check_scalar(n, "nu", low=0) for n in nus)
     if not nus: raise ValueError("nus must list at least one ν, e.g. [0.1, 1, 10].")
     tried = {}
@@ -438,7 +541,17 @@ def transforming(
     seed:int=0, # seed of the splits and of the drawn elements
     standardize:tuple|None=None, # (mean, std) to standardise with; None: the training split's. Another set's, e.g. `(tm.mean, tm.std)`, feeds these images to models trained on `tm`
 ) -> Transforming:
-    "Transforming-MNIST (or of any data set) as Moskalev et al. build it: drop classes, pad, move, split, standardise."
+    """Transforming-MNIST (or of any data set) as Moskalev et al. build it: drop classes, pad, move, split, standardise.
+
+    Args:
+        data: a data set loaded with `normalize=False` (pixels in [0, 1]), e.g. `data.load("mnist5k", normalize=False)`
+        group: the group whose random elements move the images
+        n_train: images per split (the paper: 10k / 2k / 50k of MNIST's 70k)
+        leave_out: classes dropped (the paper drops the 9, a rotated 6; for F-MNIST its last class)
+        size: side after zero-padding (36: the paper's, a multiple of 3 for three shifts)
+        seed: seed of the splits and of the drawn elements
+        standardize: (mean, std) to standardise with; None: the training split's. Another set's, e.g. `(tm.mean, tm.std)`, feeds these images to models trained on `tm`
+    """
     if not isinstance(data, DataSet): raise TypeError(f"data must be a diffgeo.data.DataSet, got {type(data).__name__}.")
     if data.train.images.min() < 0 or data.train.images.max() > 1:
         raise ValueError("data must hold raw pixels in [0, 1]; load it with data.load(name, normalize=False).")

@@ -40,7 +40,12 @@ def check_frame(
     frame:str, # a frame name
     name:str="frame", # argument name used in error messages
 ) -> str:
-    "Check that `frame` is one of `FRAMES`; the error lists them."
+    """Check that `frame` is one of `FRAMES`; the error lists them.
+
+    Args:
+        frame: a frame name
+        name: argument name used in error messages
+    """
     return check_choice(frame, name, FRAMES)
 
 def check_size(
@@ -48,7 +53,15 @@ def check_size(
     name:str="size", # argument name used in error messages
     low:int=1, # smallest side allowed
 ) -> tuple[int, int]: # (H, W)
-    "An image size: an int n (n × n) or a pair (H, W) of ints ≥ `low`."
+    """An image size: an int n (n × n) or a pair (H, W) of ints ≥ `low`.
+
+    Args:
+        size: (H, W), or an int n for n × n
+        name: argument name used in error messages
+        low: smallest side allowed
+    Returns:
+        (H, W)
+    """
     if isinstance(size, torch.Size): size = tuple(size)
     if isinstance(size, bool) or not isinstance(size, (Sequence, int)) or isinstance(size, str) or \
             (isinstance(size, Sequence) and len(size) != 2):
@@ -62,7 +75,15 @@ def check_points(
     name:str="points", # argument name used in error messages
     d:int|None=2, # coordinates per point; None: any number
 ) -> torch.Tensor: # `points` (finite values checked)
-    "Points `[..., d]`: a floating-point tensor of finite values with `d` coordinates last."
+    """Points `[..., d]`: a floating-point tensor of finite values with `d` coordinates last.
+
+    Args:
+        points: `[..., d]` points, their coordinates last ((x, y) in the plane)
+        name: argument name used in error messages
+        d: coordinates per point; None: any number
+    Returns:
+        `points` (finite values checked)
+    """
     if not isinstance(points, torch.Tensor) or not points.is_floating_point():
         raise TypeError(f"{name} must be a floating-point torch.Tensor [..., {d or 'd'}], got "
                         f"{type(points).__name__ if not isinstance(points, torch.Tensor) else points.dtype}.")
@@ -97,7 +118,16 @@ def convert(
     src:str, # frame of `points`, one of `FRAMES`
     dst:str, # frame of the result
 ) -> torch.Tensor: # `[..., 2]` the same points in frame `dst`
-    "The same points in another frame (see the Conventions)."
+    """The same points in another frame (see the Conventions).
+
+    Args:
+        points: `[..., 2]` points (x, y) in frame `src`
+        size: (H, W) of the image the frames refer to
+        src: frame of `points`, one of `FRAMES`
+        dst: frame of the result
+    Returns:
+        `[..., 2]` the same points in frame `dst`
+    """
     check_frame(src, "src"); check_frame(dst, "dst"); check_points(points)
     if src == dst: return points
     if _RANGE_FRAMES.get(src, (None,))[0] == dst: return 2 * points - 1       # [0, 1] -> [-1, 1], any size
@@ -114,7 +144,16 @@ def pixel_grid(
     dtype:torch.dtype=torch.float32, # dtype of the grid
     device:torch.device|str|None=None, # device of the grid
 ) -> torch.Tensor: # `[H, W, 2]`: (x, y) of the centre of pixel (row i, column j) at [i, j]
-    "The pixel centres of an H×W image in `frame` (computed in float64, then cast)."
+    """The pixel centres of an H×W image in `frame` (computed in float64, then cast).
+
+    Args:
+        size: (H, W) of the image, or an int n for n × n
+        frame: frame of the returned points, one of `FRAMES`
+        dtype: dtype of the grid
+        device: device of the grid
+    Returns:
+        `[H, W, 2]`: (x, y) of the centre of pixel (row i, column j) at [i, j]
+    """
     check_frame(frame)
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise TypeError(f"dtype must be a floating-point torch.dtype (pixel centres are not integers in most frames), got {dtype}; "
@@ -137,7 +176,16 @@ def convert_jacobian(
     src:str, # frame the map was written in
     dst:str, # frame to write it in
 ) -> torch.Tensor: # `[..., 2, 2]`: D J D⁻¹, D = diag(the scale of dst over src along x, y)
-    "The Jacobian of the same map written in another frame."
+    """The Jacobian of the same map written in another frame.
+
+    Args:
+        J: `[..., 2, 2]` Jacobians of a map written in frame `src`
+        size: (H, W) of the image the frames refer to
+        src: frame the map was written in
+        dst: frame to write it in
+    Returns:
+        `[..., 2, 2]`: D J D⁻¹, D = diag(the scale of dst over src along x, y)
+    """
     check_frame(src, "src"); check_frame(dst, "dst")
     if not isinstance(J, torch.Tensor) or J.ndim < 2 or J.shape[-2:] != (2, 2):
         raise ValueError(f"J must be a tensor [..., 2, 2], got {list(J.shape) if isinstance(J, torch.Tensor) else type(J).__name__}.")
@@ -153,7 +201,16 @@ def jacobian(
     batched:bool=True, # True: fn takes the whole `[..., d]` tensor; False: fn takes one point `[d]` (it is vmapped)
     functional:bool=True, # False: plain autograd instead of `torch.func` (same cost; the result is not differentiable), for maps built of autograd Functions torch.func cannot transform, such as torchdiffeq's solvers
 ) -> torch.Tensor: # `[..., d, d]`: J[..., i, j] = ∂fn(p)_i / ∂p_j
-    "The Jacobian of a map of R^d at each point, by reverse-mode autodiff (`torch.func`, or plain autograd)."
+    """The Jacobian of a map of R^d at each point, by reverse-mode autodiff (`torch.func`, or plain autograd).
+
+    Args:
+        fn: the map: points `[..., d]` -> `[..., d]`, point by point
+        points: `[..., d]` where to evaluate its Jacobian
+        batched: True: fn takes the whole `[..., d]` tensor; False: fn takes one point `[d]` (it is vmapped)
+        functional: False: plain autograd instead of `torch.func` (same cost; the result is not differentiable), for maps built of autograd Functions torch.func cannot transform, such as torchdiffeq's solvers
+    Returns:
+        `[..., d, d]`: J[..., i, j] = ∂fn(p)_i / ∂p_j
+    """
     check_callable(fn)
     points = check_points(points, d=None)
     d = points.shape[-1]
@@ -195,7 +252,13 @@ def _check_jacobian(J) -> torch.Tensor:
 def det(
     J:torch.Tensor, # `[..., d, d]` Jacobians
 ) -> torch.Tensor: # `[...]`
-    "det J: the local change of area (volume); ≤ 0 where the map folds."
+    """det J: the local change of area (volume); ≤ 0 where the map folds.
+
+    Args:
+        J: `[..., d, d]` Jacobians
+    Returns:
+        `[...]`
+    """
     J = _check_jacobian(J)
     if J.shape[-1] == 2: return J[..., 0, 0] * J[..., 1, 1] - J[..., 0, 1] * J[..., 1, 0]
     return torch.linalg.det(J)
@@ -203,7 +266,13 @@ def det(
 def condition_number(
     J:torch.Tensor, # `[..., d, d]` Jacobians
 ) -> torch.Tensor: # `[...]`, ≥ 1; inf where J is singular
-    "2-norm condition number σ_max / σ_min of J: how anisotropically the map stretches."
+    """2-norm condition number σ_max / σ_min of J: how anisotropically the map stretches.
+
+    Args:
+        J: `[..., d, d]` Jacobians
+    Returns:
+        `[...]`, ≥ 1; inf where J is singular
+    """
     s = torch.linalg.svdvals(_check_jacobian(J))
     return torch.where(s[..., -1] > 0, s[..., 0] / s[..., -1], torch.inf)
 
@@ -211,7 +280,14 @@ def fraction_folded(
     J:torch.Tensor, # `[*batch, *points, d, d]` Jacobians
     batch_dims:int=1, # leading dimensions that index maps; the rest (but d, d) index points
 ) -> torch.Tensor: # `[*batch]`: share of the points with det J ≤ 0
-    "Fraction of the points where the map folds (det J ≤ 0), per map."
+    """Fraction of the points where the map folds (det J ≤ 0), per map.
+
+    Args:
+        J: `[*batch, *points, d, d]` Jacobians
+        batch_dims: leading dimensions that index maps; the rest (but d, d) index points
+    Returns:
+        `[*batch]`: share of the points with det J ≤ 0
+    """
     dets = det(J)
     batch_dims = check_int(batch_dims, "batch_dims", low=0, high=dets.ndim)
     if dets.isnan().any():
@@ -232,7 +308,19 @@ def warp(
     sigma:float|None=None, # the Gaussian's width in pixels (interp="gaussian"; None: `SIGMA`)
     tol:float=1e-6, # the Gaussian's truncation error bound, relative to the image range (interp="gaussian")
 ) -> torch.Tensor: # `[B, C, H', W']` (`[C, H', W']` when both inputs are unbatched)
-    "Read images at given positions, out[..., i, j] = images(points[i, j]); or warp them by a map T, out(p) = images(T(p))."
+    """Read images at given positions, out[..., i, j] = images(points[i, j]); or warp them by a map T, out(p) = images(T(p)).
+
+    Args:
+        images: `[B, C, H, W]` or `[C, H, W]`, floating point
+        points: `[B, H', W', 2]` or `[H', W', 2]` positions (x, y) in `frame` to read; or a map T (points -> points in `frame`)
+        frame: frame of `points`, one of `FRAMES`
+        interp: "bilinear", "nearest", "bicubic" (`F.grid_sample`) or "gaussian" (`sample_gaussian`)
+        padding_mode: what is read outside the image: "zeros", "border" or "reflection"; None: "zeros" ("border" for "gaussian", its only one)
+        sigma: the Gaussian's width in pixels (interp="gaussian"; None: `SIGMA`)
+        tol: the Gaussian's truncation error bound, relative to the image range (interp="gaussian")
+    Returns:
+        `[B, C, H', W']` (`[C, H', W']` when both inputs are unbatched)
+    """
     xb, single = check_images(images, "images")
     check_frame(frame); check_choice(interp, "interp", INTERPOLATIONS)
     padding_mode = check_choice(padding_mode or ("border" if interp == "gaussian" else "zeros"), "padding_mode", PADDING_MODES)
@@ -274,7 +362,14 @@ def gaussian_truncation_error(
     r:int, # half-width of the window: 2r pixels per axis
     sigma:float=SIGMA, # kernel width in pixels
 ) -> float: # bound on |truncated - full| divided by the range of the image
-    "Bound on the error of the truncated Gaussian interpolation (see the text above)."
+    """Bound on the error of the truncated Gaussian interpolation (see the text above).
+
+    Args:
+        r: half-width of the window: 2r pixels per axis
+        sigma: kernel width in pixels
+    Returns:
+        bound on |truncated - full| divided by the range of the image
+    """
     tail = sum(math.exp(-(r + k)**2 / (2 * sigma**2)) for k in range(64))
     low = sum(math.exp(-(k + 0.5)**2 / (2 * sigma**2)) for k in range(-64, 64))
     return 2 * (2 * tail / low)
@@ -283,7 +378,12 @@ def gaussian_radius(
     sigma:float=SIGMA, # kernel width in pixels
     tol:float=1e-6, # largest allowed truncation error, relative to the image range
 ) -> int:
-    "Smallest window half-width r whose truncation error is below `tol`."
+    """Smallest window half-width r whose truncation error is below `tol`.
+
+    Args:
+        sigma: kernel width in pixels
+        tol: largest allowed truncation error, relative to the image range
+    """
     r = 1
     while gaussian_truncation_error(r, sigma) >= tol: r += 1
     return r
@@ -335,20 +435,37 @@ def compiled_gaussian(
     *tensors:torch.Tensor, # the images and positions of a call
 ) -> bool: # whether `sample_gaussian` takes the compiled path for them
     """On the CPU, no gradient asked for, not under torch.func's transforms, `COMPILED` and numba installed: otherwise the
-    PyTorch path, which serves autograd, vmap and CUDA."""
+    PyTorch path, which serves autograd, vmap and CUDA.
+
+    Args:
+        *tensors: the images and positions of a call
+    Returns:
+        whether `sample_gaussian` takes the compiled path for them
+    """
     return (COMPILED and all(t.device.type == "cpu" for t in tensors)
             and not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
             and not torch._C._are_functorch_transforms_active() and _kernels() is not None)
 
 def sample_gaussian(
-    images:torch.Tensor, # `[B, C, H, W]`, float32 or float64 (H, W ≥ 2)
+    images:torch.Tensor, # `[B, C, H, W]`, floating point (half precision is computed in float32)
     px:torch.Tensor, # `[B, H', W']` (or `[1, H', W']`, shared) column positions in pixels ("pixel" frame); clamped to [0, W − 1]
     py:torch.Tensor, # `[B, H', W']` (or `[1, H', W']`) row positions in pixels; clamped to [0, H − 1]
     sigma:float=SIGMA, # the Gaussian's width in pixels (at least `SIGMA_MIN`)
     tol:float=1e-6, # truncation error bound, relative to the image range (sets the window, `gaussian_radius`)
     compiled:bool|None=None, # the compiled kernel (True: refused where it cannot run), the PyTorch path (False), or where it can (None: `compiled_gaussian`)
 ) -> torch.Tensor: # `[B, C, H', W']`, in the images' dtype (half precision computed in float32)
-    "Read `images` at pixel positions by the truncated Gaussian of Eq. 16 (Petrini et al.), positions clamped to the image: the compiled kernel on the CPU, r² weighted `grid_sample`s elsewhere."
+    """Read `images` at pixel positions by the truncated Gaussian of Eq. 16 (Petrini et al.), positions clamped to the image: the compiled kernel on the CPU, r² weighted `grid_sample`s elsewhere.
+
+    Args:
+        images: `[B, C, H, W]`, floating point (half precision is computed in float32)
+        px: `[B, H', W']` (or `[1, H', W']`, shared) column positions in pixels ("pixel" frame); clamped to [0, W − 1]
+        py: `[B, H', W']` (or `[1, H', W']`) row positions in pixels; clamped to [0, H − 1]
+        sigma: the Gaussian's width in pixels (at least `SIGMA_MIN`)
+        tol: truncation error bound, relative to the image range (sets the window, `gaussian_radius`)
+        compiled: the compiled kernel (True: refused where it cannot run), the PyTorch path (False), or where it can (None: `compiled_gaussian`)
+    Returns:
+        `[B, C, H', W']`, in the images' dtype (half precision computed in float32)
+    """
     xb, _ = check_images(images, "images")
     dtype = xb.dtype
     if dtype in (torch.float16, torch.bfloat16): xb = xb.float()          # positions and weights in float32
@@ -404,7 +521,15 @@ class MapFamily:
         dtype=torch.float64, # dtype of the points
         seed:int=0, # seed of the draw
     ) -> torch.Tensor: # `[*shape, 2]` points uniform in the family's square
-        "Random points where the family is defined, in its frame."
+        """Random points where the family is defined, in its frame.
+
+        Args:
+            *shape: the shape of the points' batch, e.g. (N,) or (B, N)
+            dtype: dtype of the points
+            seed: seed of the draw
+        Returns:
+            `[*shape, 2]` points uniform in the family's square
+        """
         u = torch.rand(*shape, 2, generator=_g(seed), dtype=torch.float64)
         return (self.low + (self.high - self.low) * u).to(dtype)
 
@@ -412,7 +537,14 @@ class MapFamily:
         params:torch.Tensor, # `[B, ...]` parameters
         size=None, # (H, W) of the grid; None: the family's `size`
     ) -> torch.Tensor: # `[B, H, W, 2]`: T of the pixel centres, in the family's frame (what `warp` reads)
-        "The map at the pixel centres of an image, in the family's frame: `warp(x, grid, frame)` warps by it."
+        """The map at the pixel centres of an image, in the family's frame: `warp(x, grid, frame)` warps by it.
+
+        Args:
+            params: `[B, ...]` parameters
+            size: (H, W) of the grid; None: the family's `size`
+        Returns:
+            `[B, H, W, 2]`: T of the pixel centres, in the family's frame (what `warp` reads)
+        """
         H, W = check_size(self.size if size is None else size)
         if (H, W) != self.size and self.frame == "pixel":
             raise ValueError(f"{self.name} is in the pixel frame of a {self.size[0]}×{self.size[1]} image; its grid has that size.")
@@ -423,7 +555,14 @@ class MapFamily:
         params:torch.Tensor, # `[B, ...]` parameters
         points:torch.Tensor, # `[B, N, 2]` points (or `[N, 2]`, shared), in the family's frame
     ) -> torch.Tensor: # `[B, N, 2, 2]`, the maps layout
-        "∇T of each map at the points, in the family's frame, by `jacobian`."
+        """∇T of each map at the points, in the family's frame, by `jacobian`.
+
+        Args:
+            params: `[B, ...]` parameters
+            points: `[B, N, 2]` points (or `[N, 2]`, shared), in the family's frame
+        Returns:
+            `[B, N, 2, 2]`, the maps layout
+        """
         points = check_points(points)
         if points.ndim == 2: points = points.expand(len(params), *points.shape)
         return jacobian(lambda z: self.forward(params, z), points)
@@ -519,7 +658,15 @@ def check_family(
     dtypes=(torch.float32, torch.float64), # dtypes to run the checks in (some are float64 only)
     checks=None, # names of `CONTRACT` to run; None: all
 ) -> dict[str, str]: # check (and dtype) -> "ok" or why it was skipped
-    "Run the maps contract on a family; an AssertionError names the check, the family and the dtype that failed."
+    """Run the maps contract on a family; an AssertionError names the check, the family and the dtype that failed.
+
+    Args:
+        family: the family to check
+        dtypes: dtypes to run the checks in (some are float64 only)
+        checks: names of `CONTRACT` to run; None: all
+    Returns:
+        check (and dtype) -> "ok" or why it was skipped
+    """
     if not isinstance(family, MapFamily): raise TypeError(f"family must be a maps.MapFamily, got {type(family).__name__}.")
     names = list(CONTRACT) if checks is None else [check_choice(c, "checks", tuple(CONTRACT)) for c in checks]
     report = {}

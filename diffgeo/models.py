@@ -82,7 +82,13 @@ _BY_KEY = {_key(n): n for n in ARCHS}
 def resolve_arch(
     name:str, # architecture name, e.g. "ResNet18", "resnet18", "vgg16_bn", "FullConn-L4"
 ) -> str: # the registry name, a key of `ARCHS`
-    "The `ARCHS` name of architecture `name`, ignoring case, spaces, '_' and '-'."
+    """The `ARCHS` name of architecture `name`, ignoring case, spaces, '_' and '-'.
+
+    Args:
+        name: architecture name, e.g. "ResNet18", "resnet18", "vgg16_bn", "FullConn-L4"
+    Returns:
+        the registry name, a key of `ARCHS`
+    """
     if not isinstance(name, str):
         raise TypeError(f"the architecture name must be a string, got {type(name).__name__}; e.g. 'ResNet18'.")
     return check_choice(_BY_KEY.get(_key(name), name), "architecture", ARCHS)
@@ -211,7 +217,18 @@ def build(
     width:float=1.0, # multiplier of every hidden layer's channels or units (1: Table 1's network)
     init:str="pytorch", # "pytorch": every layer's default initialisation; "kaiming": then He's normal initialisation of the convolutions (fan-in, zero biases)
 ) -> nn.Module: # the network on the CPU, in training mode, initialised as `init` says
-    "Build architecture `name` of Table 1 for `in_channels`×`size`×`size` images and `n_classes` classes."
+    """Build architecture `name` of Table 1 for `in_channels`×`size`×`size` images and `n_classes` classes.
+
+    Args:
+        name: architecture, a key of `ARCHS` or an alias accepted by `resolve_arch`
+        in_channels: input channels: 1 for MNIST and FashionMNIST, 3 for CIFAR-10
+        n_classes: number of outputs
+        size: side of the (square) input images in pixels, >= 28
+        width: multiplier of every hidden layer's channels or units (1: Table 1's network)
+        init: "pytorch": every layer's default initialisation; "kaiming": then He's normal initialisation of the convolutions (fan-in, zero biases)
+    Returns:
+        the network on the CPU, in training mode, initialised as `init` says
+    """
     info = ARCHS[resolve_arch(name)]
     in_channels = check_int(in_channels, "in_channels", 1, hint="Use 1 for grey-scale (MNIST) and 3 for colour (CIFAR-10) images.")
     n_classes = check_int(n_classes, "n_classes", 1, hint="It is the number of outputs, e.g. 10 for CIFAR-10.")
@@ -233,7 +250,11 @@ def build(
 def n_params(
     model:nn.Module, # any network
 ) -> int:
-    "Number of trainable parameters of `model`."
+    """Number of trainable parameters of `model`.
+
+    Args:
+        model: any network
+    """
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 # %% ../nbs/30_models.ipynb #75a8fc8c
@@ -243,7 +264,13 @@ _FOLLOWERS = (nn.BatchNorm2d, nn.ReLU, nn.MaxPool2d, nn.AdaptiveMaxPool2d)
 def probe_layers(
     model_or_name:nn.Module|str, # a network from `build`, or an architecture name (built for 3×32×32 images)
 ) -> list[str]: # names of the probed submodules, input to output; the last one is the output layer
-    "Names of the successive layers or blocks whose outputs show how R_f builds up with depth (Fig. 14)."
+    """Names of the successive layers or blocks whose outputs show how R_f builds up with depth (Fig. 14).
+
+    Args:
+        model_or_name: a network from `build`, or an architecture name (built for 3×32×32 images)
+    Returns:
+        names of the probed submodules, input to output; the last one is the output layer
+    """
     model = build(model_or_name) if isinstance(model_or_name, str) else model_or_name
     if not isinstance(model, nn.Module):
         raise TypeError(f"probe_layers takes an nn.Module or an architecture name, got {type(model).__name__}.")
@@ -279,7 +306,14 @@ def st_base(
     n_classes:int=10, # number of outputs
     width:int=256, # units of the (first) hidden fully connected layer
 ) -> nn.Sequential:
-    "The classifier (feature extractor and readout) of Table 1 for `base`, with `width` hidden units."
+    """The classifier (feature extractor and readout) of Table 1 for `base`, with `width` hidden units.
+
+    Args:
+        base: "fcn", "cnn" or "cifar"
+        in_shape: (C, H, W) of the images the classifier sees
+        n_classes: number of outputs
+        width: units of the (first) hidden fully connected layer
+    """
     check_choice(base, "base", ST_BASES)
     C, H, W = (check_int(s, "in_shape", low=1, hint="in_shape is (C, H, W).") for s in in_shape)
     n_classes, width = check_int(n_classes, "n_classes", low=1), check_int(width, "width", low=1)
@@ -313,7 +347,16 @@ def st_width(
     n_classes:int, # number of outputs
     budget:int, # parameters the classifier may have
 ) -> int: # the width whose classifier has the count closest to `budget`
-    "Hidden width of the `base` classifier whose parameter count is closest to `budget`."
+    """Hidden width of the `base` classifier whose parameter count is closest to `budget`.
+
+    Args:
+        base: "fcn", "cnn" or "cifar"
+        in_shape: (C, H, W) of the classifier's input
+        n_classes: number of outputs
+        budget: parameters the classifier may have
+    Returns:
+        the width whose classifier has the count closest to `budget`
+    """
     low = _base_params(base, in_shape, n_classes, 1)
     if budget < low:
         raise ValueError(f"the budget leaves {budget} parameters for the {base!r} classifier, fewer than its smallest "
@@ -339,7 +382,20 @@ def st_classifier(
     width:int|None=None, # hidden width of the classifier; given, the budget is not matched
     **family_kwargs, # options of the transformation family (of the CPAB layer for "affine+cpab"), e.g. tess_size
 ) -> nn.Sequential: # `Sequential(st=..., classifier=...)`, with `.width` and `.budget` attributes
-    "A classifier of Table 1 behind an optional spatial-transformer layer, sized to a fixed parameter budget (§5)."
+    """A classifier of Table 1 behind an optional spatial-transformer layer, sized to a fixed parameter budget (§5).
+
+    Args:
+        base: classifier: "fcn", "cnn" or "cifar"
+        transformer: None, a family of `transformers.FAMILIES`, or "affine+cpab"
+        loc_net: localisation net of the ST layer(s): "cnn" or "fcn" (unused without a transformer)
+        in_shape: (C, H, W) of the input images
+        n_classes: number of outputs
+        budget: parameters of the whole network (None: `ST_BUDGETS[base]`, Table 1)
+        width: hidden width of the classifier; given, the budget is not matched
+        **family_kwargs: options of the transformation family (of the CPAB layer for "affine+cpab"), e.g. tess_size
+    Returns:
+        `Sequential(st=..., classifier=...)`, with `.width` and `.budget` attributes
+    """
     check_choice(base, "base", ST_BASES)
     if transformer in ("none", "None", ""): transformer = None
     check_choice(transformer, "transformer", ST_TRANSFORMERS)

@@ -71,7 +71,11 @@ PAPERS = {p.key: p for p in (
 def paper(
     key:str, # a key of `PAPERS`
 ) -> Paper:
-    "The paper with key `key`; an unknown key is an error listing the valid ones."
+    """The paper with key `key`; an unknown key is an error listing the valid ones.
+
+    Args:
+        key: a key of `PAPERS`
+    """
     check_choice(key, "paper", PAPERS)
     return PAPERS[key]
 
@@ -79,14 +83,24 @@ def ref(
     what:str, # e.g. "Eq. 4", "Fig. 5", "Table 2", "§3.2"
     key:str, # the paper's key
 ) -> str:
-    "An unambiguous reference to part of a paper: 'Eq. 4 [Detlefsen 2018]'."
+    """An unambiguous reference to part of a paper: 'Eq. 4 [Detlefsen 2018]'.
+
+    Args:
+        what: e.g. "Eq. 4", "Fig. 5", "Table 2", "§3.2"
+        key: the paper's key
+    """
     return f"{what} [{paper(key).short}]"
 
 def experiment_name(
     key:str, # the paper's key
     figure:str, # what the experiment regenerates, e.g. "fig5", "tab2", "fig3_destructive"
 ) -> str:
-    "The name of an experiment: its paper's key and what it regenerates, `petrini_fig5`."
+    """The name of an experiment: its paper's key and what it regenerates, `petrini_fig5`.
+
+    Args:
+        key: the paper's key
+        figure: what the experiment regenerates, e.g. "fig5", "tab2", "fig3_destructive"
+    """
     paper(key)
     if not figure.isidentifier() or figure != figure.lower():
         raise ValueError(f"figure must be a lower-case identifier such as 'fig5' or 'tab2', got {figure!r}.")

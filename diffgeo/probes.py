@@ -34,7 +34,14 @@ def flat_output(
     y, # what a map returned for a batch of B points
     B:int, # the batch size it must keep
 ) -> torch.Tensor: # `[B, m]`, each sample's output flattened
-    "A map's output on a batch, checked to be a floating-point batch of the same size, flattened per sample."
+    """A map's output on a batch, checked to be a floating-point batch of the same size, flattened per sample.
+
+    Args:
+        y: what a map returned for a batch of B points
+        B: the batch size it must keep
+    Returns:
+        `[B, m]`, each sample's output flattened
+    """
     if not isinstance(y, torch.Tensor) or y.ndim < 1 or y.shape[0] != B or not y.is_floating_point():
         raise ValueError(f"fn must map a batch [B, ...] to a floating-point batch [B, ...] with the same B = {B}, got "
                          f"{(str(y.dtype) + ' ' + str(list(y.shape))) if isinstance(y, torch.Tensor) else type(y).__name__}; "
@@ -46,7 +53,15 @@ def check_batch(
     name:str="x", # argument name used in error messages
     empty:bool=False, # allow B = 0 (the caller then returns empty results)
 ) -> torch.Tensor: # `x`
-    "`x`, a floating-point batch `[B, ...]` of finite points."
+    """`x`, a floating-point batch `[B, ...]` of finite points.
+
+    Args:
+        x: `[B, ...]` points: each sample is one point of R^d, d its number of entries
+        name: argument name used in error messages
+        empty: allow B = 0 (the caller then returns empty results)
+    Returns:
+        `x`
+    """
     if not isinstance(x, torch.Tensor) or not x.is_floating_point():
         raise TypeError(f"{name} must be a floating-point torch.Tensor [B, ...], got "
                         f"{x.dtype if isinstance(x, torch.Tensor) else type(x).__name__}; convert with torch.as_tensor({name}).float().")
@@ -60,7 +75,11 @@ def check_batch(
 def check_eval(
     model:torch.nn.Module, # the network to check
 ):
-    "Refuse a network whose features are not a function of each input alone: batch-norm or dropout in training mode."
+    """Refuse a network whose features are not a function of each input alone: batch-norm or dropout in training mode.
+
+    Args:
+        model: the network to check
+    """
     live = sorted({type(m).__name__ for m in model.modules()       # the layers' own modes: a slice of a Sequential is in
                    if m.training and isinstance(m, (torch.nn.modules.batchnorm._BatchNorm, torch.nn.Dropout))})  # training mode, its layers need not be
     if live:
@@ -78,7 +97,12 @@ def probing(
     model:nn.Module, # the network to probe
     batchnorm:str="auto", # "auto", "batch" (batch statistics) or "running" (stored statistics)
 ):
-    "Evaluation mode with batch-norm as chosen; the model's state is restored on exit."
+    """Evaluation mode with batch-norm as chosen; the model's state is restored on exit.
+
+    Args:
+        model: the network to probe
+        batchnorm: "auto", "batch" (batch statistics) or "running" (stored statistics)
+    """
     check_choice(batchnorm, "batchnorm", BATCHNORM_MODES)
     flags = {m: m.training for m in model.modules()}
     saved = {m: (m.momentum, None if m.running_mean is None else m.running_mean.clone(),
@@ -103,7 +127,14 @@ def check_layers(
     model:nn.Module, # the network
     layers, # a submodule name or a list of them (names from `model.named_modules()`), "output" for the network's own output; None: ["output"]
 ) -> list[str]: # the names, checked to exist and to be distinct
-    "The layers to read, as a list of submodule names (or `\"output\"`)."
+    """The layers to read, as a list of submodule names (or `"output"`).
+
+    Args:
+        model: the network
+        layers: a submodule name or a list of them (names from `model.named_modules()`), "output" for the network's own output; None: ["output"]
+    Returns:
+        the names, checked to exist and to be distinct
+    """
     layers = ["output"] if layers is None else [layers] if isinstance(layers, str) else list(layers)
     named = dict(model.named_modules())
     bad = [l for l in layers if l != "output" and l not in named]
@@ -117,7 +148,13 @@ def check_layers(
 def check_output(
     output, # None, an index (int) or a key (str) of a model's tuple or dict output
 ) -> int|str|None: # `output`
-    "Which element of a model's tuple or dict output to measure (see `pick_output`)."
+    """Which element of a model's tuple or dict output to measure (see `pick_output`).
+
+    Args:
+        output: None, an index (int) or a key (str) of a model's tuple or dict output
+    Returns:
+        `output`
+    """
     if output is not None and (isinstance(output, bool) or not isinstance(output, (int, str))):
         raise TypeError(f"output must be None, an index (int) or a key (str) of the model's tuple or dict output, "
                         f"got {type(output).__name__}; e.g. output='logits' or output=0.")
@@ -129,7 +166,16 @@ def pick_output(
     where:str="the model", # what returned `out`, for error messages
     submodule:bool=False, # `out` comes from a submodule hooked by `features` (the errors' advice differs)
 ) -> torch.Tensor: # the tensor to measure
-    "The tensor to measure in `out`: itself, the element `output` (None: the first) of a tuple or list, or the entry `output` of a dict."
+    """The tensor to measure in `out`: itself, the element `output` (None: the first) of a tuple or list, or the entry `output` of a dict.
+
+    Args:
+        out: what the model (or a submodule) returned
+        output: the element to take: None (a tensor itself, or a tuple's first element), an index or a key
+        where: what returned `out`, for error messages
+        submodule: `out` comes from a submodule hooked by `features` (the errors' advice differs)
+    Returns:
+        the tensor to measure
+    """
     if isinstance(out, torch.Tensor):
         if output is None: return out
         raise ValueError(f"{where} returns a tensor, not a tuple or dict, so output={output!r} selects nothing; leave output=None.")
@@ -170,7 +216,16 @@ def features(
     layers=None, # submodule names and/or "output" (default: ["output"])
     output:int|str|None=None, # which element of a tuple/list (index) or dict (key) output "output" is; None: a tensor output itself, or a tuple's first element
 ) -> dict[str, torch.Tensor]: # name → `[B, F]` flattened outputs (`[B, 1]` for a network with one number per input)
-    "Flattened outputs of the named layers (and of the network) for one forward pass."
+    """Flattened outputs of the named layers (and of the network) for one forward pass.
+
+    Args:
+        model: the network
+        x: inputs `[B, ...]` on the model's device
+        layers: submodule names and/or "output" (default: ["output"])
+        output: which element of a tuple/list (index) or dict (key) output "output" is; None: a tensor output itself, or a tuple's first element
+    Returns:
+        name → `[B, F]` flattened outputs (`[B, 1]` for a network with one number per input)
+    """
     layers = check_layers(model, layers)
     output = check_output(output)
     got, hooks = {}, []
@@ -223,7 +278,15 @@ def jacobian_matrix(
     x:torch.Tensor, # `[B, ...]` the points; each sample is a point of R^d, d = its number of entries
     memory:float=2**30, # bytes the batched backward (or forward-mode) passes may hold at once
 ) -> torch.Tensor: # `[B, m, d]`, J[b, i, j] = ∂fn(x)[b, i] / ∂x[b, j], inputs and outputs flattened (a measurement: not differentiable)
-    "The Jacobian of a map between spaces of any dimensions at each point of a batch, in chunks of rows under a memory budget."
+    """The Jacobian of a map between spaces of any dimensions at each point of a batch, in chunks of rows under a memory budget.
+
+    Args:
+        fn: the map on a batch, `[B, ...]` -> `[B, ...]`, sample by sample (a network in eval mode)
+        x: `[B, ...]` the points; each sample is a point of R^d, d = its number of entries
+        memory: bytes the batched backward (or forward-mode) passes may hold at once
+    Returns:
+        `[B, m, d]`, J[b, i, j] = ∂fn(x)[b, i] / ∂x[b, j], inputs and outputs flattened (a measurement: not differentiable)
+    """
     check_callable(fn)
     if isinstance(fn, torch.nn.Module): check_eval(fn)           # (batch-norm in training mode fails on one sample)
     x = check_batch(x, empty=True)
@@ -264,7 +327,15 @@ def pullback_metric(
     x:torch.Tensor, # `[B, ...]` the points, in the dtype to compute in (float32 or float64, like fn)
     memory:float=2**30, # bytes the Jacobian's passes may hold at once (see `jacobian_matrix`)
 ) -> torch.Tensor: # `[B, d, d]` the metric g = JᵀJ at each point
-    "The metric that `fn` pulls back from its (Euclidean) output space onto its input space."
+    """The metric that `fn` pulls back from its (Euclidean) output space onto its input space.
+
+    Args:
+        fn: the feature map on a batch, `[B, ...]` -> `[B, ...]`
+        x: `[B, ...]` the points, in the dtype to compute in (float32 or float64, like fn)
+        memory: bytes the Jacobian's passes may hold at once (see `jacobian_matrix`)
+    Returns:
+        `[B, d, d]` the metric g = JᵀJ at each point
+    """
     J = jacobian_matrix(fn, x, memory)
     return J.mT @ J
 
@@ -337,7 +408,13 @@ def _channels_last_input(module, args):
 def jacobian_ready(
     model:torch.nn.Module, # a network in evaluation mode
 ) -> torch.nn.Module: # a copy computing the same function (to rounding), with cheaper Jacobians
-    "A copy of `model` for Jacobians: eval-mode batch norms as affine maps, activations keeping their derivative, CPU convolutions channels-last."
+    """A copy of `model` for Jacobians: eval-mode batch norms as affine maps, activations keeping their derivative, CPU convolutions channels-last.
+
+    Args:
+        model: a network in evaluation mode
+    Returns:
+        a copy computing the same function (to rounding), with cheaper Jacobians
+    """
     if not isinstance(model, torch.nn.Module): raise TypeError(f"model must be an nn.Module, got {type(model).__name__}.")
     check_eval(model)
     ready = copy.deepcopy(model)

@@ -50,7 +50,13 @@ def select_profile(
     table:dict, # the experiment's settings per profile name
     **overrides, # explicit settings; those that are not None replace the profile's
 ) -> dict:
-    "The settings of `profile` from `table`, updated by the non-None `overrides`."
+    """The settings of `profile` from `table`, updated by the non-None `overrides`.
+
+    Args:
+        profile: one of `PROFILE_NAMES`
+        table: the experiment's settings per profile name
+        **overrides: explicit settings; those that are not None replace the profile's
+    """
     check_choice(profile, "profile", PROFILE_NAMES)
     check_choice(profile, "profile", table)
     unknown = set(overrides) - set(table[profile])
@@ -77,7 +83,12 @@ def resolve_path(
     path:str|os.PathLike, # absolute, or relative to the current working directory
     name:str="path", # argument name used in error messages
 ) -> Path:
-    "An absolute path: `path` itself, or `path` under the current working directory (`~` expanded)."
+    """An absolute path: `path` itself, or `path` under the current working directory (`~` expanded).
+
+    Args:
+        path: absolute, or relative to the current working directory
+        name: argument name used in error messages
+    """
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"{name} must be a path (a str or os.PathLike such as pathlib.Path), got {type(path).__name__} {path!r}; "
                         "pass a file or folder name (absolute, or relative to the working directory).")
@@ -87,7 +98,12 @@ def check_folder(
     folder:Path, # a folder to write into, existing or not
     what:str, # what is being written, for the message: "cannot write {what}"
 ) -> Path:
-    "`folder`, refused (NotADirectoryError naming the file) when it, or the nearest of its parents that exists, is a file."
+    """`folder`, refused (NotADirectoryError naming the file) when it, or the nearest of its parents that exists, is a file.
+
+    Args:
+        folder: a folder to write into, existing or not
+        what: what is being written, for the message: "cannot write {what}"
+    """
     for p in (folder, *folder.parents):
         try: is_dir = p.is_dir()
         except OSError: continue
@@ -101,7 +117,11 @@ def git_commit(
     root:str|os.PathLike|None=None, # a git repository; None: the checkout diffgeo was loaded from
 ) -> str:
     """The git commit of `root`, with `-dirty` when there are uncommitted changes; `unknown` outside git, and for
-    diffgeo installed from a wheel (in no checkout: the repository the working directory is in is not its code)."""
+    diffgeo installed from a wheel (in no checkout: the repository the working directory is in is not its code).
+
+    Args:
+        root: a git repository; None: the checkout diffgeo was loaded from
+    """
     root = _checkout() if root is None else Path(root)
     if root is None: return "unknown"
     try:
@@ -179,7 +199,11 @@ _CODE_CHANGED = contextvars.ContextVar("code_changed", default="recompute")
 def on_code_change(
     policy:str, # "recompute" (the default outside the block), "reuse" or "error"
 ):
-    "Within the block, what work saved by other code (a training checkpoint, say) gets, where no argument says."
+    """Within the block, what work saved by other code (a training checkpoint, say) gets, where no argument says.
+
+    Args:
+        policy: "recompute" (the default outside the block), "reuse" or "error"
+    """
     check_choice(policy, "code_changed", CODE_CHANGED)
     token = _CODE_CHANGED.set(policy)
     try: yield
@@ -188,7 +212,11 @@ def on_code_change(
 def code_change_policy(
     policy:str|None=None, # an explicit policy, or None for the one `on_code_change` set
 ) -> str:
-    "`policy`, checked, or the policy in effect: what work saved by other code gets."
+    """`policy`, checked, or the policy in effect: what work saved by other code gets.
+
+    Args:
+        policy: an explicit policy, or None for the one `on_code_change` set
+    """
     if policy is None: return _CODE_CHANGED.get()
     check_choice(policy, "code_changed", CODE_CHANGED)
     return policy
@@ -200,7 +228,11 @@ def now() -> str:
 def processor(
     device:str|torch.device="cpu", # the device a run computed on
 ) -> str:
-    "The model name of `device`: the GPU's for CUDA, else the CPU's (from /proc/cpuinfo where there is one)."
+    """The model name of `device`: the GPU's for CUDA, else the CPU's (from /proc/cpuinfo where there is one).
+
+    Args:
+        device: the device a run computed on
+    """
     device = torch.device(device)
     if device.type == "cuda" and torch.cuda.is_available(): return torch.cuda.get_device_name(device)
     try:
@@ -211,14 +243,22 @@ def processor(
 def minutes(
     ds:xr.Dataset, # a dataset stamped by `stamp`
 ) -> float:
-    "Compute time of the run that made `ds`, from its provenance's start and end times, in minutes."
+    """Compute time of the run that made `ds`, from its provenance's start and end times, in minutes.
+
+    Args:
+        ds: a dataset stamped by `stamp`
+    """
     start, end = (np.datetime64(ds.attrs[k][:19]) for k in ("start_time", "end_time"))  # ISO 8601, UTC, to the second
     return (end - start).astype("timedelta64[s]").astype(int) / 60
 
 def core_hours(
     ds:xr.Dataset, # a merged sweep dataset, with each cell's `cell_start` and `cell_end`
 ) -> float:
-    "The cells' own compute, summed, in hours: a one-thread sweep's core-hours, whatever the number of processes that shared it."
+    """The cells' own compute, summed, in hours: a one-thread sweep's core-hours, whatever the number of processes that shared it.
+
+    Args:
+        ds: a merged sweep dataset, with each cell's `cell_start` and `cell_end`
+    """
     when = lambda v: np.array([np.datetime64(str(t)[:19]) for t in np.asarray(ds[v].values).ravel()])  # UTC, to the second
     return float((when("cell_end") - when("cell_start")).astype("timedelta64[s]").astype(int).sum()) / 3600
 
@@ -235,7 +275,15 @@ def provenance(
     end:str|None=None, # end time of the computation (None: now)
     **names, # further attributes, e.g. paper="petrini", experiment="petrini_fig5"
 ) -> dict:
-    "Provenance attributes for a results dataset; `git_commit` and `code_hash` name the code this process runs (`code_version`)."
+    """Provenance attributes for a results dataset; `git_commit` and `code_hash` name the code this process runs (`code_version`).
+
+    Args:
+        params: every parameter of the run (JSON-serialisable)
+        device: where the run computed
+        start: start time from `now()`
+        end: end time of the computation (None: now)
+        **names: further attributes, e.g. paper="petrini", experiment="petrini_fig5"
+    """
     code = code_version()
     return {**{k: str(v) for k, v in names.items()}, "parameters": json.dumps(params, sort_keys=True, default=_json_value),
             "diffgeo_version": diffgeo.__version__, "git_commit": code["commit"], "code_hash": code["source_hash"],
@@ -251,7 +299,16 @@ def stamp(
     end:str|None=None, # end time of the computation (None: now)
     **names, # further attributes, e.g. paper="petrini", experiment="petrini_fig5"
 ) -> xr.Dataset:
-    "Attach provenance attributes to `ds` (in place) and return it."
+    """Attach provenance attributes to `ds` (in place) and return it.
+
+    Args:
+        ds: a results dataset
+        params: every parameter of the run
+        device: where the run computed
+        start: start time from `now()`
+        end: end time of the computation (None: now)
+        **names: further attributes, e.g. paper="petrini", experiment="petrini_fig5"
+    """
     ds.attrs.update(provenance(params, device, start, end, **names))
     return ds
 
@@ -267,7 +324,16 @@ def load_checkpoint(
 ) -> dict|None: # the saved dict, or None: start afresh
     """The checkpoint at `path` if there is one this run may resume: one written by other code (its `code` entry, from
     `code_version`, against this process's) is refused under "error", reused under "reuse" and, under "recompute", set
-    aside with a printed line (the caller starts afresh and overwrites it)."""
+    aside with a printed line (the caller starts afresh and overwrites it).
+
+    Args:
+        path: the checkpoint file (None, or no file: nothing to resume)
+        code_changed: what a checkpoint written by other code gets: "recompute", "reuse", "error"; None: `code_change_policy()`
+        fresh: what "recompute" means for the caller, in words, for the printed line
+        map_location: passed to `torch.load`
+    Returns:
+        the saved dict, or None: start afresh
+    """
     if path is None or not Path(path).exists(): return None
     saved = torch.load(path, map_location=map_location, weights_only=False)
     code, theirs = code_version(), saved.get("code") or {"commit": "not recorded", "source_hash": "not recorded"}
@@ -288,7 +354,16 @@ def span(
     scale:float=1.0, # multiplies both ends (100 for percentages)
     unit:str="", # appended to each end, e.g. "%"
 ) -> str: # "lo to hi", with a typographic minus
-    "The range of `values` as the prose quotes it."
+    """The range of `values` as the prose quotes it.
+
+    Args:
+        values: an array or a DataArray (its NaNs are skipped)
+        fmt: format of each end, e.g. ".1f" or ",.0f"
+        scale: multiplies both ends (100 for percentages)
+        unit: appended to each end, e.g. "%"
+    Returns:
+        "lo to hi", with a typographic minus
+    """
     lo, hi = scale * float(values.min()), scale * float(values.max())
     return f"{lo:{fmt}}{unit} to {hi:{fmt}}{unit}".replace("-", "−")
 
@@ -297,7 +372,12 @@ def cf_attrs(
     long_name:str, # what the variable is, in words
     units:str="1", # CF units; "1" for dimensionless
 ) -> dict:
-    "The `long_name` and `units` attributes every results variable carries."
+    """The `long_name` and `units` attributes every results variable carries.
+
+    Args:
+        long_name: what the variable is, in words
+        units: CF units; "1" for dimensionless
+    """
     return {"long_name": long_name, "units": units}
 
 def check_cf(ds:xr.Dataset):
@@ -326,7 +406,14 @@ def atomic_write(
     write:Callable, # `write(tmp)` writes the whole file at the temporary path `tmp`
 ) -> Path: # `path`
     """Call `write(tmp)` on a temporary file beside `path`, flush it to the disk, then rename it over `path`: a write killed
-    mid-way leaves the old file whole, and its temporary file is removed by the next write to `path`."""
+    mid-way leaves the old file whole, and its temporary file is removed by the next write to `path`.
+
+    Args:
+        path: the file to write (its folder is made if missing)
+        write: `write(tmp)` writes the whole file at the temporary path `tmp`
+    Returns:
+        `path`
+    """
     if path.is_dir():
         raise IsADirectoryError(f"cannot write {path}: it is a folder; give the path of a file, such as a name inside it "
                                 f"({path / ('results' + (path.suffix or '.nc'))}).")
@@ -370,7 +457,12 @@ def save_dataset(
     ds:xr.Dataset, # the results, with CF attributes and provenance
     path:str|os.PathLike, # target `.nc` file (relative paths from the working directory)
 ) -> Path:
-    "Write `ds` to netCDF-4 atomically, compressed (zlib, lossless), with the CF conventions' attributes (`cf_conventions`); return the absolute path."
+    """Write `ds` to netCDF-4 atomically, compressed (zlib, lossless), with the CF conventions' attributes (`cf_conventions`); return the absolute path.
+
+    Args:
+        ds: the results, with CF attributes and provenance
+        path: target `.nc` file (relative paths from the working directory)
+    """
     if not isinstance(ds, xr.Dataset):
         raise TypeError(f"ds must be an xarray.Dataset, got {type(ds).__name__}"
                         + ("; convert with da.to_dataset(name='...')." if isinstance(ds, xr.DataArray) else "."))
@@ -388,7 +480,11 @@ def load_dataset(
 ) -> xr.Dataset:
     """Read a results dataset fully into memory (the file is closed on return). A relative path missing from the working
     directory is looked up under the root of the diffgeo checkout the package was loaded from, so that
-    `load_dataset("results/petrini_fig5.nc")` reads the committed dataset from anywhere."""
+    `load_dataset("results/petrini_fig5.nc")` reads the committed dataset from anywhere.
+
+    Args:
+        path: `.nc` file: absolute, or relative to the working directory, else to the diffgeo checkout's root
+    """
     name = Path(path).expanduser() if isinstance(path, (str, os.PathLike)) else path   # resolve_path refuses anything else
     path, co = resolve_path(name), _checkout()
     where = ""
@@ -411,6 +507,12 @@ def save_figure(
     path:str|os.PathLike, # target `.png` (or `.pdf`, `.svg`) file, relative paths from the working directory
     dpi:int=110, # resolution of raster formats
 ) -> Path:
-    "Save `fig` atomically; return the absolute path."
+    """Save `fig` atomically; return the absolute path.
+
+    Args:
+        fig: a matplotlib Figure
+        path: target `.png` (or `.pdf`, `.svg`) file, relative paths from the working directory
+        dpi: resolution of raster formats
+    """
     path = resolve_path(path)
     return atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=dpi, bbox_inches="tight", format=path.suffix.lstrip(".") or "png"))

@@ -38,7 +38,16 @@ def feature_map(
     output:int|str|None=None, # which element of a tuple or dict output (see `diffgeo.probes.features`)
     smooth:bool=False, # require a twice-differentiable map (for curvature): refuse ReLU and max-pooling
 ) -> Callable: # `x [B, ...]` -> features `[B, m]`
-    "The feature map of a network (its output or a named layer) as a function of a batch."
+    """The feature map of a network (its output or a named layer) as a function of a batch.
+
+    Args:
+        model: a network (in eval mode) or any function of a batch `[B, ...]`
+        layer: a submodule name of `model` (see `model.named_modules()`); None: its output
+        output: which element of a tuple or dict output (see `diffgeo.probes.features`)
+        smooth: require a twice-differentiable map (for curvature): refuse ReLU and max-pooling
+    Returns:
+        `x [B, ...]` -> features `[B, m]`
+    """
     if not isinstance(model, nn.Module):
         check_callable(model, "model")                                # (a class, e.g. nn.Linear, is callable too)
         if not callable(model): raise TypeError(f"model must be an nn.Module or a function of a batch, got {type(model).__name__}.")
@@ -68,7 +77,18 @@ def log_volume_element(
     memory:float=2**30, # bytes the Jacobian's batched passes may hold at once (`diffgeo.probes.jacobian_matrix`)
     method:str="svd", # "svd" (every singular value to its last digit) or "cholesky" (faster; see `log_volume`)
 ) -> torch.Tensor: # `[B]` float64: Σ log s_i(J) over the min(m, d) singular values; -inf where J loses rank (`log_volume`)
-    "Exact log volume element ½ log det g of the pulled-back metric; for a submersion (m < d), of its nonzero part."
+    """Exact log volume element ½ log det g of the pulled-back metric; for a submersion (m < d), of its nonzero part.
+
+    Args:
+        model: a network (eval mode) or a function of a batch `[B, ...]` -> `[B, ...]`
+        x: `[B, ...]` the points, in the map's precision (float32 or float64)
+        layer: a submodule of `model` whose output is the feature map; None: the output
+        output: which element of a tuple or dict output
+        memory: bytes the Jacobian's batched passes may hold at once (`diffgeo.probes.jacobian_matrix`)
+        method: "svd" (every singular value to its last digit) or "cholesky" (faster; see `log_volume`)
+    Returns:
+        `[B]` float64: Σ log s_i(J) over the min(m, d) singular values; -inf where J loses rank (`log_volume`)
+    """
     if isinstance(model, nn.Module): model = jacobian_ready(model)  # the same function, a cheaper Jacobian (bench/riemann.py)
     return log_volume(jacobian_matrix(feature_map(model, layer, output), x, memory), method)
 
@@ -76,7 +96,14 @@ def log_volume(
     J:torch.Tensor, # `[B, m, d]` Jacobians in the dtype they were computed in (it sets the rank tolerance); logs in float64
     method:str="svd", # "svd", or "cholesky": the Gram on J's smaller side, SVD where κ(J) ≳ 1e3
 ) -> torch.Tensor: # `[B]` float64 Σ log s_i(J) over the min(m, d) singular values; -inf where J's numerical rank is below min(m, d)
-    "The log volume element from Jacobians: the sum of the logs of their singular values, -inf where J loses rank."
+    """The log volume element from Jacobians: the sum of the logs of their singular values, -inf where J loses rank.
+
+    Args:
+        J: `[B, m, d]` Jacobians in the dtype they were computed in (it sets the rank tolerance); logs in float64
+        method: "svd", or "cholesky": the Gram on J's smaller side, SVD where κ(J) ≳ 1e3
+    Returns:
+        `[B]` float64 Σ log s_i(J) over the min(m, d) singular values; -inf where J's numerical rank is below min(m, d)
+    """
     check_choice(method, "method", ("svd", "cholesky"))
     if not isinstance(J, torch.Tensor) or J.ndim != 3 or not J.is_floating_point():
         raise ValueError(f"J must be a float tensor [B, m, d] of Jacobians, got {getattr(J, 'shape', type(J).__name__)}.")
@@ -117,7 +144,14 @@ def log_volume_rounding(
 ) -> torch.Tensor: # `[...]` float64
     """How far rounding moves Σ log s_i(J) in float64: a backward-stable factorisation is exact for J + E with
     ‖E‖ ≲ 4 max(m, d) ε ‖J‖, which moves each s_i by at most ‖E‖ (Weyl), so log s_i by ‖E‖ / s_i; through the Gram,
-    by 4 max(m, d) ε (s_1/s_i)². The tolerance of a comparison of two routes to `log_volume`."""
+    by 4 max(m, d) ε (s_1/s_i)². The tolerance of a comparison of two routes to `log_volume`.
+
+    Args:
+        J: `[..., m, d]` Jacobians
+        power: 1: through an SVD of J; 2: through its Gram matrix (Cholesky, eigenvalues)
+    Returns:
+        `[...]` float64
+    """
     if not isinstance(J, torch.Tensor) or J.ndim < 2: raise ValueError(f"J must be a tensor [..., m, d] of Jacobians, got {getattr(J, 'shape', type(J).__name__)}.")
     if power not in (1, 2): raise ValueError(f"power must be 1 (an SVD of J) or 2 (its Gram matrix), got {power!r}.")
     s = torch.linalg.svdvals(J.double())
@@ -175,7 +209,19 @@ def log_volume_estimate(
     steps:int=30, # Lanczos steps per probe (the quadrature's bias falls fast with them)
     generator:torch.Generator|None=None, # for the probes (None: a fixed seed, 0)
 ) -> tuple[torch.Tensor, torch.Tensor]: # `[B]` float64 estimates of Σ log s_i(J), and their standard errors over the probes (the quadrature's bias not included: a warning says where the estimate still moved by more than two of them between half the steps and all)
-    "Stochastic Lanczos estimate of the log volume element, with its standard error; no Jacobian is formed."
+    """Stochastic Lanczos estimate of the log volume element, with its standard error; no Jacobian is formed.
+
+    Args:
+        model: a network (eval mode) or a function of a batch `[B, ...]` -> `[B, ...]`
+        x: `[B, ...]` the points
+        layer: a submodule of `model` whose output is the feature map; None: the output
+        output: which element of a tuple or dict output
+        probes: Rademacher probes per point (the error falls like 1/√probes)
+        steps: Lanczos steps per probe (the quadrature's bias falls fast with them)
+        generator: for the probes (None: a fixed seed, 0)
+    Returns:
+        `[B]` float64 estimates of Σ log s_i(J), and their standard errors over the probes (the quadrature's bias not included: a warning says where the estimate still moved by more than two of them between half the steps and all)
+    """
     if isinstance(model, nn.Module): model = jacobian_ready(model)  # the same function, cheaper products with J and Jᵀ
     fn = feature_map(model, layer, output)
     x = check_batch(x, empty=True)
@@ -218,7 +264,14 @@ def ricci_scalar_of_metric(
     metric:Callable, # the metric at one point: `[d]` -> `[d, d]`, twice differentiable by torch.func
     x:torch.Tensor, # `[B, d]` points (float64 recommended)
 ) -> torch.Tensor: # `[B]` the Ricci scalar
-    "The Ricci scalar of a metric given as a function, by Christoffel symbols and autodiff of its derivatives."
+    """The Ricci scalar of a metric given as a function, by Christoffel symbols and autodiff of its derivatives.
+
+    Args:
+        metric: the metric at one point: `[d]` -> `[d, d]`, twice differentiable by torch.func
+        x: `[B, d]` points (float64 recommended)
+    Returns:
+        `[B]` the Ricci scalar
+    """
     x = _check_points(x)
     if not len(x): return x.new_zeros(0)                                  # no points, no curvature
     first = jacfwd(_and_value(metric), has_aux=True)                      # p -> (∂g, g)
@@ -243,7 +296,17 @@ def ricci_scalar(
     output:int|str|None=None, # which element of a tuple or dict output
     method:str="gauss", # "gauss" (second derivatives, stable) or "christoffel" (through the metric, for comparison)
 ) -> torch.Tensor: # `[B]` the Ricci scalar of the pulled-back metric
-    "The Ricci scalar of the metric a feature map pulls back onto a low-dimensional input space."
+    """The Ricci scalar of the metric a feature map pulls back onto a low-dimensional input space.
+
+    Args:
+        model: a smooth network (eval mode) or a function of a batch `[B, d]` -> `[B, m]`, m >= d
+        x: `[B, d]` points, d <= 8; compute in float64 (model.double(), x.double())
+        layer: a submodule of `model` whose output is the feature map; None: the output
+        output: which element of a tuple or dict output
+        method: "gauss" (second derivatives, stable) or "christoffel" (through the metric, for comparison)
+    Returns:
+        `[B]` the Ricci scalar of the pulled-back metric
+    """
     fn = _point_map(feature_map(model, layer, output, smooth=True))
     x = _check_points(x)
     if not len(x): return x.new_zeros(0)                                  # no points, no curvature
@@ -286,7 +349,16 @@ def ricci_rounding_bounds(
     off by ≲ 2 (|t| |δt| + Σ|B_ij| |δB_ij|) ≤ 4d κ(J) ε |H̃| √s, plus ε s for the difference: 4d ε (κ(J) |H̃| √s + s).
     Christoffel: R = Σ g^ac g^bd R_abcd adds terms whose absolute values sum to S. To first order each carries the
     inverse's relative error twice (≲ κ(g) ε each: g⁻¹ = (g + E)⁻¹ with |E| ≲ ε|g|) and a few roundings of its own, and
-    the contraction sums d² of them: 8 (κ(g) + d²) ε S."""
+    the contraction sums d² of them: 8 (κ(g) + d²) ε S.
+
+    Args:
+        model: as for `ricci_scalar`: a smooth network (eval mode) or a function of a batch `[B, d]`
+        x: `[B, d]` points, d <= 8 (in the dtype `ricci_scalar` computes in; its ε sets the bounds)
+        layer: as for `ricci_scalar`
+        output: as for `ricci_scalar`
+    Returns:
+        `[B]`, `[B]`: the bounds of the "gauss" and the "christoffel" route
+    """
     x = _check_points(x)
     eps, d = torch.finfo(x.dtype).eps, x.shape[1]
     jac = jacfwd(_point_map(feature_map(model, layer, output, smooth=True)))
@@ -342,7 +414,16 @@ def shallow_log_volume_element(
     x:torch.Tensor, # `[B, d]` points
     activation="erf", # a name in `ACTIVATIONS` or an elementwise function
 ) -> torch.Tensor: # `[B]` log √det g of Φ(x) = σ(Wx + b)/√n, by the sum over d×d minors of W
-    "Closed-form log volume element of a shallow network with fixed weights (Cauchy–Binet; App. D.2)."
+    """Closed-form log volume element of a shallow network with fixed weights (Cauchy–Binet; App. D.2).
+
+    Args:
+        W: `[n, d]` hidden weights
+        b: `[n]` hidden biases
+        x: `[B, d]` points
+        activation: a name in `ACTIVATIONS` or an elementwise function
+    Returns:
+        `[B]` log √det g of Φ(x) = σ(Wx + b)/√n, by the sum over d×d minors of W
+    """
     n, d = _check_shallow(W, b, x)
     if math.comb(n, d) > 10**7: raise ValueError(f"C({n}, {d}) minors is too many; use log_volume_element for wide networks.")
     s1, _ = _derivatives(activation, x @ W.T + b)
@@ -358,7 +439,16 @@ def shallow_ricci_scalar(
     x:torch.Tensor, # `[B, 2]` points
     activation="erf", # a name in `ACTIVATIONS` or an elementwise function
 ) -> torch.Tensor: # `[B]` the Ricci scalar of Φ(x) = σ(Wx + b)/√n, by the sum over triples of units
-    "Closed-form Ricci scalar of a shallow network with fixed weights on 2-D inputs (App. D.1)."
+    """Closed-form Ricci scalar of a shallow network with fixed weights on 2-D inputs (App. D.1).
+
+    Args:
+        W: `[n, 2]` hidden weights (2-D inputs)
+        b: `[n]` hidden biases
+        x: `[B, 2]` points
+        activation: a name in `ACTIVATIONS` or an elementwise function
+    Returns:
+        `[B]` the Ricci scalar of Φ(x) = σ(Wx + b)/√n, by the sum over triples of units
+    """
     n, d = _check_shallow(W, b, x)
     if d != 2: raise ValueError(f"the closed form is for 2-D inputs, got d = {d}; use ricci_scalar for d > 2.")
     if n > 400: raise ValueError(f"{math.comb(n, 3)} triples is too many; use ricci_scalar for wide networks.")
@@ -384,7 +474,13 @@ _ZW = np.exp(-_Z**2 / 2) / np.exp(-_Z**2 / 2).sum()          # for smooth integr
 def nngp_phi(
     activation="erf", # "erf", an integer k (the monomial h^k), a name in `ACTIVATIONS`, or an elementwise function
 ) -> Callable: # φ(q) = E[σ'(h)²], h ~ N(0, q), as a torch function of a scalar tensor q
-    "The function φ that sets the infinite-width metric of a shallow network with activation σ."
+    """The function φ that sets the infinite-width metric of a shallow network with activation σ.
+
+    Args:
+        activation: "erf", an integer k (the monomial h^k), a name in `ACTIVATIONS`, or an elementwise function
+    Returns:
+        φ(q) = E[σ'(h)²], h ~ N(0, q), as a torch function of a scalar tensor q
+    """
     if activation == "erf": return lambda q: 4 / math.pi * (1 + 4 * q) ** -0.5
     if isinstance(activation, int) and not isinstance(activation, bool):
         k = check_int(activation, "activation", 1, hint="A monomial h^k needs k >= 1.")
@@ -416,7 +512,16 @@ def nngp_metric(
     sigma_w:float=1.0, # standard deviation of each weight
     sigma_b:float=0.0, # standard deviation of the bias
 ) -> torch.Tensor: # `[B, d, d]` g = A I + B x xᵀ
-    "The infinite-width metric of a shallow network, E over the weights of its pulled-back metric (App. E)."
+    """The infinite-width metric of a shallow network, E over the weights of its pulled-back metric (App. E).
+
+    Args:
+        x: `[B, d]` points
+        activation: see `nngp_phi`
+        sigma_w: standard deviation of each weight
+        sigma_b: standard deviation of the bias
+    Returns:
+        `[B, d, d]` g = A I + B x xᵀ
+    """
     x, sigma_w, sigma_b = _check_nngp(x, sigma_w, sigma_b)
     if not len(x): return x.new_zeros(0, x.shape[1], x.shape[1])
     A, B = _nngp_AB((x * x).sum(-1), activation, sigma_w, sigma_b)
@@ -429,7 +534,16 @@ def nngp_log_volume_element(
     sigma_w:float=1.0, # standard deviation of each weight
     sigma_b:float=0.0, # standard deviation of the bias
 ) -> torch.Tensor: # `[B]` ½ log det g = ½((d-1) log A + log(A + B r²))
-    "Log volume element of the infinite-width metric: a function of ‖x‖ only."
+    """Log volume element of the infinite-width metric: a function of ‖x‖ only.
+
+    Args:
+        x: `[B, d]` points
+        activation: see `nngp_phi`
+        sigma_w: standard deviation of each weight
+        sigma_b: standard deviation of the bias
+    Returns:
+        `[B]` ½ log det g = ½((d-1) log A + log(A + B r²))
+    """
     x, sigma_w, sigma_b = _check_nngp(x, sigma_w, sigma_b)
     if not len(x): return x.new_zeros(0)
     r2 = (x * x).sum(-1)
@@ -442,7 +556,16 @@ def nngp_ricci_scalar(
     sigma_w:float=1.0, # standard deviation of each weight
     sigma_b:float=0.0, # standard deviation of the bias
 ) -> torch.Tensor: # `[B]` the Ricci scalar, a function of ‖x‖ only
-    "Ricci scalar of the infinite-width metric, as the curvature of a warped product."
+    """Ricci scalar of the infinite-width metric, as the curvature of a warped product.
+
+    Args:
+        x: `[B, d]` points, d >= 2
+        activation: see `nngp_phi`
+        sigma_w: standard deviation of each weight
+        sigma_b: standard deviation of the bias
+    Returns:
+        `[B]` the Ricci scalar, a function of ‖x‖ only
+    """
     x, sigma_w, sigma_b = _check_nngp(x, sigma_w, sigma_b)
     d = x.shape[1]
     if d < 2: raise ValueError("a 1-D metric has no curvature; x must be [B, d] with d >= 2.")
@@ -475,7 +598,14 @@ def simplex_grid(
     anchors:torch.Tensor, # `[k, ...]` the k corners (k = 2: a segment, k = 3: a triangle), e.g. images
     divisions:int, # steps along each edge; the grid has C(divisions + k - 1, k - 1) points
 ) -> tuple[torch.Tensor, torch.Tensor]: # points `[P, ...]` = weights @ anchors, and weights `[P, k]` (each row sums to 1)
-    "The points of a regular grid on the simplex spanned by `anchors`: a segment, a triangle, ..."
+    """The points of a regular grid on the simplex spanned by `anchors`: a segment, a triangle, ...
+
+    Args:
+        anchors: `[k, ...]` the k corners (k = 2: a segment, k = 3: a triangle), e.g. images
+        divisions: steps along each edge; the grid has C(divisions + k - 1, k - 1) points
+    Returns:
+        points `[P, ...]` = weights @ anchors, and weights `[P, k]` (each row sums to 1)
+    """
     if not isinstance(anchors, torch.Tensor) or anchors.ndim < 2 or len(anchors) < 2 or not anchors.is_floating_point():
         raise ValueError(f"anchors must be a float tensor [k, ...] with k >= 2 corners, got "
                          f"{getattr(anchors, 'shape', type(anchors).__name__)}.")

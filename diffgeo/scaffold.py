@@ -106,7 +106,13 @@ def compute_settings(
     tf32:bool=False, # TF32 matrix products and convolutions on CUDA (PyTorch's own default lets cuDNN use it)
     deterministic:bool=False, # deterministic algorithms where PyTorch has them (a warning where it has none)
 ):
-    "Within the block, the numerical settings of a computation on a GPU; the process's own are restored after it."
+    """Within the block, the numerical settings of a computation on a GPU; the process's own are restored after it.
+
+    Args:
+        amp: mixed precision for `train` and `evaluate`: "bf16", "fp16" or None (`train.mixed_precision`)
+        tf32: TF32 matrix products and convolutions on CUDA (PyTorch's own default lets cuDNN use it)
+        deterministic: deterministic algorithms where PyTorch has them (a warning where it has none)
+    """
     if amp is not None: check_choice(amp, "amp", tuple(train.AMP))
     cudnn = torch.backends.cudnn
     saved = (torch.backends.cuda.matmul.allow_tf32, cudnn.allow_tf32, cudnn.benchmark, cudnn.deterministic,
@@ -179,7 +185,14 @@ class Experiment:
         profile:str, # the run's profile
         device:str, # the run's device, as given ("cpu", "cuda", "auto")
     ) -> str: # one of `sweep.EXECUTORS`
-        "The executor `run` and `plan` use when given none: the declared one, or what the declared function chooses for this profile and device."
+        """The executor `run` and `plan` use when given none: the declared one, or what the declared function chooses for this profile and device.
+
+        Args:
+            profile: the run's profile
+            device: the run's device, as given ("cpu", "cuda", "auto")
+        Returns:
+            one of `sweep.EXECUTORS`
+        """
         e = self._executor(profile, device) if callable(self._executor) else self._executor
         return check_choice(e, f"{self.name}'s default executor", sweep.EXECUTORS)
 
@@ -199,7 +212,13 @@ class Experiment:
     def derived(self,
         ds:xr.Dataset, # a dataset of this experiment, with its raw quantities
     ) -> xr.Dataset: # `ds` with the derived quantities (computed again), or `ds` itself when no `derive` hook is declared
-        "The dataset with the quantities the declared `derive` hook computes from the raw ones."
+        """The dataset with the quantities the declared `derive` hook computes from the raw ones.
+
+        Args:
+            ds: a dataset of this experiment, with its raw quantities
+        Returns:
+            `ds` with the derived quantities (computed again), or `ds` itself when no `derive` hook is declared
+        """
         return self._derive(ds) if self._derive else ds
 
     def regression(self, fn:Callable) -> Callable:
@@ -236,7 +255,12 @@ def apply_schema(self:Experiment,
     ds:xr.Dataset, # a dataset of this experiment (one cell's, or the whole run's)
     strict:bool=True, # every variable the schema does not mark optional must be present
 ) -> xr.Dataset:
-    "Set the CF attributes of `ds`'s variables from the schema; an undeclared variable is an error."
+    """Set the CF attributes of `ds`'s variables from the schema; an undeclared variable is an error.
+
+    Args:
+        ds: a dataset of this experiment (one cell's, or the whole run's)
+        strict: every variable the schema does not mark optional must be present
+    """
     names = list(ds.data_vars) + [d for d in ds.dims if d in ds.coords]
     undeclared = [n for n in names if n not in self.variables]
     if undeclared:
@@ -257,7 +281,12 @@ def check(self:Experiment,
     ds:xr.Dataset, # a results dataset
     provenance:bool=True, # also require that the dataset says it was made by this experiment
 ) -> xr.Dataset:
-    "Raise a clear error unless `ds` is a dataset of this experiment with the declared variables and dimensions."
+    """Raise a clear error unless `ds` is a dataset of this experiment with the declared variables and dimensions.
+
+    Args:
+        ds: a results dataset
+        provenance: also require that the dataset says it was made by this experiment
+    """
     made_by = ds.attrs.get("experiment")
     if provenance and made_by != self.name:
         hint = f"use diffgeo.experiments.{made_by}" if made_by in REGISTRY else "load a dataset this experiment wrote"
@@ -292,7 +321,13 @@ def resolve(self:Experiment,
     data_root:str|None=None, # the run's data folder, for settings that depend on which data sets are there
     **overrides, # settings replacing the profile's (None: keep the profile's)
 ) -> dict:
-    "The settings of a run: the profile's, updated by the overrides (each of the kind of the profile's value), checked and completed by the experiment."
+    """The settings of a run: the profile's, updated by the overrides (each of the kind of the profile's value), checked and completed by the experiment.
+
+    Args:
+        profile: "smoke", "cpu" or "paper"
+        data_root: the run's data folder, for settings that depend on which data sets are there
+        **overrides: settings replacing the profile's (None: keep the profile's)
+    """
     p = results.select_profile(profile, self.profiles, **overrides)
     _check_override_types(profile, self.profiles, overrides)
     return self._settings(p, profile, {**overrides, "data_root": data_root}) if self._settings else p
@@ -305,7 +340,15 @@ def paths(self:Experiment,
     work_dir:str|os.PathLike|None=None, # shards and checkpoints (None: the root's out/work, or <out_dir>/work for non-default out_dir)
     settings:dict|None=None, # the resolved settings: each set of settings gets its own work folder
 ) -> Paths:
-    "Paths of the dataset, the figures and the work files of a run: defaults under `results.output_root()`, explicit relative ones from the working directory."
+    """Paths of the dataset, the figures and the work files of a run: defaults under `results.output_root()`, explicit relative ones from the working directory.
+
+    Args:
+        profile: the run's profile
+        out_dir: where results/ and figures/ go (None: the project root for the committed profiles, cpu, long and paper, else its out/<profile>)
+        tag: appended to the file names, e.g. "cifar10": results/petrini_fig5_cifar10.nc
+        work_dir: shards and checkpoints (None: the root's out/work, or <out_dir>/work for non-default out_dir)
+        settings: the resolved settings: each set of settings gets its own work folder
+    """
     if tag and not tag.replace("-", "_").isidentifier(): raise ValueError(f"tag must be letters, digits, '_' or '-', got {tag!r}.")
     tagged = f"_{tag}" if tag else ""
     suffix = (f"_{profile}" if profile in results.COMMITTED_PROFILES and profile != "cpu" else "") + tagged
@@ -358,7 +401,26 @@ def run(self:Experiment,
     code_changed:str="recompute", # shards and checkpoints of other code (an edited package): "recompute", "reuse" (recorded) or "error"
     **overrides, # any of the profile's settings (None: the profile's)
 ) -> xr.Dataset:
-    "Compute the experiment's dataset: run every cell (reading finished ones of this code back), merge, stamp provenance, derive."
+    """Compute the experiment's dataset: run every cell (reading finished ones of this code back), merge, stamp provenance, derive.
+
+    Args:
+        profile: "smoke", "cpu" or "paper"
+        device: "cpu", "cuda" or "auto"
+        data_root: folder of the data files (None: $DIFFGEO_DATA); for experiments that read data sets
+        tag: names this run's files apart from the default run's
+        work_dir: shards and checkpoints (see `paths`)
+        out_dir: only to place the default work folder (see `paths`)
+        executor: "inline", "local" or "slurm" (`sweep.run_sweep`); None: the experiment's own (`default_executor`)
+        executor_options: submitit options, e.g. {"timeout_min": 600, "slurm_partition": "gpu"}
+        rerun: recompute cells whose shard exists
+        checkpoints: per-epoch training checkpoints in the work folder, for cells that train
+        max_parallel: cells running at once as jobs (local: one per GPU, or one per CPU core; slurm: unbounded)
+        amp: mixed precision for training: "bf16" or "fp16" (None: full precision)
+        tf32: TF32 matrix products and convolutions on CUDA
+        deterministic: deterministic algorithms on CUDA, where PyTorch has them
+        code_changed: shards and checkpoints of other code (an edited package): "recompute", "reuse" (recorded) or "error"
+        **overrides: any of the profile's settings (None: the profile's)
+    """
     check_choice(code_changed, "code_changed", results.CODE_CHANGED)
     executor = self.default_executor(profile, device) if executor is None else check_choice(executor, "executor", sweep.EXECUTORS)
     r = self._prepare(profile, device, data_root, tag, work_dir, out_dir, checkpoints, amp, tf32, deterministic, overrides)
@@ -404,7 +466,11 @@ def run(self:Experiment,
 def load(self:Experiment,
     path:str|os.PathLike, # a `.nc` file this experiment wrote
 ) -> xr.Dataset:
-    "Read a dataset of this experiment, checked against its schema."
+    """Read a dataset of this experiment, checked against its schema.
+
+    Args:
+        path: a `.nc` file this experiment wrote
+    """
     return self.check(results.load_dataset(path))
 
 @patch
@@ -416,7 +482,16 @@ def main(self:Experiment,
     redraw:bool=False, # compute nothing: draw the figures from the dataset already saved at this run's path
     **kwargs, # `run`'s arguments and the experiment's settings
 ) -> xr.Dataset:
-    "The notebook driver: run, save the dataset, draw every figure from the saved file alone, save and show them."
+    """The notebook driver: run, save the dataset, draw every figure from the saved file alone, save and show them.
+
+    Args:
+        profile: "smoke", "cpu" or "paper"
+        out_dir: where results/ and figures/ go (see `paths`)
+        tag: names this run's files apart
+        show: display the figures (in a notebook)
+        redraw: compute nothing: draw the figures from the dataset already saved at this run's path
+        **kwargs: `run`'s arguments and the experiment's settings
+    """
     import matplotlib.pyplot as plt
     paths = self.paths(profile, out_dir, tag)
     if redraw:
@@ -493,7 +568,27 @@ def plan(self:Experiment,
     estimate_on:str|None=None, # measure the cost model here on this device instead of `device` (e.g. "cpu" on a login node without the GPUs)
     **overrides, # the profile's settings, as for `run`
 ):
-    "The dry run of `run` with the same arguments: print the jobs, the files they write and the device-hours they take; compute no cell."
+    """The dry run of `run` with the same arguments: print the jobs, the files they write and the device-hours they take; compute no cell.
+
+    Args:
+        profile: "smoke", "cpu" or "paper"
+        device: where the cells will run: "cpu", "cuda" or "auto" (the estimate measures on it, here)
+        data_root: as for `run`
+        tag: as for `run`
+        work_dir: as for `run`
+        out_dir: as for `run`
+        executor: as for `run` (None: the experiment's own)
+        executor_options: as for `run`
+        max_parallel: as for `run`
+        checkpoints: as for `run`
+        amp: as for `run`
+        tf32: as for `run`
+        deterministic: as for `run`
+        code_changed: as for `run`
+        estimate: predict each cell's compute time with the experiment's cost model (which measures on `device`)
+        estimate_on: measure the cost model here on this device instead of `device` (e.g. "cpu" on a login node without the GPUs)
+        **overrides: the profile's settings, as for `run`
+    """
     import pandas as pd
     check_choice(code_changed, "code_changed", results.CODE_CHANGED)
     executor = self.default_executor(profile, device) if executor is None else check_choice(executor, "executor", sweep.EXECUTORS)

@@ -26,7 +26,12 @@ def thumbnail(
     path:str|Path, # a PNG file
     width:int=320, # pixels across
 ) -> str:
-    "The image at `path`, scaled to `width` pixels across, as a `data:` URI (PNG) for an `<img>`."
+    """The image at `path`, scaled to `width` pixels across, as a `data:` URI (PNG) for an `<img>`.
+
+    Args:
+        path: a PNG file
+        width: pixels across
+    """
     from PIL import Image
     with Image.open(path) as im:
         im = im.convert("RGB")
@@ -43,7 +48,12 @@ def claim_counts(
     exp, # an experiment
     root:str|Path|None=None, # the repository
 ) -> str:
-    "The experiment's claims at the cpu profile, counted by status as the claims ledger evaluates them: '2 reproduced · 1 partly · 1 not'."
+    """The experiment's claims at the cpu profile, counted by status as the claims ledger evaluates them: '2 reproduced · 1 partly · 1 not'.
+
+    Args:
+        exp: an experiment
+        root: the repository
+    """
     from diffgeo import claims
     df = claims.ledger([exp], root)
     df = df[df.main.astype(bool) & (df.profile == "cpu")]
@@ -56,7 +66,13 @@ def figure_table(
     width:int=320, # thumbnail width in pixels
     root:str|Path|None=None, # the repository (None: `results.project_root()`, the checkout diffgeo was loaded from)
 ) -> str:
-    "An HTML table, one row per figure: the thumbnail of the stored cpu-profile figure, linked to the notebook that regenerates it, with the status counts of the experiment's claims (`claim_counts`)."
+    """An HTML table, one row per figure: the thumbnail of the stored cpu-profile figure, linked to the notebook that regenerates it, with the status counts of the experiment's claims (`claim_counts`).
+
+    Args:
+        paper: a key of `papers.PAPERS`; None: every paper (the gallery)
+        width: thumbnail width in pixels
+        root: the repository (None: `results.project_root()`, the checkout diffgeo was loaded from)
+    """
     root = Path(root) if root is not None else results.project_root()
     if not (root / "figures").is_dir():
         raise FileNotFoundError(f"no figures/ folder in {root}: the stored figures are in a clone of the repository, not in the installed package.")
@@ -86,7 +102,12 @@ def headline(
 ):
     """Display the project's headline result: Fig. 5 of Petrini et al. on CIFAR-10 from the committed `long` run,
     with its correlations and the claims ledger's verdicts. On the site, the figure inline and the text; with
-    `readme=True`, the figure as a Markdown image (`scripts/readme.py` takes both cells' Markdown)."""
+    `readme=True`, the figure as a Markdown image (`scripts/readme.py` takes both cells' Markdown).
+
+    Args:
+        readme: the README's part: the figure as a Markdown image by its path in the repository
+        root: the repository (None: `results.project_root()`)
+    """
     from IPython.display import HTML, Markdown, display
     from diffgeo import claims
     from diffgeo.experiments.petrini_fig5 import PAPER_CORR

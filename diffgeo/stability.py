@@ -34,7 +34,16 @@ def sphere_noise(
     generator:torch.Generator|None=None, # CPU generator for reproducible draws
     dtype:torch.dtype=torch.float32, # dtype of the result
 ) -> torch.Tensor: # `[B, ...]` on `radius.device`
-    "Noise drawn uniformly on the sphere of radius `radius[i]` for each sample `i`."
+    """Noise drawn uniformly on the sphere of radius `radius[i]` for each sample `i`.
+
+    Args:
+        shape: `[B, ...]` shape of the noise
+        radius: `[B]` radius of each sample's sphere
+        generator: CPU generator for reproducible draws
+        dtype: dtype of the result
+    Returns:
+        `[B, ...]` on `radius.device`
+    """
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise TypeError(f"dtype must be a floating-point torch.dtype (noise is not an integer), got {dtype}; e.g. torch.float32.")
     radius = torch.as_tensor(radius)
@@ -55,7 +64,14 @@ class Perturbation:
              shape:tuple, # `[B, C, H, W]` of the whole batch
              generator:torch.Generator, # the measure's CPU generator
             ) -> tuple[dict, dict]: # (per-sample parameters `[B, ...]`, settings stored as attributes)
-        "Every random draw for a batch of `shape`, made up front on the CPU (none by default)."
+        """Every random draw for a batch of `shape`, made up front on the CPU (none by default).
+
+        Args:
+            shape: `[B, C, H, W]` of the whole batch
+            generator: the measure's CPU generator
+        Returns:
+            (per-sample parameters `[B, ...]`, settings stored as attributes)
+        """
         return {}, {}
 
     def apply(self,
@@ -63,7 +79,15 @@ class Perturbation:
               params:dict, # those b samples' parameters from `draw`
               generator:torch.Generator, # the measure's CPU generator
              ) -> tuple[torch.Tensor, torch.Tensor, dict]: # (moved `[b, C, H, W]`, reference `[b, C, H, W]`, records `[b]`)
-        "The moved inputs, what they are compared with, and per-sample records."
+        """The moved inputs, what they are compared with, and per-sample records.
+
+        Args:
+            x: a chunk `[b, C, H, W]` of the inputs, on the model's device
+            params: those b samples' parameters from `draw`
+            generator: the measure's CPU generator
+        Returns:
+            (moved `[b, C, H, W]`, reference `[b, C, H, W]`, records `[b]`)
+        """
         raise NotImplementedError(f"{type(self).__name__} must define apply(x, params, generator).")
 
 def _temperature(delta, T, size, c:float, cutoff:str, method:str) -> tuple[float, float]:
@@ -208,7 +232,11 @@ class GroupAction(Perturbation):
 def as_perturbation(
     perturbation, # a `Perturbation`, a callable `fn(x, generator)`, or a list/tuple of group elements `g(x)`
 ) -> Perturbation:
-    "A `Perturbation` from any of the accepted forms."
+    """A `Perturbation` from any of the accepted forms.
+
+    Args:
+        perturbation: a `Perturbation`, a callable `fn(x, generator)`, or a list/tuple of group elements `g(x)`
+    """
     if isinstance(perturbation, Perturbation): return perturbation
     if isinstance(perturbation, (list, tuple)): return GroupAction(perturbation)
     if callable(perturbation) and not isinstance(perturbation, type): return CallablePerturbation(perturbation)
@@ -312,7 +340,25 @@ def relative_stability(
     progress:bool=False, # show a progress bar over batches
     **diffeo_kw, # deprecated: `delta`, `c`, `T`, `interp`, `cutoff`, `delta_method` of the default diffeomorphism; pass `perturbation=Diffeomorphism(...)`
 ) -> xr.Dataset:
-    "D_f, G_f, R_f (Eq. 4–5) of `model` and of its `layers` under `perturbation`, with the per-sample distances they come from."
+    """D_f, G_f, R_f (Eq. 4–5) of `model` and of its `layers` under `perturbation`, with the per-sample distances they come from.
+
+    Args:
+        model: the network (any `nn.Module` taking `[B, C, H, W]`)
+        x: test images `[B, C, H, W]`, or vectors `[B, D]` (with a perturbation other than a diffeomorphism), B ≥ 2
+        perturbation: a `Perturbation`, a callable `fn(x, generator)` or a list of group elements; default: `Diffeomorphism()` (δ = 1 pixel, c = 3, bilinear)
+        layers: submodule names and/or "output" (default: ["output"])
+        output: which element of a tuple/list (index) or dict (key) model output to measure; None: a tensor output itself, or a tuple's first element
+        noise_radius: "sample": ‖η_i‖ = ‖τ_i x_i − x_i‖; "mean": the mean of those (the paper's text)
+        noise_scale: multiplies those noise radii (1: the paper's; smaller probes the linear response)
+        statistic: "median", "mean" or "unit_median" (the authors' code) for the summaries
+        units: also keep per-unit squared distances `u_*` `[layer, sample, unit]` (implied by "unit_median")
+        batchnorm: see `probing`
+        batch_size: images per forward pass
+        generator: CPU generator; default: seeded with `seed`
+        seed: seed used when no generator is given
+        progress: show a progress bar over batches
+        **diffeo_kw: deprecated: `delta`, `c`, `T`, `interp`, `cutoff`, `delta_method` of the default diffeomorphism; pass `perturbation=Diffeomorphism(...)`
+    """
     xb = _check_inputs(x)
     B = xb.shape[0]
     if B < 2: raise ValueError(f"need at least 2 test images (the normaliser compares pairs), got {B}.")
@@ -382,7 +428,14 @@ def summarize(
     ds:xr.Dataset, # a dataset from `relative_stability` (or with its `d_diffeo`, `d_noise`, `d_pair`)
     statistic:str="median", # "median", "mean" or "unit_median" (needs the per-unit distances, `units=True`)
 ) -> xr.Dataset: # `D_f`, `G_f`, `R_f` over the remaining dimensions
-    "D_f, G_f and R_f (Eq. 4–5) recomputed from the per-sample squared distances."
+    """D_f, G_f and R_f (Eq. 4–5) recomputed from the per-sample squared distances.
+
+    Args:
+        ds: a dataset from `relative_stability` (or with its `d_diffeo`, `d_noise`, `d_pair`)
+        statistic: "median", "mean" or "unit_median" (needs the per-unit distances, `units=True`)
+    Returns:
+        `D_f`, `G_f`, `R_f` over the remaining dimensions
+    """
     check_choice(statistic, "statistic", STATISTICS)
     prefix = "u" if statistic == "unit_median" else "d"
     missing = {f"{prefix}_{k}" for k in ("diffeo", "noise", "pair")} - set(ds.data_vars)
@@ -432,7 +485,16 @@ def bootstrap(
     statistic:str="median", # "median" or "mean"
     seed:int=0, # seed of the resampling
 ) -> xr.Dataset: # standard deviation of log10 D_f, G_f, R_f
-    "Bootstrap standard deviation over test images of log10 D_f, G_f and R_f."
+    """Bootstrap standard deviation over test images of log10 D_f, G_f and R_f.
+
+    Args:
+        ds: a dataset from `relative_stability`
+        n: bootstrap resamples
+        statistic: "median" or "mean"
+        seed: seed of the resampling
+    Returns:
+        standard deviation of log10 D_f, G_f, R_f
+    """
     n = check_int(n, "n", low=2)
     B = ds.sizes["sample"]
     rng = np.random.default_rng(seed)

@@ -38,7 +38,14 @@ def stripe_labels(
     x:torch.Tensor, # points `[P, d]`; the first coordinate is x_∥
     boundaries=QUARTILES, # increasing positions b_1 < ... < b_m of the interfaces along x_∥
 ) -> torch.Tensor: # labels `[P]` in {-1, +1}: +1 below b_1, alternating across each interface
-    "The stripe model's label y(x_∥) = (-1)^(number of interfaces below x_∥)."
+    """The stripe model's label y(x_∥) = (-1)^(number of interfaces below x_∥).
+
+    Args:
+        x: points `[P, d]`; the first coordinate is x_∥
+        boundaries: increasing positions b_1 < ... < b_m of the interfaces along x_∥
+    Returns:
+        labels `[P]` in {-1, +1}: +1 below b_1, alternating across each interface
+    """
     if not isinstance(x, torch.Tensor) or x.ndim != 2 or not x.is_floating_point():
         raise ValueError(f"x must be a floating-point tensor [P, d], got {getattr(x, 'shape', type(x).__name__)}.")
     b = _check_boundaries(boundaries).to(x)
@@ -54,7 +61,16 @@ def stripe_data(
     seed:int=0, # seed of the draw
     dtype:torch.dtype=torch.float64,
 ) -> tuple[torch.Tensor, torch.Tensor]: # points `[P, d]` ~ N(0, I_d) and their labels `[P]`
-    "P Gaussian points in d dimensions with the stripe model's labels."
+    """P Gaussian points in d dimensions with the stripe model's labels.
+
+    Args:
+        P: points
+        d: dimension (d - 1 invariant directions)
+        boundaries: the interfaces along x_∥
+        seed: seed of the draw
+    Returns:
+        points `[P, d]` ~ N(0, I_d) and their labels `[P]`
+    """
     P, d = check_int(P, "P", low=1), check_int(d, "d", low=2, hint="d = 1 has no invariant direction.")
     need = P * d * 8 * 2                                                 # the float64 draw and its cast
     check_bytes(need, MAX_DATA_BYTES, f"P = {P:,} points in d = {d} dimensions need", "stripe.MAX_DATA_BYTES",
@@ -117,7 +133,22 @@ def gradient_flow(
     checkpoint_every:float=300.0, # seconds between two saves of the checkpoint
     code_changed:str|None=None, # a checkpoint written by other code: "recompute", "reuse" or "error" (as `train.train`); None: `results.code_change_policy()`
 ) -> dict: # steps, converged (every margin ≥ 1), the last step size, loss and smallest margin
-    "Full-batch gradient descent with an adaptive step (kept and lengthened by 10% if it lowers the loss, else undone and halved), until every margin y F(x) ≥ 1."
+    """Full-batch gradient descent with an adaptive step (kept and lengthened by 10% if it lowers the loss, else undone and halved), until every margin y F(x) ≥ 1.
+
+    Args:
+        net: trained in place
+        max_steps: gives up after this many steps (converged = False)
+        loss: "softhinge" (integrated) or "hinge" (stalls at its kinks; for comparison)
+        sharpness: s of the soft hinge softplus(s(1 - z))/s
+        dt: first step; adapted
+        progress: a progress bar over steps
+        show_progress: the old name of `progress` (a FutureWarning)
+        checkpoint: file to save the flow's state to and resume from (a run of hours spans sessions)
+        checkpoint_every: seconds between two saves of the checkpoint
+        code_changed: a checkpoint written by other code: "recompute", "reuse" or "error" (as `train.train`); None: `results.code_change_policy()`
+    Returns:
+        steps, converged (every margin ≥ 1), the last step size, loss and smallest margin
+    """
     if show_progress is not None:
         warnings.warn("gradient_flow's show_progress is now progress, as everywhere in diffgeo.", FutureWarning, stacklevel=2)
         progress = show_progress
@@ -192,7 +223,16 @@ def stripe_stability(
     radius:float=1e-3, # ‖ν‖ = ‖η‖
     seed:int=0, # seed of the noise
 ) -> float: # R_f of Eq. 6 (means over points and noise)
-    "R_f with the noise only in the invariant directions x_⊥ (Eq. 6), by the shared stability measure."
+    """R_f with the noise only in the invariant directions x_⊥ (Eq. 6), by the shared stability measure.
+
+    Args:
+        net: a network of `[B, d]` inputs
+        x: test points `[B, d]`
+        radius: ‖ν‖ = ‖η‖
+        seed: seed of the noise
+    Returns:
+        R_f of Eq. 6 (means over points and noise)
+    """
     d = x.shape[-1]
     perp = stability.SubspaceNoise(torch.eye(d, dtype=torch.float64)[1:], radius)
     return stability.relative_stability(net, x, perp, statistic="mean", seed=seed).R_f.item()
@@ -201,7 +241,14 @@ def gradient_ratio(
     net:nn.Module, # a network of `[B, d]` inputs with a scalar output per point
     x:torch.Tensor, # test points `[B, d]`
 ) -> float: # d/(d-1) ⟨‖∇_⊥F‖²⟩ / ⟨‖∇F‖²⟩
-    "The small-noise limit of the stripe model's R_f, from the input gradients."
+    """The small-noise limit of the stripe model's R_f, from the input gradients.
+
+    Args:
+        net: a network of `[B, d]` inputs with a scalar output per point
+        x: test points `[B, d]`
+    Returns:
+        d/(d-1) ⟨‖∇_⊥F‖²⟩ / ⟨‖∇F‖²⟩
+    """
     if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.ndim != 2:
         raise TypeError(f"x must be floating-point test points [B, d], got "
                         f"{(str(x.dtype) + ' ' + str(list(x.shape))) if isinstance(x, torch.Tensor) else type(x).__name__}.")

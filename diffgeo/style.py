@@ -29,7 +29,13 @@ FAMILY_COLORS = dict(zip(FAMILIES, _COLORBLIND))
 def family_color(
     arch:str, # an architecture name of `models.ARCHS` ("ResNet18") or a family ("ResNet")
 ) -> str: # a hex colour
-    "The colour of `arch`'s family, the same in every figure."
+    """The colour of `arch`'s family, the same in every figure.
+
+    Args:
+        arch: an architecture name of `models.ARCHS` ("ResNet18") or a family ("ResNet")
+    Returns:
+        a hex colour
+    """
     if not isinstance(arch, str): raise TypeError(f"arch must be an architecture name, got {type(arch).__name__}.")
     for fam in sorted(FAMILIES, key=len, reverse=True):
         if arch.startswith(fam): return FAMILY_COLORS[fam]
@@ -38,7 +44,13 @@ def family_color(
 def cycle_color(
     c:int|str, # an index of the colour cycle (0, 1, ...) or its name ("C0")
 ) -> str: # a hex colour
-    "The colour cycle's `c`-th colour as a hex code, resolved in the current style, so that a figure saved outside the style keeps it."
+    """The colour cycle's `c`-th colour as a hex code, resolved in the current style, so that a figure saved outside the style keeps it.
+
+    Args:
+        c: an index of the colour cycle (0, 1, ...) or its name ("C0")
+    Returns:
+        a hex colour
+    """
     from matplotlib.colors import to_hex
     return to_hex(c if isinstance(c, str) else f"C{c}")
 
@@ -107,7 +119,12 @@ def legibility(
     fig, # a matplotlib Figure
     slack:float=1.0, # pixels two texts may share each way before they overlap
 ) -> Legibility:
-    "Draw `fig` and measure what keeps it from being read (see above); `bool(result)` is True for a legible figure."
+    """Draw `fig` and measure what keeps it from being read (see above); `bool(result)` is True for a legible figure.
+
+    Args:
+        fig: a matplotlib Figure
+        slack: pixels two texts may share each way before they overlap
+    """
     if not isinstance(fig, mpl.figure.Figure): raise TypeError(f"fig must be a matplotlib Figure, got {type(fig).__name__}.")
     fig.canvas.draw()
     r = fig.canvas.get_renderer()
@@ -137,7 +154,12 @@ def check_legible(
     fig, # a matplotlib Figure
     name:str="figure", # what the error calls it
 ):
-    "Raise an AssertionError naming every fault `legibility` finds in `fig`."
+    """Raise an AssertionError naming every fault `legibility` finds in `fig`.
+
+    Args:
+        fig: a matplotlib Figure
+        name: what the error calls it
+    """
     res = legibility(fig)
     if not res: raise AssertionError(f"{name} is not legible: {res}")
 
@@ -174,7 +196,13 @@ def log_ticks(
 ):
     """Labelled ticks at 1, 2, 5 per decade, more when the data span about a decade or less, only decades beyond three; where
     the axis shows ten times the data's span or more (a single value or a flat curve, which matplotlib widens to a decade or
-    more), as many as that wider view calls for, so that a degenerate range gives no crowded labels."""
+    more), as many as that wider view calls for, so that a degenerate range gives no crowded labels.
+
+    Args:
+        axis: a matplotlib Axis on a log scale (`ax.xaxis`, `ax.yaxis`)
+        values: the values it shows (non-positive and non-finite ones are ignored)
+        fmt: a `FuncFormatter` function `(value, position) -> str` (None: plain numbers, `f"{value:g}"`)
+    """
     import matplotlib.pyplot as plt
     if fmt is None: fmt = lambda t, _: f"{t:g}"
     values = np.asarray(values, dtype=float).ravel()
@@ -192,7 +220,15 @@ def point_label(
     radius:float=4.0, # the marker's radius in points
     **kwargs, # `ax.annotate`'s (fontsize 7 unless given)
 ):
-    "An annotation naming the point `xy` of `ax` (a marker of `radius` points), left out of the layout; `place_labels` puts it."
+    """An annotation naming the point `xy` of `ax` (a marker of `radius` points), left out of the layout; `place_labels` puts it.
+
+    Args:
+        ax: the panel
+        text: the label, e.g. an architecture's name
+        xy: the point it names, in data coordinates
+        radius: the marker's radius in points
+        **kwargs: `ax.annotate`'s (fontsize 7 unless given)
+    """
     t = ax.annotate(text, xy, textcoords="offset points", xytext=(radius + 2, 2), fontsize=kwargs.pop("fontsize", 7), **kwargs)
     t.set_in_layout(False)  # the layout must not move the points after the labels are placed beside them
     ax.__dict__.setdefault("_point_labels", []).append((t, radius))
@@ -238,7 +274,12 @@ def place_labels(
     """Put every `point_label` of `fig` beside its point, inside its panel, where it covers no other label, tick label or
     marker and is read as naming its own point: greedily, the most crowded points first, each trying eight sides at growing
     distances and taking the one of least cost (overlapping texts or leaving the panel worst, then lying as near another
-    point as its own, then covering markers and lines, then distance). Call it once the layout is final."""
+    point as its own, then covering markers and lines, then distance). Call it once the layout is final.
+
+    Args:
+        fig: a matplotlib Figure whose layout is final
+        gap: points between a marker and its label
+    """
     from matplotlib.transforms import Bbox
     fig.canvas.draw()  # the final layout
     r = fig.canvas.get_renderer()
@@ -287,7 +328,12 @@ def thin_ticks(
     fig, # a matplotlib Figure
     pad:float=5.0, # points kept free between neighbouring tick labels
 ):
-    "Blank the tick labels that would come within `pad` points of a neighbour's on every axis of `fig`, keeping their ticks."
+    """Blank the tick labels that would come within `pad` points of a neighbour's on every axis of `fig`, keeping their ticks.
+
+    Args:
+        fig: a matplotlib Figure
+        pad: points kept free between neighbouring tick labels
+    """
     import matplotlib.pyplot as plt
     fig.canvas.draw()
     r = fig.canvas.get_renderer()
@@ -310,7 +356,11 @@ def thin_ticks(
 def tidy_labels(
     fig, # a matplotlib Figure, drawn (its layout final)
 ):
-    "Thin colliding tick labels (`thin_ticks`), then place the point labels beside their points (`place_labels`); returns `fig`."
+    """Thin colliding tick labels (`thin_ticks`), then place the point labels beside their points (`place_labels`); returns `fig`.
+
+    Args:
+        fig: a matplotlib Figure, drawn (its layout final)
+    """
     thin_ticks(fig)
     place_labels(fig)
     return fig

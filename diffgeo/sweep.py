@@ -81,7 +81,13 @@ def _grid_values(grid:Mapping) -> dict[str, list]:
 def grid_cells(
     grid:Mapping[str, Sequence], # {dimension: values}, e.g. {"arch": ["FC", "ResNet18"], "seed": [0, 1]}
 ) -> list[dict]: # one `{dimension: value}` dict per cell, the first dimension varying slowest
-    "The cells of `grid`: the cartesian product of its values, in a stable order."
+    """The cells of `grid`: the cartesian product of its values, in a stable order.
+
+    Args:
+        grid: {dimension: values}, e.g. {"arch": ["FC", "ResNet18"], "seed": [0, 1]}
+    Returns:
+        one `{dimension: value}` dict per cell, the first dimension varying slowest
+    """
     axes = _grid_values(grid)
     return [dict(zip(axes, combo)) for combo in itertools.product(*axes.values())]
 
@@ -102,7 +108,13 @@ def _fmt(v) -> str:
 def cell_id(
     cell:Mapping, # {dimension: value}, values str, int, float or bool
 ) -> str: # e.g. "arch-ResNet18_seed-0"
-    "A stable, readable, file-system-safe name for `cell`."
+    """A stable, readable, file-system-safe name for `cell`.
+
+    Args:
+        cell: {dimension: value}, values str, int, float or bool
+    Returns:
+        e.g. "arch-ResNet18_seed-0"
+    """
     if not isinstance(cell, Mapping) or not cell: raise ValueError(f"a cell must be a non-empty dict, got {cell!r}.")
     cell = {_check_name(k): _cell_value(v, k) for k, v in cell.items()}
     cid = "_".join(f"{k}-{quote(_fmt(cell[k]), safe='+')}" for k in sorted(cell))
@@ -350,7 +362,14 @@ def missing_cells(
     shard_dir:str|os.PathLike, # the folder of shards (relative paths from the working directory)
 ) -> list[dict]: # the cells of `grid` that have no shard yet, in grid order
     """The cells of `grid` without a shard in `shard_dir`. A shard computed by other code counts as present, though a
-    run recomputes it by default: `cell_states` tells those apart ("stale")."""
+    run recomputes it by default: `cell_states` tells those apart ("stale").
+
+    Args:
+        grid: {dimension: values}
+        shard_dir: the folder of shards (relative paths from the working directory)
+    Returns:
+        the cells of `grid` that have no shard yet, in grid order
+    """
     shard_dir, cells = resolve_path(shard_dir, "shard_dir"), grid_cells(grid)
     _cell_ids(cells)
     return [c for c in cells if not _shard_path(shard_dir, c).exists()]
@@ -403,7 +422,15 @@ def merge_shards(
     dim_attrs:Mapping[str, dict]|None=None, # CF attributes of the sweep dimensions' coordinates
     fixed:Mapping|None=None, # if given, every shard must have been computed with these fixed arguments
 ) -> xr.Dataset:
-    "Merge the shards of every cell of `grid` into one dataset, recording the code that computed them; an error names the cells without a shard."
+    """Merge the shards of every cell of `grid` into one dataset, recording the code that computed them; an error names the cells without a shard.
+
+    Args:
+        grid: {dimension: values}: the merged dataset's first dimensions, in this order
+        shard_dir: the folder of shards (relative paths from the working directory)
+        coords_on: {scalar coordinate: sweep dimension it becomes a coordinate along}
+        dim_attrs: CF attributes of the sweep dimensions' coordinates
+        fixed: if given, every shard must have been computed with these fixed arguments
+    """
     shard_dir, cells = resolve_path(shard_dir, "shard_dir"), grid_cells(grid)
     _cell_ids(cells)
     coords_on, attrs = _check_coords_on(coords_on, grid), _dim_attrs(grid, dim_attrs)
@@ -479,7 +506,14 @@ def cell_states(
     grid:Mapping[str, Sequence], # {dimension: values}
     shard_dir:str|os.PathLike, # the folder of shards (relative paths from the working directory)
 ) -> list[str]: # per cell, in grid order: "done", "stale" (its shard was computed by other code), "running elsewhere" (a live claim: computed, or a stale shard recomputed, by another process) or "to run"
-    "Where each cell of `grid` stands: what a new run of the sweep would read back, recompute (if stale), wait for, or compute."
+    """Where each cell of `grid` stands: what a new run of the sweep would read back, recompute (if stale), wait for, or compute.
+
+    Args:
+        grid: {dimension: values}
+        shard_dir: the folder of shards (relative paths from the working directory)
+    Returns:
+        per cell, in grid order: "done", "stale" (its shard was computed by other code), "running elsewhere" (a live claim: computed, or a stale shard recomputed, by another process) or "to run"
+    """
     shard_dir, mine = resolve_path(shard_dir, "shard_dir"), results.code_version()["source_hash"]
     def state(p:Path) -> str:
         if p.exists() and _shard_attrs(p).get("code_hash") == mine: return "done"
@@ -537,7 +571,25 @@ def run_sweep(
     runtime:Mapping|None=None, # keyword arguments passed to every cell that do not change its result (device, data folder): not recorded
     code_changed:str="recompute", # shards computed by other code: "recompute" them, "reuse" them (recorded in the result), or stop ("error")
 ) -> xr.Dataset: # the merged dataset, sweep dimensions first
-    "Compute every cell of `grid` that has no shard from this code yet (all of them if `rerun`) and no other process is computing, then merge all shards."
+    """Compute every cell of `grid` that has no shard from this code yet (all of them if `rerun`) and no other process is computing, then merge all shards.
+
+    Args:
+        fn: module-level `fn(**cell, **fixed, **runtime)` returning one cell's dataset (no sweep dimensions)
+        grid: {dimension: values}; each becomes a dimension of the result, in this order
+        shard_dir: the folder of shards (relative paths from the working directory)
+        fixed: keyword arguments passed to every cell, recorded in each shard (they identify its result)
+        executor: "inline" (this process), "local" (submitit jobs on this machine), "slurm"
+        executor_options: submitit `update_parameters` options: timeout_min, gpus_per_node, slurm_partition, ...
+        coords_on: {scalar coordinate a cell returns: sweep dimension it is a coordinate along}
+        dim_attrs: CF attributes of the sweep dimensions' coordinates
+        rerun: recompute the cells that have a shard already
+        max_parallel: cells running at once as jobs (local: 1 unless given; slurm: the array's parallelism)
+        progress: show a progress bar over the cells
+        runtime: keyword arguments passed to every cell that do not change its result (device, data folder): not recorded
+        code_changed: shards computed by other code: "recompute" them, "reuse" them (recorded in the result), or stop ("error")
+    Returns:
+        the merged dataset, sweep dimensions first
+    """
     check_choice(executor, "executor", EXECUTORS)
     check_choice(code_changed, "code_changed", results.CODE_CHANGED)
     if executor == "inline" and (executor_options or max_parallel is not None):

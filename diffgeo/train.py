@@ -42,7 +42,15 @@ def epochs_for_steps(
     P:int, # training-set size
     batch_size:int=128, # images per step
 ) -> int: # epochs (at least 1)
-    "Epochs of a training set of size `P` that give (at least) `steps` optimiser steps."
+    """Epochs of a training set of size `P` that give (at least) `steps` optimiser steps.
+
+    Args:
+        steps: optimiser steps to take in all
+        P: training-set size
+        batch_size: images per step
+    Returns:
+        epochs (at least 1)
+    """
     steps, P = check_int(steps, "steps", low=1), check_int(P, "P", low=1)
     return max(1, math.ceil(steps / math.ceil(P / check_int(batch_size, "batch_size", low=1))))
 
@@ -52,7 +60,12 @@ def host_to(
     device:torch.device|str, # where it is needed
 ) -> torch.Tensor:
     """`t` on `device`. On CUDA through pinned memory and without blocking: a copy from ordinary (pageable) memory first
-    waits for everything queued on the GPU, which, once per training step, leaves the GPU idle while Python catches up."""
+    waits for everything queued on the GPU, which, once per training step, leaves the GPU idle while Python catches up.
+
+    Args:
+        t: a tensor in CPU memory
+        device: where it is needed
+    """
     device = torch.device(device)
     if device.type != "cuda": return t.to(device)
     return t.pin_memory().to(device, non_blocking=True)
@@ -69,7 +82,15 @@ def augment(
     fill=0.0, # padding value: a number or one per channel
 ) -> torch.Tensor:
     """Random translations (padded crops) and horizontal flips, one draw per image. It only moves pixels, so it does not
-    check them for NaN (a check would read a value back from the GPU at every training step; `train` checks its data once)."""
+    check them for NaN (a check would read a value back from the GPU at every training step; `train` checks its data once).
+
+    Args:
+        x: images `[B, C, H, W]`
+        generator: CPU generator for the draws
+        pad: largest shift in pixels (0: no translation)
+        flip: random horizontal flips
+        fill: padding value: a number or one per channel
+    """
     xb, _ = check_images(x, finite=False)
     B, C, H, W = xb.shape
     pad = check_int(pad, "pad", low=0)
@@ -102,7 +123,15 @@ def evaluate(
     split, # a `data.Split`
     batch_size:int=500, # images per forward pass
 ) -> dict: # {"loss": mean cross-entropy, "error": fraction misclassified}
-    "Cross-entropy and classification error of `model` (in eval mode) on `split`."
+    """Cross-entropy and classification error of `model` (in eval mode) on `split`.
+
+    Args:
+        model: the classifier
+        split: a `data.Split`
+        batch_size: images per forward pass
+    Returns:
+        {"loss": mean cross-entropy, "error": fraction misclassified}
+    """
     _check_split(split, "split")
     dev = module_device(model, split.images.device)
     amp = _AMP.get()
@@ -133,7 +162,11 @@ _AMP = contextvars.ContextVar("amp", default=None)
 def mixed_precision(
     amp:str|None, # "bf16", "fp16", or None (full precision)
 ):
-    "Within the block, `train` (where its own `amp` is not given) and `evaluate` compute under autocast with `amp`."
+    """Within the block, `train` (where its own `amp` is not given) and `evaluate` compute under autocast with `amp`.
+
+    Args:
+        amp: "bf16", "fp16", or None (full precision)
+    """
     if amp is not None: check_choice(amp, "amp", tuple(AMP))
     token = _AMP.set(amp)
     try: yield
@@ -193,7 +226,33 @@ def train(
     amp:str|None=None, # mixed precision: "bf16" or "fp16" (with loss scaling); None: full precision, or `mixed_precision`'s
     code_changed:str|None=None, # a checkpoint written by other code: "recompute" (train afresh), "reuse" (resume it), "error"; None: `results.code_change_policy()`
 ) -> TrainResult:
-    "Train `model` with cross-entropy as in App. E.1; return the best-validation-epoch network and its history."
+    """Train `model` with cross-entropy as in App. E.1; return the best-validation-epoch network and its history.
+
+    Args:
+        model: the network, on the device to train on
+        train_split: `data.Split` to train on
+        val_split: `data.Split` for choosing the best epoch (None: keep the last epoch)
+        epochs: passes over `train_split`
+        optimizer: "sgd" or "adam" (the paper's choice for fully connected nets)
+        lr: learning rate (default 0.1, as in the paper)
+        momentum: SGD momentum (default 0.9)
+        weight_decay: L2 penalty (default 5e-4 for SGD, 0 for Adam)
+        schedule: "cosine" (default for SGD) or "none" (default for Adam)
+        warmup: fraction of the steps over which the learning rate rises linearly from 0 (0: none)
+        batch_size: images per optimiser step
+        val_every: epochs between validations (and the last epoch): the best epoch is chosen among the validated ones
+        pad: random translations of up to `pad` pixels (0: none)
+        flip: random horizontal flips
+        fill: padding value of translations, per channel
+        augment_fn: `augment_fn(x, generator) -> x` in place of the crops and flips (e.g. a random group element)
+        penalty: `penalty(model, x, out, generator) -> scalar` added to the cross-entropy (e.g. an invariance regulariser)
+        seed: seed of shuffling, augmentation and dropout
+        checkpoint: file to save after each epoch and resume from
+        progress: show a progress bar over epochs
+        on_epoch: called as `on_epoch(epoch, row)` after each epoch is saved (e.g. logging)
+        amp: mixed precision: "bf16" or "fp16" (with loss scaling); None: full precision, or `mixed_precision`'s
+        code_changed: a checkpoint written by other code: "recompute" (train afresh), "reuse" (resume it), "error"; None: `results.code_change_policy()`
+    """
     check_choice(optimizer, "optimizer", OPTIMIZERS)
     _check_split(train_split, "train_split")
     if val_split is not None: _check_split(val_split, "val_split")
@@ -299,7 +358,17 @@ def train_tracked(
     """`train`, timing the training alone and recording the test accuracy after each epoch and of the final network. With
     a `checkpoint`, the accuracies and the training seconds so far are kept beside it (`tracked_file`) after each epoch,
     so that a resumed run returns those of the whole training (the seconds then count the epochs trained, not the
-    restarts; an epoch saved by `train` but killed before its accuracy was kept has none)."""
+    restarts; an epoch saved by `train` but killed before its accuracy was kept has none).
+
+    Args:
+        model: the network, on the device to train on
+        train_split: `data.Split` to train on
+        test_split: `data.Split` whose accuracy is measured
+        track_test: evaluate `test_split` after every epoch (False: only after training)
+        **kwargs: passed to `train` (not `on_epoch`)
+    Returns:
+        the result, training seconds without the test evaluations, {epoch: test accuracy}
+    """
     _check_split(test_split, "test_split")
     if "on_epoch" in kwargs: raise ValueError("train_tracked sets on_epoch itself; call `train` to pass your own.")
     ckpt = kwargs.get("checkpoint")

@@ -32,7 +32,15 @@ def base_grid(
     dtype:torch.dtype=torch.float32, # dtype of the grid
     device:torch.device|str|None=None, # device of the grid
 ) -> torch.Tensor: # `[H, W, 2]`: (x, y) of each output pixel centre, in [-1, 1]
-    "The pixel centres of an H×W output in `F.grid_sample` coordinates (align_corners=False), the grid G of §3.1: `maps.pixel_grid(size, 'normalised')`."
+    """The pixel centres of an H×W output in `F.grid_sample` coordinates (align_corners=False), the grid G of §3.1: `maps.pixel_grid(size, 'normalised')`.
+
+    Args:
+        size: (H, W) of the output
+        dtype: dtype of the grid
+        device: device of the grid
+    Returns:
+        `[H, W, 2]`: (x, y) of each output pixel centre, in [-1, 1]
+    """
     return maps.pixel_grid(size, "normalised", dtype, device)
 
 # %% ../nbs/20_transformers.ipynb #4981c248
@@ -48,21 +56,42 @@ class Family(nn.Module):
                  dtype:torch.dtype=torch.float32, # dtype of the returned θ
                  device:torch.device|str|None=None, # device of the returned θ
                 ) -> torch.Tensor: # `[dim]`
-        "The θ of the identity map (zero unless the family says otherwise)."
+        """The θ of the identity map (zero unless the family says otherwise).
+
+        Args:
+            dtype: dtype of the returned θ
+            device: device of the returned θ
+        Returns:
+            `[dim]`
+        """
         return torch.zeros(self.dim, dtype=dtype, device=device)
 
     def points(self,
                theta:torch.Tensor, # `[B, dim]` parameters (validated)
                p:torch.Tensor, # `[N, 2]` or `[B, N, 2]` points (x, y) in normalised coordinates
               ) -> torch.Tensor: # `[B, N, 2]`: T^θ(p)
-        "T^θ applied to points; every family implements this."
+        """T^θ applied to points; every family implements this.
+
+        Args:
+            theta: `[B, dim]` parameters (validated)
+            p: `[N, 2]` or `[B, N, 2]` points (x, y) in normalised coordinates
+        Returns:
+            `[B, N, 2]`: T^θ(p)
+        """
         raise NotImplementedError
 
     def grid(self,
              theta:torch.Tensor, # `[B, dim]` parameters (validated)
              size:tuple[int, int], # (H, W) of the output
             ) -> torch.Tensor: # `[B, H, W, 2]` sampling grid for `F.grid_sample(..., align_corners=False)`
-        "T^θ on the output pixel centres (`base_grid`): the sampling grid."
+        """T^θ on the output pixel centres (`base_grid`): the sampling grid.
+
+        Args:
+            theta: `[B, dim]` parameters (validated)
+            size: (H, W) of the output
+        Returns:
+            `[B, H, W, 2]` sampling grid for `F.grid_sample(..., align_corners=False)`
+        """
         H, W = size
         g = base_grid(size, theta.dtype, theta.device).view(H * W, 2)
         return self.points(theta, g).view(theta.shape[0], H, W, 2)
@@ -84,7 +113,12 @@ def get_family(
     name:str|Family, # a key of `FAMILIES`, or a `Family` (returned as is)
     **kwargs, # options of the family (e.g. `tess_size` for "cpab"); none for a `Family` instance
 ) -> Family:
-    "Build the transformation family `name`; unknown names and options fail with the valid ones listed."
+    """Build the transformation family `name`; unknown names and options fail with the valid ones listed.
+
+    Args:
+        name: a key of `FAMILIES`, or a `Family` (returned as is)
+        **kwargs: options of the family (e.g. `tess_size` for "cpab"); none for a `Family` instance
+    """
     if isinstance(name, Family):
         if kwargs: raise ValueError(f"options {sorted(kwargs)} were given with an already-built family {name!r}; "
                                     "pass them when building it, or pass the family's name instead.")
@@ -106,7 +140,15 @@ def check_theta(
     family:Family, # the family they parametrise
     batch:int|None=None, # the batch size they must match (`[dim]` and `[1, dim]` are expanded to it)
 ) -> torch.Tensor: # `[B, dim]`
-    "Validate θ for family `family`; return it as `[B, dim]`."
+    """Validate θ for family `family`; return it as `[B, dim]`.
+
+    Args:
+        theta: `[dim]` or `[B, dim]` parameters
+        family: the family they parametrise
+        batch: the batch size they must match (`[dim]` and `[1, dim]` are expanded to it)
+    Returns:
+        `[B, dim]`
+    """
     shape = f"[B, {family.dim}] (or [{family.dim}] for one map)"
     if not isinstance(theta, torch.Tensor):
         raise TypeError(f"theta must be a torch.Tensor of shape {shape}, got {type(theta).__name__}; "
@@ -128,7 +170,12 @@ def check_points(
     p, # `[N, 2]` or `[B, N, 2]` points (x, y)
     batch:int, # the number of maps they are sent through
 ) -> torch.Tensor:
-    "Validate points for `transform_points`; `[N, 2]` is kept (shared by all maps)."
+    """Validate points for `transform_points`; `[N, 2]` is kept (shared by all maps).
+
+    Args:
+        p: `[N, 2]` or `[B, N, 2]` points (x, y)
+        batch: the number of maps they are sent through
+    """
     if not isinstance(p, torch.Tensor) or not p.is_floating_point():
         raise TypeError(f"points must be a floating-point torch.Tensor [N, 2] or [B, N, 2], got "
                         f"{type(p).__name__ if not isinstance(p, torch.Tensor) else p.dtype}.")
@@ -258,7 +305,16 @@ def transform_points(
     family:str|Family, # family name (a key of `FAMILIES`) or a built family
     **family_kwargs, # options of the family, when given by name
 ) -> torch.Tensor: # `[B, N, 2]`: T^θ(p)
-    "Apply T^θ of family `family` to points (see the Convention above)."
+    """Apply T^θ of family `family` to points (see the Convention above).
+
+    Args:
+        p: `[N, 2]` (shared) or `[B, N, 2]` points (x, y), normalised coordinates
+        theta: `[B, dim]` or `[dim]` parameters
+        family: family name (a key of `FAMILIES`) or a built family
+        **family_kwargs: options of the family, when given by name
+    Returns:
+        `[B, N, 2]`: T^θ(p)
+    """
     family = get_family(family, **family_kwargs)
     theta = check_theta(theta, family, p.shape[0] if isinstance(p, torch.Tensor) and p.ndim == 3 and p.shape[0] > 1 else None)
     p = check_points(p, theta.shape[0])
@@ -270,7 +326,16 @@ def transform_grid(
     size:int|tuple[int, int], # (H, W) of the output
     **family_kwargs, # options of the family, when given by name
 ) -> torch.Tensor: # `[B, H, W, 2]` grid for `F.grid_sample(..., align_corners=False)`
-    "The sampling grid T^θ(G) on the pixel centres G of an H×W output."
+    """The sampling grid T^θ(G) on the pixel centres G of an H×W output.
+
+    Args:
+        theta: `[B, dim]` or `[dim]` parameters
+        family: family name or a built family
+        size: (H, W) of the output
+        **family_kwargs: options of the family, when given by name
+    Returns:
+        `[B, H, W, 2]` grid for `F.grid_sample(..., align_corners=False)`
+    """
     family = get_family(family, **family_kwargs)
     return family.grid(check_theta(theta, family), maps.check_size(size, "size"))
 
@@ -284,7 +349,19 @@ def warp(
     **family_kwargs, # options of the family, when given by name
 ) -> torch.Tensor: # `[B, C, H', W']` (or `[C, H', W']`): V(p) = U(T^θ(p))
     """Warp images by T^θ of family `family`: the grid generator and sampler of an ST layer (§3.1), by `maps.warp` (frames:
-    `maps`' Conventions). The arguments come in `cpab.warp`'s order: images, parameters, family, size, interp, padding_mode."""
+    `maps`' Conventions). The arguments come in `cpab.warp`'s order: images, parameters, family, size, interp, padding_mode.
+
+    Args:
+        x: images `[B, C, H, W]` or `[C, H, W]`, floating point
+        theta: `[B, dim]`, or `[dim]` for one map shared by the batch
+        family: family name or a built family
+        size: (H', W') of the output; None keeps (H, W)
+        interp: "bilinear" (the paper's sampler), "nearest", "bicubic" or "gaussian" (`maps.INTERPOLATIONS`)
+        padding_mode: what is read outside the input: "zeros", "border" or "reflection"; None: "zeros" ("border" for "gaussian", its only one)
+        **family_kwargs: options of the family, when given by name
+    Returns:
+        `[B, C, H', W']` (or `[C, H', W']`): V(p) = U(T^θ(p))
+    """
     xb, single = check_images(x)
     if "out_size" in family_kwargs:  # the old name
         if size is not None: raise TypeError("warp got both size and out_size (its old name); pass size only.")
@@ -308,7 +385,14 @@ def transform_matrix(
     theta:torch.Tensor, # `[B, dim]` or `[dim]` parameters
     family:str|Family, # "affine", "affine_diffeo" or "homography" (name or built family)
 ) -> torch.Tensor: # `[B, 3, 3]` homogeneous matrix of T^θ
-    "The 3×3 homogeneous matrix of an affine, diffeomorphic affine or projective T^θ."
+    """The 3×3 homogeneous matrix of an affine, diffeomorphic affine or projective T^θ.
+
+    Args:
+        theta: `[B, dim]` or `[dim]` parameters
+        family: "affine", "affine_diffeo" or "homography" (name or built family)
+    Returns:
+        `[B, 3, 3]` homogeneous matrix of T^θ
+    """
     family = get_family(family)
     if not hasattr(family, "matrix"):
         raise ValueError(f"the {family.name!r} family has no matrix; transform_matrix takes one of {', '.join(map(repr, MATRIX_FAMILIES))} "
@@ -321,7 +405,16 @@ def jacobian(
     family:str|Family, # family name or a built family
     create_graph:bool=False, # keep the graph (to differentiate the Jacobian further, e.g. with respect to θ)
 ) -> torch.Tensor: # `[B, N, 2, 2]`: ∂T^θ(p)_i / ∂p_j, in the 'normalised' frame
-    "The Jacobian of T^θ at points `p`: `maps.jacobian` of the family's map."
+    """The Jacobian of T^θ at points `p`: `maps.jacobian` of the family's map.
+
+    Args:
+        p: `[N, 2]` or `[B, N, 2]` points
+        theta: `[B, dim]` or `[dim]` parameters
+        family: family name or a built family
+        create_graph: keep the graph (to differentiate the Jacobian further, e.g. with respect to θ)
+    Returns:
+        `[B, N, 2, 2]`: ∂T^θ(p)_i / ∂p_j, in the 'normalised' frame
+    """
     family = get_family(family)
     theta = check_theta(theta, family)
     p = check_points(p, theta.shape[0]).detach().expand(theta.shape[0], *p.shape[-2:]).contiguous()
@@ -334,7 +427,15 @@ def condition_number(
     family:str|Family, # family name or a built family
     p:torch.Tensor|None=None, # `[N, 2]` points; None: the image centre (0, 0)
 ) -> torch.Tensor: # `[B, N]` (`[B]` when p is None)
-    "2-norm condition number σ_max/σ_min of the Jacobian of T^θ (inf where it is singular): `maps.condition_number`, 'normalised' frame."
+    """2-norm condition number σ_max/σ_min of the Jacobian of T^θ (inf where it is singular): `maps.condition_number`, 'normalised' frame.
+
+    Args:
+        theta: `[B, dim]` or `[dim]` parameters
+        family: family name or a built family
+        p: `[N, 2]` points; None: the image centre (0, 0)
+    Returns:
+        `[B, N]` (`[B]` when p is None)
+    """
     centre = p is None
     if centre: p = check_theta(theta, get_family(family)).new_zeros(1, 2)
     k = maps.condition_number(jacobian(p, theta, family))
@@ -350,7 +451,16 @@ def loc_body(
     hidden:int=50, # width of the hidden FC layer(s)
     channels:int=20, # channels of the conv layers ("cnn")
 ) -> nn.Sequential: # maps `[B, C, H, W]` to `[B, hidden]`
-    "The default localisation-net body (without its zero-initialised head)."
+    """The default localisation-net body (without its zero-initialised head).
+
+    Args:
+        kind: "cnn" or "fcn"
+        in_shape: (C, H, W) of the layer's input
+        hidden: width of the hidden FC layer(s)
+        channels: channels of the conv layers ("cnn")
+    Returns:
+        maps `[B, C, H, W]` to `[B, hidden]`
+    """
     check_choice(kind, "loc_net", LOC_NETS)
     C, H, W = in_shape
     if kind == "fcn":
@@ -435,7 +545,15 @@ class SpatialTransformer(nn.Module):
                     out_size:int|tuple[int, int]|None=None, # output size of the second (CPAB) layer
                     padding_mode:str="zeros", # padding of both layers
                     **cpab_kwargs) -> nn.Sequential: # options of the CPAB family
-        "The Affine+CPAB layer of §4.2: an affine ST layer, then a CPAB ST layer, each with its own localisation net."
+        """The Affine+CPAB layer of §4.2: an affine ST layer, then a CPAB ST layer, each with its own localisation net.
+
+        Args:
+            in_shape: (C, H, W) of the input images
+            loc_net: localisation-net body of both layers ("cnn" or "fcn")
+            out_size: output size of the second (CPAB) layer
+            padding_mode: padding of both layers
+            **cpab_kwargs: options of the CPAB family
+        """
         first = cls("affine", in_shape, loc_net, None, padding_mode)
         return nn.Sequential(first, cls("cpab", in_shape, loc_net, out_size, padding_mode, **cpab_kwargs))
 
@@ -453,7 +571,16 @@ def st_layer(
     padding_mode:str="zeros", # "zeros", "border" or "reflection"
     **family_kwargs, # options of the family (of the CPAB layer for "affine+cpab")
 ) -> nn.Module:
-    "A spatial-transformer layer by name, ready to put first in an `nn.Sequential`."
+    """A spatial-transformer layer by name, ready to put first in an `nn.Sequential`.
+
+    Args:
+        name: a family name, or "affine+cpab"
+        in_shape: (C, H, W) of the input images
+        loc_net: "cnn", "fcn" or a body module (not for "affine+cpab", which builds two)
+        out_size: output size; None keeps (H, W)
+        padding_mode: "zeros", "border" or "reflection"
+        **family_kwargs: options of the family (of the CPAB layer for "affine+cpab")
+    """
     check_choice(name, "spatial-transformer layer", (*FAMILIES, "affine+cpab"))  # families registered later included
     if name == "affine+cpab":
         if isinstance(loc_net, nn.Module):
@@ -480,7 +607,13 @@ def map_family(
     scale:float|None=None, # θ = identity + scale · N(0, 1); None: `MAP_SCALES`, or 0.05
     size=(8, 10), # (H, W) of the images the frame refers to
 ) -> maps.MapFamily:
-    "A spatial-transformer family as a `maps.MapFamily`: its map on normalised points, with its inverse where it has one, and its warp."
+    """A spatial-transformer family as a `maps.MapFamily`: its map on normalised points, with its inverse where it has one, and its warp.
+
+    Args:
+        family: a key of `FAMILIES`, or a built family
+        scale: θ = identity + scale · N(0, 1); None: `MAP_SCALES`, or 0.05
+        size: (H, W) of the images the frame refers to
+    """
     fam = get_family(family)
     s = MAP_SCALES.get(fam.name, 0.05) if scale is None else scale
     inverse = {"affine": _matrix_inverse(fam), "homography": _matrix_inverse(fam),

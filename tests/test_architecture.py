@@ -12,9 +12,9 @@ PKG = Path(__file__).resolve().parents[1] / "diffgeo"
 # The layers, bottom first, as the library page (nbs/library.ipynb) groups the modules; a module may import its own layer
 # and the ones below.
 LAYERS = [
-    ("foundations", {"core", "results", "data", "papers", "style"}),
-    ("maps", {"maps"}),
-    ("transformations", {"diffeo", "cpab", "flows", "_diffeo_numba", "_cpab_numba"}),
+    ("foundations", {"core", "results", "data", "papers", "style", "_docparams"}),
+    ("maps", {"maps", "_diffeo_numba"}),               # the Gaussian interpolation's kernel (diffeo uses its positions)
+    ("transformations", {"diffeo", "cpab", "flows", "_cpab_numba"}),
     ("layers", {"transformers", "distort"}),
     ("networks and training", {"models", "train"}),
     ("probes", {"probes"}),

@@ -97,7 +97,7 @@ def test_sidebar_and_navbar_entries_exist_and_cover_every_page():
 
 
 #: Pages for those who work on the package, not its readers: the compiled kernels, the site's builder, the template.
-INTERNAL = ("10_diffeo_numba.ipynb", "11_cpab_numba.ipynb", "80_site.ipynb", "template.ipynb")
+INTERNAL = ("10_diffeo_numba.ipynb", "11_cpab_numba.ipynb", "80_site.ipynb", "81_docparams.ipynb", "template.ipynb")
 
 
 def test_internal_pages_are_out_of_the_readers_path():

@@ -37,7 +37,13 @@ TESS_SIZE = (3, 3)  # tessellation of the CPAB layer (as in Table 2)
 def probe_points(
     side:int=PROBE_SIDE, # points per side (odd: the middle point is the image centre)
 ) -> torch.Tensor: # `[side², 2]` points (x, y) in normalised coordinates, row-major
-    "A regular grid of points over [-0.9, 0.9]², where the Jacobians of the maps are probed."
+    """A regular grid of points over [-0.9, 0.9]², where the Jacobians of the maps are probed.
+
+    Args:
+        side: points per side (odd: the middle point is the image centre)
+    Returns:
+        `[side², 2]` points (x, y) in normalised coordinates, row-major
+    """
     t = torch.linspace(-0.9, 0.9, check_int(side, "side", low=1))
     y, x = torch.meshgrid(t, t, indexing="ij")
     return torch.stack([x.reshape(-1), y.reshape(-1)], -1)
@@ -47,7 +53,15 @@ def destructiveness(
     family, # the layer's family (a name of `transformers.FAMILIES` or a built family)
     points:torch.Tensor|None=None, # `[N, 2]` probe points (default `probe_points()`; N odd: the middle one is the centre)
 ) -> dict: # "cond" `[B]`: κ(∇T) at the centre (inf if singular); "min_det" `[B]`: min det ∇T over the points; float64
-    "How close each map T^θ is to singular: κ of its Jacobian at the image centre, and its smallest Jacobian determinant."
+    """How close each map T^θ is to singular: κ of its Jacobian at the image centre, and its smallest Jacobian determinant.
+
+    Args:
+        theta: `[B, dim]` parameters predicted by a localisation net
+        family: the layer's family (a name of `transformers.FAMILIES` or a built family)
+        points: `[N, 2]` probe points (default `probe_points()`; N odd: the middle one is the centre)
+    Returns:
+        "cond" `[B]`: κ(∇T) at the centre (inf if singular); "min_det" `[B]`: min det ∇T over the points; float64
+    """
     points = probe_points() if points is None else points
     J = transformers.jacobian(points.to(torch.float64), theta.detach().to(torch.float64), family)   # [B, N, 2, 2]
     return {"cond": maps.condition_number(J[:, len(points) // 2]), "min_det": maps.det(J).amin(1)}
@@ -113,7 +127,14 @@ def probe_steps(
     total:int, # optimiser steps of the training
     every:int, # probe interval
 ) -> list[int]: # the steps after which the maps are probed: 0, every, 2 every, ..., and `total`
-    "The steps at which `cell` probes the maps."
+    """The steps at which `cell` probes the maps.
+
+    Args:
+        total: optimiser steps of the training
+        every: probe interval
+    Returns:
+        the steps after which the maps are probed: 0, every, 2 every, ..., and `total`
+    """
     return sorted(set(range(0, total, every)) | {total})
 
 def build(
@@ -121,7 +142,13 @@ def build(
     in_shape:tuple=(1, 42, 42), # (C, H, W) of the images
     n_classes:int=10, # outputs
 ) -> torch.nn.Sequential:
-    "The Table 1 CNN classifier (400K parameters) behind an ST layer of `family` with a CNN localisation net."
+    """The Table 1 CNN classifier (400K parameters) behind an ST layer of `family` with a CNN localisation net.
+
+    Args:
+        family: a name of `FAMILIES`, or "none"
+        in_shape: (C, H, W) of the images
+        n_classes: outputs
+    """
     check_choice(family, "family", (*FAMILIES, REFERENCE))
     transformer = None if family == REFERENCE else family
     return models.st_classifier("cnn", transformer, "cnn", in_shape=in_shape, n_classes=n_classes,
@@ -143,7 +170,23 @@ def cell(
     n_probe:int=100, # test images whose maps are probed
     device:str="cpu", # "cpu", "cuda", "auto"
 ) -> xr.Dataset:
-    "Fig. 3 for one family, learning rate and seed: κ and min det of the maps over training, and the test accuracy."
+    """Fig. 3 for one family, learning rate and seed: κ and min det of the maps over training, and the test accuracy.
+
+    Args:
+        family: a name of `FAMILIES`, or "none"
+        lr: Adam's learning rate
+        seed: seed of the initialisation and of the batch order
+        dataset: "mnist5k" (embedded) or "mnist" (data folder)
+        data_root: folder of mnist.npz (None: $DIFFGEO_DATA)
+        n_train: training digits (None: all)
+        n_test: test digits (None: all)
+        data_seed: seed of the distortions
+        epochs: passes over the training digits
+        batch_size: digits per step
+        probe_every: optimiser steps between probes
+        n_probe: test images whose maps are probed
+        device: "cpu", "cuda", "auto"
+    """
     train_split, test_split = distorted_mnist("RTS", dataset, data_root, n_train, n_test, data_seed)
     dev = resolve_device(device)
     seed_everything(seed)
@@ -193,7 +236,12 @@ def derive(
     ds:xr.Dataset, # the dataset of `run`
     kappa:float|None=None, # threshold on κ (None: the one the run was made with)
 ) -> xr.Dataset:
-    "Add the per-probe summaries of κ and min det, the destructive fractions and the seed statistics of the accuracy."
+    """Add the per-probe summaries of κ and min det, the destructive fractions and the seed statistics of the accuracy.
+
+    Args:
+        ds: the dataset of `run`
+        kappa: threshold on κ (None: the one the run was made with)
+    """
     kappa = results.parameters(ds).get("kappa", KAPPA) if kappa is None else kappa
     has = ds.cond.notnull()
     ds["cond_median"] = ds.cond.median("sample")

@@ -36,7 +36,14 @@ def load_image(
     name:str="astronaut", # a picture of `skimage.data` with a crop in `CROPS`
     n:int=256, # side of the output, in pixels
 ) -> torch.Tensor: # `[C, n, n]` in [0, 1], float32 (C = 3, or 1 for "camera")
-    "The face crop of a `skimage.data` picture, resized to n × n."
+    """The face crop of a `skimage.data` picture, resized to n × n.
+
+    Args:
+        name: a picture of `skimage.data` with a crop in `CROPS`
+        n: side of the output, in pixels
+    Returns:
+        `[C, n, n]` in [0, 1], float32 (C = 3, or 1 for "camera")
+    """
     check_choice(name, "image", CROPS)
     n = check_int(n, "n", low=2)
     top, bottom, left, right = CROPS[name]
@@ -49,7 +56,13 @@ def load_image(
 def tessellation_segments(
     tess:cpab.Tessellation, # a 2-D tessellation
 ) -> np.ndarray: # `[S, 2, 2]`: S segments, their two end points, (x, y) in [0, 1]²
-    "The edges of the cells of a 2-D tessellation: every side of the squares and both diagonals of each square."
+    """The edges of the cells of a 2-D tessellation: every side of the squares and both diagonals of each square.
+
+    Args:
+        tess: a 2-D tessellation
+    Returns:
+        `[S, 2, 2]`: S segments, their two end points, (x, y) in [0, 1]²
+    """
     if not isinstance(tess, cpab.Tessellation) or tess.ndim != 2:
         raise ValueError(f"tess must be a 2-D cpab.Tessellation, got {tess!r}.")
     nx, ny = tess.nc
@@ -66,7 +79,15 @@ def jacobian_det(
     theta:torch.Tensor, # `[1, dim]` or `[dim]`
     tess:cpab.Tessellation, # the tessellation θ lives on
 ) -> torch.Tensor: # `[N]`
-    "det ∇T^θ at `points` by `maps.jacobian` (autodiff) of `cpab.transform`, in float64."
+    """det ∇T^θ at `points` by `maps.jacobian` (autodiff) of `cpab.transform`, in float64.
+
+    Args:
+        points: `[N, 2]` points (x, y) in [0, 1]²
+        theta: `[1, dim]` or `[dim]`
+        tess: the tessellation θ lives on
+    Returns:
+        `[N]`
+    """
     th = theta.double().reshape(1, -1)
     return maps.det(maps.jacobian(lambda p: cpab.transform(p, th, tess, inside=False)[0], points.double()))
 
@@ -75,7 +96,15 @@ def liouville_det(
     theta:torch.Tensor, # `[1, dim]` or `[dim]`
     tess:cpab.Tessellation, # the tessellation θ lives on
 ) -> torch.Tensor: # `[N]`
-    "det ∇T^θ by Liouville's formula, exp ∫ div v dt, the integral by the trapezoid rule along stored paths."
+    """det ∇T^θ by Liouville's formula, exp ∫ div v dt, the integral by the trapezoid rule along stored paths.
+
+    Args:
+        paths: `[N, K, 2]`: each point's path at K equally spaced times from 0 to 1
+        theta: `[1, dim]` or `[dim]`
+        tess: the tessellation θ lives on
+    Returns:
+        `[N]`
+    """
     A = cpab.cell_matrices(theta.double(), tess)[0]                     # [cells, 2, 3]
     div = A[:, 0, 0] + A[:, 1, 1]
     d = div[cpab.locate(paths.double().clamp(0, 1), tess)]               # [N, K]
@@ -136,7 +165,22 @@ def cell(
     theta:list|None=None, # an explicit θ instead of a draw
     device:str="cpu", # "cpu", "cuda", "auto" (the warp; the rest is float64 on the CPU)
 ) -> xr.Dataset:
-    "Fig. 4's data: image, θ, cell matrices, velocity arrows, integration paths, warped image and det ∇T."
+    """Fig. 4's data: image, θ, cell matrices, velocity arrows, integration paths, warped image and det ∇T.
+
+    Args:
+        n: image side in pixels
+        n_arrows: velocity arrows per side
+        n_paths: path starting points per side
+        n_times: times stored along each path
+        seed: seed of the θ draw
+        image: face crop: "astronaut" or "camera"
+        tess_size: cells per (x, y); the paper's figure has [2, 2]
+        zero_boundary: velocity tangent to the image border (the image maps onto itself)
+        length_scale: prior correlation length over cell centres, in units of the image side
+        output_variance: prior variance: the size of the deformation
+        theta: an explicit θ instead of a draw
+        device: "cpu", "cuda", "auto" (the warp; the rest is float64 on the CPU)
+    """
     tess = cpab.Tessellation(tuple(tess_size), zero_boundary=zero_boundary)
     g = seed_everything(seed)
     th = (cpab.sample(tess, 1, length_scale, output_variance, generator=g, dtype=torch.float64) if theta is None

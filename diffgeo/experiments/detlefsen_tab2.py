@@ -44,7 +44,12 @@ def build(
     name:str, # a key of `MODELS`
     st_base:str="cnn", # classifier of the ST networks: "cnn" (our reading) or "loc" (the localisation net's kind, [27])
 ) -> torch.nn.Sequential:
-    "Network `name` of Table 2 for 1×42×42 images, at the 400K budget (initialised from the global RNG)."
+    """Network `name` of Table 2 for 1×42×42 images, at the 400K budget (initialised from the global RNG).
+
+    Args:
+        name: a key of `MODELS`
+        st_base: classifier of the ST networks: "cnn" (our reading) or "loc" (the localisation net's kind, [27])
+    """
     check_choice(name, "model", MODELS); check_choice(st_base, "st_base", ST_BASE_CHOICES)
     base, transformer, loc = MODELS[name]
     if transformer is not None and st_base == "loc": base = loc
@@ -113,7 +118,25 @@ def cell(
     device:str="cpu", # "cpu", "cuda", "auto"
     checkpoint_dir:str|None=None, # folder of per-epoch checkpoints, deleted when the cell ends (None: none)
 ) -> xr.Dataset:
-    "Table 2 for one network, distortion and seed: test accuracy, training time, history and Fig. 5 views."
+    """Table 2 for one network, distortion and seed: test accuracy, training time, history and Fig. 5 views.
+
+    Args:
+        model: a key of `MODELS`
+        distortion: "RTS" or "CPAB"
+        seed: seed of the initialisation and of the batch order
+        dataset: "mnist5k" or "mnist"
+        data_root: folder of mnist.npz (None: $DIFFGEO_DATA)
+        n_train: training digits (None: all)
+        n_test: test digits (None: all)
+        data_seed: seed of the data sets
+        epochs: passes over the training digits
+        lr: Adam's learning rate
+        batch_size: digits per step
+        st_base: classifier of the ST networks: "cnn" or "loc"
+        track_test: evaluate the test accuracy after every epoch
+        device: "cpu", "cuda", "auto"
+        checkpoint_dir: folder of per-epoch checkpoints, deleted when the cell ends (None: none)
+    """
     train_split, test_split = distorted_mnist(distortion, dataset, data_root, n_train, n_test, data_seed)
     dev = resolve_device(device)
     seed_everything(seed)

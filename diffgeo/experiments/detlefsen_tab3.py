@@ -43,7 +43,14 @@ def build(
     in_shape:tuple[int, int, int], # (C, H, W) of the images
     n_classes:int=10, # outputs
 ) -> torch.nn.Sequential:
-    "Network `model` of Table 3 for `dataset`: the Table 1 classifier behind the ST layer(s), at the Table 1 budget."
+    """Network `model` of Table 3 for `dataset`: the Table 1 classifier behind the ST layer(s), at the Table 1 budget.
+
+    Args:
+        model: a key of `MODELS`
+        dataset: a key of `BASES` (chooses the classifier base and its budget)
+        in_shape: (C, H, W) of the images
+        n_classes: outputs
+    """
     check_choice(model, "model", MODELS); check_choice(dataset, "dataset", BASES)
     return models.st_classifier(BASES[dataset], MODELS[model], "cnn", in_shape=tuple(in_shape), n_classes=n_classes)
 VARIABLES = {
@@ -99,7 +106,22 @@ def cell(
     device:str="cpu", # "cpu", "cuda", "auto"
     checkpoint_dir:str|None=None, # folder for the per-epoch training checkpoint, deleted when the cell ends (None: none)
 ) -> xr.Dataset:
-    "Table 3 for one model, data set and seed: test accuracy, training time and the training history."
+    """Table 3 for one model, data set and seed: test accuracy, training time and the training history.
+
+    Args:
+        model: a key of `MODELS`
+        dataset: a key of `BASES`
+        seed: seed of the initialisation and the batch order
+        data_root: data folder (None: $DIFFGEO_DATA; unused for mnist5k)
+        n_train: training images (a seeded subset; None: all)
+        n_test: test images (a seeded subset; None: all)
+        epochs: epochs, or {dataset: epochs}
+        lr: Adam's learning rate (the paper's)
+        batch_size: images per step (the paper's)
+        track_test: evaluate the test accuracy after every epoch
+        device: "cpu", "cuda", "auto"
+        checkpoint_dir: folder for the per-epoch training checkpoint, deleted when the cell ends (None: none)
+    """
     ds_data = data.load(dataset, root=data_root, normalize=False)
     train_split, test_split = ds_data.train, ds_data.test
     if n_train is not None and n_train < len(train_split): train_split = train_split.subset(n_train, seed=0)

@@ -70,7 +70,15 @@ def penultimate(
     x:torch.Tensor, # images `[N, C, H, W]`
     batch_size:int=1024, # images per forward pass
 ) -> torch.Tensor: # `[N, width]` float64, on the CPU
-    "The penultimate-layer representation φ(x): the output of the last hidden ReLU."
+    """The penultimate-layer representation φ(x): the output of the last hidden ReLU.
+
+    Args:
+        model: a `invariance.perceptron` (a Sequential ending in ReLU, Linear)
+        x: images `[N, C, H, W]`
+        batch_size: images per forward pass
+    Returns:
+        `[N, width]` float64, on the CPU
+    """
     layer = str(len(model) - 2)
     dev = next(model.parameters()).device
     with probes.probing(model, "running"), torch.no_grad():
@@ -84,7 +92,17 @@ def orbit_neighbours(
     k:int=10, # neighbours that vote on φ(gx)'s class
     block:int=1000, # rows per distance block
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]: # per image: orbit distance, neighbour rank, neighbour agreement (0/1)
-    "How far each moved copy lands: its distance to φ(x), how many other images are nearer to φ(x), and its neighbours' class."
+    """How far each moved copy lands: its distance to φ(x), how many other images are nearer to φ(x), and its neighbours' class.
+
+    Args:
+        z: `[N, F]` representations φ(x) of the test images
+        zg: `[N, F]` representations φ(gx) of their moved copies
+        labels: `[N]` classes of the test images
+        k: neighbours that vote on φ(gx)'s class
+        block: rows per distance block
+    Returns:
+        per image: orbit distance, neighbour rank, neighbour agreement (0/1)
+    """
     n = len(z)
     k = check_int(k, "k", low=1, high=n - 1, hint=f"the vote needs 1 to {n - 1} other test images.")
     dist = (zg - z).norm(dim=1)
@@ -119,7 +137,22 @@ def cell(
     device:str="cpu", # cpu | cuda | auto
     data_root:str|None=None, # data folder for "mnist" (None: $DIFFGEO_DATA)
 ) -> xr.Dataset:
-    "Fig. 2: penultimate representations of DA, IR and WT under quarter turns, per seed; t-SNE maps and the traced digit for seed 0."
+    """Fig. 2: penultimate representations of DA, IR and WT under quarter turns, per seed; t-SNE maps and the traced digit for seed 0.
+
+    Args:
+        dataset: "mnist5k" (embedded) or "mnist" (data folder)
+        leave_out: classes dropped (the 9)
+        epochs: training epochs
+        seeds: one model of each kind per seed
+        nus: the grid of ν searched for the IR models
+        si_target: the validation SI the IR model must reach (the paper's 0.95)
+        steps: integration steps of the saliency maps (ν search and the traced digit)
+        neighbours: test images that vote on a moved copy's class
+        perplexity: of the t-SNE maps
+        traces: quantiles of the DA model's mean neighbour rank at which digits are traced
+        device: cpu | cuda | auto
+        data_root: data folder for "mnist" (None: $DIFFGEO_DATA)
+    """
     seeds = [check_int(s, "seed", low=0) for s in seeds]
     if not seeds: raise ValueError("need at least one seed, e.g. seeds=[0].")
     dev = resolve_device(device)

@@ -63,7 +63,16 @@ def image_patches(
     scale:float=0.25, # each photograph is resized by this factor before cropping
     seed:int=0, # seed of the photographs and positions drawn
 ) -> data.DataSet: # raw [0, 1] patches as the test split (the training split holds the first two), labelled by photograph
-    "Random grayscale crops of the photographs shipped with scikit-image: an offline data set of natural textures."
+    """Random grayscale crops of the photographs shipped with scikit-image: an offline data set of natural textures.
+
+    Args:
+        n: number of patches
+        size: side of a patch
+        scale: each photograph is resized by this factor before cropping
+        seed: seed of the photographs and positions drawn
+    Returns:
+        raw [0, 1] patches as the test split (the training split holds the first two), labelled by photograph
+    """
     import skimage.data
     from skimage.color import rgb2gray
     from skimage.transform import rescale
@@ -94,7 +103,18 @@ def drift_target(
     data_root:str|None=None, # data folder for FashionMNIST (None: $DIFFGEO_DATA)
     seed:int=1, # seed of the images and elements drawn
 ) -> torch.Tensor: # `[n, 1, size, size]` images of D₂, padded, moved and standardised with D₁'s statistics
-    "The second data set of the drift, prepared like D₁ and on D₁'s scale."
+    """The second data set of the drift, prepared like D₁ and on D₁'s scale.
+
+    Args:
+        target: "patches" (offline) or "fashionmnist" (the paper's; needs the data folder)
+        tm: the Transforming set D₁ the models were trained on
+        n: test images wanted
+        leave_out: classes of FashionMNIST dropped (the paper: its last)
+        data_root: data folder for FashionMNIST (None: $DIFFGEO_DATA)
+        seed: seed of the images and elements drawn
+    Returns:
+        `[n, 1, size, size]` images of D₂, padded, moved and standardised with D₁'s statistics
+    """
     check_choice(target, "target", TARGETS)
     raw = image_patches(n + 2, seed=seed) if target == "patches" else data.load("fashionmnist", root=data_root, normalize=False)
     drop = () if target == "patches" else leave_out
@@ -118,7 +138,22 @@ def cell(
     device:str="cpu", # cpu | cuda | auto
     data_root:str|None=None, # data folder for "mnist" and "fashionmnist" (None: $DIFFGEO_DATA)
 ) -> xr.Dataset:
-    "Fig. 4: DI, LI and orbit accuracy of WT, DA and IR on test images drifting from D₁ to D₂, per group, seed and β."
+    """Fig. 4: DI, LI and orbit accuracy of WT, DA and IR on test images drifting from D₁ to D₂, per group, seed and β.
+
+    Args:
+        groups: names in `GROUPS`
+        dataset: "mnist5k" (embedded) or "mnist" (data folder)
+        target: the drift's second data set: "patches" or "fashionmnist"
+        leave_out: classes dropped (the 9; FashionMNIST's last)
+        epochs: training epochs
+        seeds: one model of each kind per seed
+        nus: the grid of ν searched for the IR models
+        si_target: the validation SI the IR model must reach (the paper's 0.95)
+        steps: integration steps of the saliency maps (ν search only)
+        betas: degrees of drift
+        device: cpu | cuda | auto
+        data_root: data folder for "mnist" and "fashionmnist" (None: $DIFFGEO_DATA)
+    """
     seeds = [check_int(s, "seed", low=0) for s in seeds]
     if not seeds or not groups: raise ValueError(f"need at least one seed and one group, got {seeds}, {groups}.")
     betas = sorted(float(b) for b in betas)

@@ -62,7 +62,17 @@ def linear_spectral_decay(
     steps:int, # gradient steps
     seed:int=0, # seed of W(0)
 ) -> tuple[np.ndarray, np.ndarray]: # σ_max(W) after each step of gradient descent on LI, and of the flow's closed form W(0)exp(−Σt)
-    "Proposition 3.1 on data: a linear network h(x) = Wx trained on its logit invariance error alone, in float64."
+    """Proposition 3.1 on data: a linear network h(x) = Wx trained on its logit invariance error alone, in float64.
+
+    Args:
+        x: images `[N, C, H, W]`
+        group: the group; its generator (element 1) is the g of Proposition 3.1
+        n_classes: rows of W
+        steps: gradient steps
+        seed: seed of W(0)
+    Returns:
+        σ_max(W) after each step of gradient descent on LI, and of the flow's closed form W(0)exp(−Σt)
+    """
     eps = (x - group.act(x, 1)).flatten(1).double()                 # ε = x − gx per image
     Sigma = eps.T @ eps / len(eps)                                   # LI = ½ mean ‖Wε‖², its gradient W Σ
     lr = 0.1 / torch.linalg.eigvalsh(Sigma)[-1].item()               # a tenth of 1/λ_max: the discrete steps follow the flow
@@ -95,7 +105,22 @@ def cell(
     device:str="cpu", # cpu | cuda | auto
     data_root:str|None=None, # data folder for "mnist" (None: $DIFFGEO_DATA)
 ) -> xr.Dataset:
-    "Fig. 5: σ_max of the input–logit Jacobian on test images for DA and the three IR forms, per group and seed; Proposition 3.1."
+    """Fig. 5: σ_max of the input–logit Jacobian on test images for DA and the three IR forms, per group and seed; Proposition 3.1.
+
+    Args:
+        groups: names in `moskalev_tab1.GROUPS`
+        dataset: "mnist5k" (embedded) or "mnist" (data folder)
+        leave_out: classes dropped (the 9)
+        epochs: training epochs
+        seeds: one model of each kind per seed
+        nus: form -> the grid of ν searched for that form's IR model
+        si_target: the validation SI an IR model must reach (the paper's 0.95)
+        steps: integration steps of the saliency maps
+        linear_steps: gradient steps of the linear network of Proposition 3.1
+        linear_images: training images in its invariance error
+        device: cpu | cuda | auto
+        data_root: data folder for "mnist" (None: $DIFFGEO_DATA)
+    """
     seeds = [check_int(s, "seed", low=0) for s in seeds]
     if set(nus) != {m.split("-", 1)[1] for m in MODELS[1:]}: raise ValueError(f"nus must give a grid for each form {MODELS[1:]}, got {sorted(nus)}.")
     dev = resolve_device(device)

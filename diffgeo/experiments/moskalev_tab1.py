@@ -90,7 +90,17 @@ def fit(
     form:str="l2", # the regulariser's form (IR only): "l2" (LI, the paper's choice), "kl" or "l2_normalized"
     checkpoint:str|os.PathLike|None=None, # per-epoch checkpoint to save and resume from (None: none)
 ) -> train.TrainResult:
-    "Train one of the paper's three models: every one with augmentation by random group elements, Adam, the best validation epoch kept."
+    """Train one of the paper's three models: every one with augmentation by random group elements, Adam, the best validation epoch kept.
+
+    Args:
+        kind: "WT", "DA" or "IR"
+        group: the group
+        tm: the data
+        nu: weight of the LI regulariser (IR only)
+        seed: seed of the initialisation and the batches
+        form: the regulariser's form (IR only): "l2" (LI, the paper's choice), "kl" or "l2_normalized"
+        checkpoint: per-epoch checkpoint to save and resume from (None: none)
+    """
     seed_everything(seed)
     net = invariance.perceptron(tuple(tm.train.images.shape[1:]), len(tm.classes), group=group if kind == "WT" else None)
     penalty = invariance.InvariancePenalty(group, nu, form) if kind == "IR" else None
@@ -110,7 +120,21 @@ def tune_nu(
     checkpoint_dir:str|os.PathLike|None=None, # folder of one per-epoch checkpoint per ν, kept: a second search finds them trained (None: none)
     prefix:str="", # start of the checkpoints' names
 ) -> tuple: # (ν, {ν: validation SI} of every ν tried, the model `fit` trained with that ν)
-    "The paper's tuning of ν (§4.1): IR models trained along the grid until one reaches validation SI ≥ si_target (`invariance.choose_nu`)."
+    """The paper's tuning of ν (§4.1): IR models trained along the grid until one reaches validation SI ≥ si_target (`invariance.choose_nu`).
+
+    Args:
+        group: the group
+        tm: the data
+        nus: the grid of ν
+        si_target: the validation SI to reach
+        seed: seed of the models trained for the search
+        steps: integration steps of the saliency maps
+        form: the regulariser's form
+        checkpoint_dir: folder of one per-epoch checkpoint per ν, kept: a second search finds them trained (None: none)
+        prefix: start of the checkpoints' names
+    Returns:
+        (ν, {ν: validation SI} of every ν tried, the model `fit` trained with that ν)
+    """
     trained = {}
     def validation_si(v):
         ckpt = None if checkpoint_dir is None else results.resolve_path(checkpoint_dir) / f"{prefix}IR_nu{v:g}_seed{seed}.pt"
@@ -122,7 +146,11 @@ def tune_nu(
 def realigned_saliency(
     model, group:invariance.FiniteGroup, x:torch.Tensor, y:torch.Tensor, steps:int,
 ) -> torch.Tensor: # `[B, |G|, H, W]`: g⁻¹ m(gx) for every element g
-    "The saliency maps of every image's orbit, each turned back to the image's own frame."
+    """The saliency maps of every image's orbit, each turned back to the image's own frame.
+
+    Returns:
+        `[B, |G|, H, W]`: g⁻¹ m(gx) for every element g
+    """
     maps = [invariance.saliency(model, group.act(x, k), y, steps) for k in range(group.order)]
     return torch.stack([group.act(m[:, None], group.inverse(k))[:, 0] for k, m in enumerate(maps)], 1)
 
@@ -165,7 +193,23 @@ def cell(
 ) -> xr.Dataset:
     """One group and one model of Table 1, per seed: accuracy, LI, DI and SI per test image and element, and the
     saliency panels of seed 0. The IR cell first tunes ν on seed 0 (`tune_nu`) and keeps that model as seed 0's.
-    With `checkpoint_dir`, an interrupted cell resumes: training from its last epoch, and without the seeds it had measured."""
+    With `checkpoint_dir`, an interrupted cell resumes: training from its last epoch, and without the seeds it had measured.
+
+    Args:
+        group: a name in `GROUPS`
+        model: one of `MODELS`
+        dataset: "mnist5k" (embedded) or "mnist" (data folder)
+        leave_out: classes dropped (the 9)
+        epochs: training epochs
+        seeds: one model per seed
+        nus: the grid of ν searched for the IR models
+        si_target: the validation SI the IR model must reach (the paper's 0.95)
+        steps: integration steps of the saliency maps
+        panels: test images in the saliency panels
+        device: cpu | cuda | auto
+        data_root: data folder for "mnist" (None: $DIFFGEO_DATA)
+        checkpoint_dir: folder of per-epoch checkpoints and of each seed's measures, deleted when the cell ends (None: none)
+    """
     seeds = [check_int(s, "seed", low=0) for s in seeds]
     if not seeds: raise ValueError(f"need at least one seed, got {seeds}.")
     if group not in GROUPS: raise ValueError(f"group must be one of {list(GROUPS)}, got {group!r}.")

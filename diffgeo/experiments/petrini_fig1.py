@@ -35,7 +35,14 @@ def load_image(
     name:str="astronaut", # an RGB image of `skimage.data`
     n:int=128, # side of the square crop, in pixels
 ) -> torch.Tensor: # `[3, n, n]` in [0, 1], float32
-    "A centred square crop of a `skimage.data` picture, resized to n×n."
+    """A centred square crop of a `skimage.data` picture, resized to n×n.
+
+    Args:
+        name: an RGB image of `skimage.data`
+        n: side of the square crop, in pixels
+    Returns:
+        `[3, n, n]` in [0, 1], float32
+    """
     check_choice(name, "image", IMAGES)
     img = getattr(skdata, name)()
     h, w = img.shape[:2]
@@ -84,7 +91,21 @@ def cell(
     interp:str="bilinear", # interpolation of the panels
     device:str="cpu", # "cpu", "cuda", "auto"
 ) -> xr.Dataset:
-    "Fig. 1's raw data: deformed panels over (T, c) and the measured diffeomorphism phase diagram."
+    """Fig. 1's raw data: deformed panels over (T, c) and the measured diffeomorphism phase diagram.
+
+    Args:
+        n: image side in pixels
+        panel_c: cut-offs of the panel rows
+        panel_T: temperatures of the panel columns
+        c_grid: cut-offs of the phase diagram
+        samples: fields drawn per cut-off for the phase diagram
+        T_points: temperatures of the phase diagram, log-spaced over [1e-8, 1]
+        seed: seed of every random draw
+        image: the skimage.data picture
+        cutoff: "code" (as the published figure) or "paper"
+        interp: interpolation of the panels
+        device: "cpu", "cuda", "auto"
+    """
     check_choice(cutoff, "cutoff", diffeo.CUTOFFS); check_choice(interp, "interp", diffeo.INTERPOLATIONS)
     dev, g = resolve_device(device), seed_everything(seed)
     x = load_image(image, n).to(dev)

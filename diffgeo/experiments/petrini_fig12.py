@@ -33,7 +33,14 @@ def diffeo_augment(
     T:float=1e-2, # temperature of the deformations
     c:float=1.0, # their cut-off (the code's convention)
 ):
-    "Random max-entropy diffeomorphisms as data augmentation (Fig. 12's 'diffeo'), one per image."
+    """Random max-entropy diffeomorphisms as data augmentation (Fig. 12's 'diffeo'), one per image.
+
+    Args:
+        x: a batch of training images `[B, C, H, W]`
+        generator: the training's CPU generator
+        T: temperature of the deformations
+        c: their cut-off (the code's convention)
+    """
     return diffeo.deform(x, T=T, c=c, cutoff="code", generator=generator)
 
 # %% ../../nbs/petrini_fig12.ipynb #9c3bd9f5
@@ -103,7 +110,32 @@ def cell(
     device:str="cpu", # "cpu", "cuda", "auto"
     checkpoint_dir:str|None=None, # per-epoch training checkpoints, deleted when the cell ends (None: none)
 ) -> xr.Dataset:
-    "R_f at init and after training with one augmentation, for every cut-off, and the test error."
+    """R_f at init and after training with one augmentation, for every cut-off, and the test error.
+
+    Args:
+        arch: architecture name from `models.ARCHS`
+        augmentation: "none", "translation" or "diffeo"
+        seed: seed of the subset, initialisation, training, deformations and noise
+        dataset: name from `data.DATASETS`
+        data_root: folder of the data files (None: $DIFFGEO_DATA)
+        P: training-set size
+        n_val: validation images held out from the training split
+        steps: optimiser steps, or {arch: steps}
+        width: width multiplier (`models.build`), or {arch: width}
+        lr: learning rate (None: the paper's), or {arch: lr}
+        batch_size: images per step
+        warmup: fraction of linear warm-up for the SGD-trained nets
+        T: temperature of the augmenting diffeomorphisms
+        c_augment: their cut-off (the code's convention)
+        n_test: probed test images
+        cs: cut-offs of the probes
+        interps: interpolations of the probes
+        delta: displacement of the probing deformations (nominal)
+        delta_method: how δ sets T for the probes
+        cutoff: the probes' cut-off convention
+        device: "cpu", "cuda", "auto"
+        checkpoint_dir: per-epoch training checkpoints, deleted when the cell ends (None: none)
+    """
     check_choice(augmentation, "augmentation", AUGMENTATIONS)
     s = setup(arch, seed, dataset, data_root, P, n_val, n_test, steps, width, lr, device)
     info, steps, lr, ds_data, fit, val, net = s.info, s.steps, s.lr, s.data, s.fit, s.val, s.net

@@ -92,7 +92,15 @@ def probe_all(
     seed:int, # seed of the draws
     batchnorm:str, # "batch" or "running"
 ) -> xr.Dataset:
-    "Medians for every δ, c and interpolation; G_f against the noise radius; D_f, G_f, R_f per layer (δ = 1, main c, interpolation)."
+    """Medians for every δ, c and interpolation; G_f against the noise radius; D_f, G_f, R_f per layer (δ = 1, main c, interpolation).
+
+    Args:
+        net: the network
+        images: probed test images
+        p: cs, interps, deltas, noise_scales, delta_method, cutoff
+        seed: seed of the draws
+        batchnorm: "batch" or "running"
+    """
     kw = dict(delta_method=p["delta_method"], cutoff=p["cutoff"])
     sweep = xr.concat([probe(net, images, p["cs"], p["interps"], seed, batchnorm, delta=d, **kw) for d in p["deltas"]], "delta")
     out = median_distances(sweep).assign_coords(delta=list(p["deltas"]))
@@ -132,7 +140,31 @@ def cell(
     device:str="cpu", # "cpu", "cuda", "auto"
     checkpoint_dir:str|None=None, # per-epoch training checkpoints, deleted when the cell ends (None: none)
 ) -> xr.Dataset:
-    "One architecture and seed: the probes at init and after training, the training curve and the test error."
+    """One architecture and seed: the probes at init and after training, the training curve and the test error.
+
+    Args:
+        arch: architecture name from `models.ARCHS`
+        seed: seed of the subset, initialisation, training, deformations and noise
+        dataset: name from `data.DATASETS`
+        data_root: folder of the data files (None: $DIFFGEO_DATA)
+        P: training-set size
+        n_val: validation images held out from the training split
+        steps: optimiser steps, or {arch: steps}
+        width: width multiplier (`models.build`), or {arch: width}
+        lr: learning rate (None: the paper's), or {arch: lr}
+        batch_size: images per step
+        warmup: fraction of linear warm-up for the SGD-trained nets
+        n_test: probed test images
+        cs: cut-offs, the main one first
+        interps: interpolations, the main one first
+        deltas: displacements δ (1 among them)
+        noise_scales: noise radii as multiples of ‖τx − x‖, increasing
+        every: the training curve's measurement interval in epochs
+        delta_method: how δ sets T (`stability.Diffeomorphism`)
+        cutoff: "paper" or "code"
+        device: "cpu", "cuda", "auto"
+        checkpoint_dir: per-epoch training checkpoints, deleted when the cell ends (None: none)
+    """
     s = setup(arch, seed, dataset, data_root, P, n_val, n_test, steps, width, lr, device)
     info, steps, lr, ds_data, fit, val, net = s.info, s.steps, s.lr, s.data, s.fit, s.val, s.net
     images = s.probe.images

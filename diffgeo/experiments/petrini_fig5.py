@@ -164,7 +164,26 @@ def train_network(
     val_overhead:float|None=None, # validate every k epochs, k the smallest keeping validation within this fraction of the training cost (None: every epoch, as the paper)
     **kwargs, # passed to `train.train` (checkpoint, augment_fn, on_epoch, ...)
 ) -> tuple[train.TrainResult, float]: # the result and the training time in seconds
-    "Train `net` by the paper's recipe (App. E.1) for a fixed number of optimiser steps, keeping the best epoch on `val`."
+    """Train `net` by the paper's recipe (App. E.1) for a fixed number of optimiser steps, keeping the best epoch on `val`.
+
+    Args:
+        net: a network of `models.ARCHS`, on the device to train on
+        arch: its architecture name (sets the optimiser, App. E.1)
+        dataset: the data set's name (sets whether images are flipped)
+        ds_data: the `data.Dataset` (its channel means give the padding colour)
+        fit: the training `data.Split`
+        val: the validation split on which the best epoch is chosen
+        steps: optimiser steps; the epochs follow from them and the training-set size (App. E.1)
+        seed: seed of the batch order and the augmentations
+        lr: learning rate (None: the paper's)
+        warmup: fraction of linear warm-up for the SGD-trained networks
+        batch_size: images per step
+        pad: random translations of up to `pad` pixels (0: none)
+        val_overhead: validate every k epochs, k the smallest keeping validation within this fraction of the training cost (None: every epoch, as the paper)
+        **kwargs: passed to `train.train` (checkpoint, augment_fn, on_epoch, ...)
+    Returns:
+        the result and the training time in seconds
+    """
     info = models.ARCHS[models.resolve_arch(arch)]
     fill = [-m / s for m, s in zip(ds_data.mean, ds_data.std)]  # black after standardisation
     t0 = time.perf_counter()
@@ -201,7 +220,22 @@ def setup(
     device:str="cpu", # "cpu", "cuda", "auto"
     init:str|dict="pytorch", # the initialisation (`models.build`'s `init`), or {arch: init}
 ) -> Setup:
-    "The start of every cell: this architecture's settings, the data, a seeded training subset of size P, the probe, the network."
+    """The start of every cell: this architecture's settings, the data, a seeded training subset of size P, the probe, the network.
+
+    Args:
+        arch: architecture name from `models.ARCHS`
+        seed: seed of the subset and the initialisation
+        dataset: name from `data.DATASETS`
+        data_root: folder of the data files (None: $DIFFGEO_DATA)
+        P: training-set size (None: every image left after n_val)
+        n_val: validation images held out from the training split
+        n_test: probed test images
+        steps: optimiser steps, or {arch: steps}
+        width: width multiplier (`models.build`), or {arch: width}
+        lr: learning rate, or {arch: lr}
+        device: "cpu", "cuda", "auto"
+        init: the initialisation (`models.build`'s `init`), or {arch: init}
+    """
     info = models.ARCHS[models.resolve_arch(arch)]
     steps, width, lr, init = (v[info.name] if isinstance(v, dict) else v for v in (steps, width, lr, init))
     ds_data = data.load(dataset, root=data_root)
@@ -244,7 +278,30 @@ def cell(
     checkpoint_dir:str|None=None, # folder for per-epoch training checkpoints, deleted when the cell ends (None: none)
     init:str|dict="pytorch", # the initialisation (`models.build`), or {arch: init}
 ) -> xr.Dataset:
-    "Fig. 5 for one architecture and seed: stabilities at init and after training, and the test error."
+    """Fig. 5 for one architecture and seed: stabilities at init and after training, and the test error.
+
+    Args:
+        arch: architecture name from `models.ARCHS`
+        seed: seed of initialisation, training order, diffeomorphisms and noise
+        dataset: name from `data.DATASETS`
+        data_root: folder of the `.npz` files or torchvision data (None: $DIFFGEO_DATA)
+        P: training-set size
+        n_val: validation images held out from the training set
+        steps: optimiser steps, or {arch: steps}
+        width: width multiplier of the networks (`models.build`; 1: Table 1's), or {arch: width}
+        lr: learning rate (None: the paper's, 0.1 for SGD and Adam alike), or {arch: lr}
+        batch_size: images per step
+        warmup: fraction of the steps of linear learning-rate warm-up for the SGD-trained nets (the paper: 0)
+        n_test: test images probed for D_f, G_f, R_f
+        c: cut-off of the diffeomorphisms
+        delta: their typical displacement in pixels (nominal, see `delta_method`)
+        delta_method: how δ sets T: "asymptotic" (Eq. 3, the authors'), "average" or "center"
+        interp: one of `maps.INTERPOLATIONS`: "bilinear", "nearest", "bicubic" or "gaussian"
+        cutoff: "paper" or "code"
+        device: "cpu", "cuda", "auto"
+        checkpoint_dir: folder for per-epoch training checkpoints, deleted when the cell ends (None: none)
+        init: the initialisation (`models.build`), or {arch: init}
+    """
     s = setup(arch, seed, dataset, data_root, P, n_val, n_test, steps, width, lr, device, init)
     info, steps, width, lr, ds_data, fit, val, probe, net = s.info, s.steps, s.width, s.lr, s.data, s.fit, s.val, s.probe, s.net
     print(f"{info.name}, seed {seed}: {steps} steps at width {width}, lr {lr or 'default'} on {resolve_device(device)}", flush=True)
@@ -304,7 +361,16 @@ def seconds_per_step(
     device:str, # where to measure
     repeats:int=3, # timed steps (after two warm-up steps)
 ) -> float:
-    "Seconds of one training step (crops and flips, forward, backward, SGD update) of `arch` on random images, measured on `device`."
+    """Seconds of one training step (crops and flips, forward, backward, SGD update) of `arch` on random images, measured on `device`.
+
+    Args:
+        arch: architecture name
+        width: width multiplier
+        shape: (channels, side) of the images
+        batch_size: images per step
+        device: where to measure
+        repeats: timed steps (after two warm-up steps)
+    """
     dev = torch.device(device)
     net = models.build(arch, in_channels=shape[0], n_classes=10, size=shape[1], width=width).to(dev)
     opt = torch.optim.SGD(net.parameters(), lr=1e-3)
@@ -401,7 +467,13 @@ def probe_ratios(ds:xr.Dataset) -> dict:
 def fit_note(
     ds:xr.Dataset, # a derived Fig. 5 dataset
 ) -> str: # "" when the fit and the correlations are defined, else why they are NaN
-    "Why `fit_*` and `corr_*` are NaN: they need `MIN_FIT` trained networks with a finite test error and R_f."
+    """Why `fit_*` and `corr_*` are NaN: they need `MIN_FIT` trained networks with a finite test error and R_f.
+
+    Args:
+        ds: a derived Fig. 5 dataset
+    Returns:
+        "" when the fit and the correlations are defined, else why they are NaN
+    """
     err, R = ds.test_error_logmean.sel(state="trained").values, ds.R_f_logmean.sel(state="trained").values
     with np.errstate(divide="ignore", invalid="ignore"): n = int((np.isfinite(np.log10(err)) & np.isfinite(np.log10(R))).sum())
     if n >= MIN_FIT: return ""

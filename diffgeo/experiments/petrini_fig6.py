@@ -94,7 +94,17 @@ def probe(
     batchnorm:str, # "batch" or "running" (see `probes.probing`)
     **kwargs, # delta, delta_method, cutoff of the `stability.Diffeomorphism`
 ) -> xr.Dataset:
-    "Per-sample distances for every cut-off and interpolation, with the fraction of drawn fields that are diffeomorphisms."
+    """Per-sample distances for every cut-off and interpolation, with the fraction of drawn fields that are diffeomorphisms.
+
+    Args:
+        net: the network
+        images: probed test images `[N, C, H, W]`
+        cs: cut-offs
+        interps: interpolations
+        seed: seed of the deformations and noise
+        batchnorm: "batch" or "running" (see `probes.probing`)
+        **kwargs: delta, delta_method, cutoff of the `stability.Diffeomorphism`
+    """
     rows = []
     with warnings.catch_warnings():  # c = 15 on 28-pixel images exceeds Eq. 14's range, as in the paper; recorded below
         warnings.filterwarnings("ignore", message=".*exceeds the diffeomorphism range")
@@ -131,7 +141,30 @@ def cell(
     checkpoint_dir:str|None=None, # per-epoch training checkpoints, deleted when the cell ends (None: none)
     val_overhead:float|None=None, # validation at most this fraction of the training cost (`petrini_fig5.train_network`; None: every epoch)
 ) -> xr.Dataset:
-    "D_f, G_f, R_f at init and after training on P images, for every cut-off and interpolation, and the test error."
+    """D_f, G_f, R_f at init and after training on P images, for every cut-off and interpolation, and the test error.
+
+    Args:
+        arch: architecture name from `models.ARCHS`
+        P: training-set size
+        seed: seed of the subset, initialisation, training, deformations and noise
+        dataset: name from `data.DATASETS`
+        data_root: folder of the data files (None: $DIFFGEO_DATA)
+        n_val: validation images held out from the training split
+        steps: optimiser steps, the same for every P, or {arch: steps}
+        width: width multiplier (`models.build`), or {arch: width}
+        lr: learning rate (None: the paper's), or {arch: lr}
+        batch_size: images per step
+        warmup: fraction of linear warm-up for the SGD-trained nets
+        n_test: probed test images
+        cs: cut-offs, the main one first
+        interps: interpolations, the main one first
+        delta: displacement of the deformations in pixels (nominal, see `delta_method`)
+        delta_method: how δ sets T (`stability.Diffeomorphism`)
+        cutoff: "paper" or "code"
+        device: "cpu", "cuda", "auto"
+        checkpoint_dir: per-epoch training checkpoints, deleted when the cell ends (None: none)
+        val_overhead: validation at most this fraction of the training cost (`petrini_fig5.train_network`; None: every epoch)
+    """
     s = setup(arch, seed, dataset, data_root, P, n_val, n_test, steps, width, lr, device)
     info, steps, lr, ds_data, fit, val, net = s.info, s.steps, s.lr, s.data, s.fit, s.val, s.net
     images = s.probe.images
@@ -157,7 +190,11 @@ def cell(
 def check_interps(
     interps:list, # the probes' interpolations, the main one first
 ) -> list:
-    "`interps`, checked: a non-empty list of known interpolations without repeats (at resolve time, not in a cell hours into a GPU run)."
+    """`interps`, checked: a non-empty list of known interpolations without repeats (at resolve time, not in a cell hours into a GPU run).
+
+    Args:
+        interps: the probes' interpolations, the main one first
+    """
     if isinstance(interps, str) or not isinstance(interps, (list, tuple)) or not interps:
         raise ValueError(f"interps must be a non-empty list of interpolations, e.g. ['bilinear'], got {interps!r}.")
     for i in interps: check_choice(i, "interps", INTERPOLATIONS)

@@ -82,7 +82,16 @@ def cell(
     device:str="cpu", # cpu | cuda | auto
     checkpoint_dir:str|None=None, # folder for the gradient flow's checkpoint (saved every 5 minutes, resumed, deleted when the cell ends)
 ) -> xr.Dataset:
-    "One network of Fig. 7: trained on the first P of the seed's P_max points; its R_f and small-noise limit, test error and training steps."
+    """One network of Fig. 7: trained on the first P of the seed's P_max points; its R_f and small-noise limit, test error and training steps.
+
+    Args:
+        P_max: the run's largest P: the training set is the first P points of the seed's draw of P_max
+        d: dimension
+        boundaries: interfaces along x_∥
+        max_steps: gives up training after this many steps
+        device: cpu | cuda | auto
+        checkpoint_dir: folder for the gradient flow's checkpoint (saved every 5 minutes, resumed, deleted when the cell ends)
+    """
     P, P_max = check_int(P, "P", low=2), check_int(P_max, "P_max", low=2)
     if P > P_max: raise ValueError(f"P = {P} exceeds P_max = {P_max}, the draw its training set is the start of.")
     dev = resolve_device(device)
@@ -125,7 +134,12 @@ def seconds_per_step(
     device:str="cpu", # where to measure
     steps:int=20, # timed steps, after 30 untimed ones
 ) -> float:
-    "Seconds of one step of `stripe.gradient_flow` on P points (a step taken, its gradient computed), measured on `device` with its threads."
+    """Seconds of one step of `stripe.gradient_flow` on P points (a step taken, its gradient computed), measured on `device` with its threads.
+
+    Args:
+        device: where to measure
+        steps: timed steps, after 30 untimed ones
+    """
     x, y = stripe.stripe_data(P, d, seed=0)
     net = stripe.StripeNet(d, h, 1e-3, generator=torch.Generator().manual_seed(0))
     dev = torch.device(device)

@@ -49,7 +49,15 @@ def cell(
     seed:int=0, # seed of every random draw
     device:str="cpu", # "cpu", "cuda", "auto"
 ) -> xr.Dataset:
-    "Fig. 8's raw samples: δ and max Ξ of unit-temperature fields over the cut-off c, for both cut-off conventions."
+    """Fig. 8's raw samples: δ and max Ξ of unit-temperature fields over the cut-off c, for both cut-off conventions.
+
+    Args:
+        n: image side in pixels
+        c_grid: cut-offs c
+        samples: fields drawn per cut-off
+        seed: seed of every random draw
+        device: "cpu", "cuda", "auto"
+    """
     dev, g = resolve_device(device), seed_everything(seed)
     delta, xi = [], []
     for cutoff in diffeo.CUTOFFS:

@@ -95,7 +95,29 @@ def cell(
     device:str="cpu", # "cpu", "cuda", "auto"
     checkpoint_dir:str|None=None, # per-epoch training checkpoints, deleted when the cell ends (None: none)
 ) -> xr.Dataset:
-    "The trained network's medians at every δ, c and interpolation, and its test error."
+    """The trained network's medians at every δ, c and interpolation, and its test error.
+
+    Args:
+        dataset: name from `data.DATASETS`
+        arch: architecture name from `models.ARCHS`
+        seed: seed of the subset, initialisation, training, deformations and noise
+        data_root: folder of the data files (None: $DIFFGEO_DATA)
+        P: training-set size (None: every image left after n_val)
+        n_val: validation images held out from the training split
+        steps: optimiser steps, or {arch: steps}
+        width: width multiplier (`models.build`), or {arch: width}
+        lr: learning rate (None: the paper's), or {arch: lr}
+        batch_size: images per step
+        warmup: fraction of linear warm-up for the SGD-trained nets
+        n_test: probed test images
+        deltas: displacements of the probes
+        cs: cut-offs of the probes, the main one first
+        interps: interpolations of the probes, the main one first
+        delta_method: how δ sets T (`stability.Diffeomorphism`)
+        cutoff: "paper" or "code"
+        device: "cpu", "cuda", "auto"
+        checkpoint_dir: per-epoch training checkpoints, deleted when the cell ends (None: none)
+    """
     s = setup(arch, seed, dataset, data_root, P, n_val, n_test, steps, width, lr, device)
     info, steps, lr, ds_data, fit, val, net = s.info, s.steps, s.lr, s.data, s.fit, s.val, s.net
     images = s.probe.images

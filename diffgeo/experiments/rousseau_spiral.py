@@ -74,7 +74,15 @@ def two_spirals(
     turns:float=1.5, # turns of each spiral
     seed:int=0,
 ) -> tuple[torch.Tensor, torch.Tensor]: # points `[n, 2]`, labels `[n]` (0 or 1, float)
-    "Two interleaved spirals, r = t, θ = 2π·turns·t (+π for class 1), t uniform in [0, 1], with Gaussian noise."
+    """Two interleaved spirals, r = t, θ = 2π·turns·t (+π for class 1), t uniform in [0, 1], with Gaussian noise.
+
+    Args:
+        n: points (half per class)
+        noise: standard deviation of the Gaussian noise
+        turns: turns of each spiral
+    Returns:
+        points `[n, 2]`, labels `[n]` (0 or 1, float)
+    """
     n, noise = check_int(n, "n", low=2), check_scalar(noise, "noise", low=0)
     g = torch.Generator().manual_seed(check_int(seed, "seed", low=0))
     label = torch.arange(n) % 2
@@ -103,7 +111,14 @@ def fit(
     units:int=20, basis:int=10, method:str="euler", substeps:int=1, device:str="cpu",
     horizon:float|None=None, # the flow's time T (None: `units`, the paper's x + F(x) per unit)
 ) -> tuple[SpiralNet, float, float]: # the trained network (on the CPU), its last epoch's mean loss and mean penalty (unweighted)
-    "Train one of the paper's four networks with Adam (§4.1), seeded."
+    """Train one of the paper's four networks with Adam (§4.1), seeded.
+
+    Args:
+        model: a key of `MODELS`
+        horizon: the flow's time T (None: `units`, the paper's x + F(x) per unit)
+    Returns:
+        the trained network (on the CPU), its last epoch's mean loss and mean penalty (unweighted)
+    """
     if model not in MODELS: raise ValueError(f"model must be one of {list(MODELS)}, got {model!r}.")
     stationary, ic = MODELS[model]
     g = seed_everything(seed)
@@ -153,7 +168,15 @@ def cell(
     device:str="cpu", # cpu | cuda | auto
     horizon:float|None=None, # the flows' time T (None: `units`: each unit is the paper's x + F(x); 1: x + F(x)/units)
 ) -> xr.Dataset:
-    "Figs. 2-4: the four networks per training scheme and seed, each evaluated with every scheme."
+    """Figs. 2-4: the four networks per training scheme and seed, each evaluated with every scheme.
+
+    Args:
+        trained_with: schemes the networks are trained with (a subset of `SOLVERS`)
+        lam: weight of the inverse-consistency penalty
+        rk4_substeps: RK4 steps per unit when re-integrating
+        device: cpu | cuda | auto
+        horizon: the flows' time T (None: `units`: each unit is the paper's x + F(x); 1: x + F(x)/units)
+    """
     seeds = [check_int(s, "seed", low=0) for s in seeds]
     bad = [s for s in trained_with if s not in SOLVERS]
     if not seeds or not trained_with or bad: raise ValueError(f"need seeds and trained_with in {SOLVERS}, got {seeds}, {trained_with}.")
@@ -358,7 +381,14 @@ def initial_maps(
     units:int=COMMON["units"], basis:int=COMMON["basis"], n:int=COMMON["n_train"], noise:float=COMMON["noise"],
     domain:float=COMMON["domain"], size:int=COMMON["size"],
 ) -> "pd.DataFrame": # one row per (horizon, seed)
-    "The shared-weight network's map φ₀ at initialisation: the median gain ‖φ₀(x)‖/‖x‖ on the training points, the range of det ∇φ₀ on the domain, and the inverse-consistency penalty (Eq. 10) on the training points."
+    """The shared-weight network's map φ₀ at initialisation: the median gain ‖φ₀(x)‖/‖x‖ on the training points, the range of det ∇φ₀ on the domain, and the inverse-consistency penalty (Eq. 10) on the training points.
+
+    Args:
+        seeds: seeds, drawn as `fit` draws them
+        horizons: the flows' time T: 20 is the paper's x + F(x) per unit
+    Returns:
+        one row per (horizon, seed)
+    """
     import pandas as pd
     x, _ = two_spirals(n, noise, seed=1000)
     rows = []

@@ -36,14 +36,27 @@ RINGS = 20  # rings of equal width around the origin, over which the radial shar
 def true_boundary(
     x1, # first input coordinates (array-like)
 ) -> np.ndarray: # x₂ on the boundary
-    "The sinusoid task's boundary, x₂ = 0.6 sin(7x₁ − 1) (Eq. I.2, the authors' code)."
+    """The sinusoid task's boundary, x₂ = 0.6 sin(7x₁ − 1) (Eq. I.2, the authors' code).
+
+    Args:
+        x1: first input coordinates (array-like)
+    Returns:
+        x₂ on the boundary
+    """
     return 0.6 * np.sin(7 * np.asarray(x1, dtype=float) - 1)
 
 def task_data(
     task:str, # "sinusoid" or "xor"
     seed:int=0, # seed of the sinusoid's points (XOR has none)
 ) -> tuple[torch.Tensor, torch.Tensor]: # inputs `[N, 2]` float64 and labels `[N]` in {0, 1}
-    "A task's training set: 400 uniform points on [-1, 1]² of class 1 above the sinusoid, or the four XOR points."
+    """A task's training set: 400 uniform points on [-1, 1]² of class 1 above the sinusoid, or the four XOR points.
+
+    Args:
+        task: "sinusoid" or "xor"
+        seed: seed of the sinusoid's points (XOR has none)
+    Returns:
+        inputs `[N, 2]` float64 and labels `[N]` in {0, 1}
+    """
     check_choice(task, "task", TASKS)
     if task == "xor":
         return torch.tensor([[-1., -1.], [-1., 1.], [1., -1.], [1., 1.]], dtype=torch.float64), torch.tensor([0, 1, 1, 0])
@@ -59,7 +72,15 @@ def build(
     width:int, # n, hidden units per layer (at least 2, the input dimension)
     generator:torch.Generator|None=None, # draws the weights (None: torch's global generator)
 ) -> nn.Sequential: # float64; module "0" is the first layer W₁x + b₁, "1" its sigmoid
-    "A sigmoid network of the task's depth, every weight and bias drawn from N(0, 1) (the authors' initialisation)."
+    """A sigmoid network of the task's depth, every weight and bias drawn from N(0, 1) (the authors' initialisation).
+
+    Args:
+        task: "sinusoid": [2, n, n, 2]; "xor": [2, n, 2]
+        width: n, hidden units per layer (at least 2, the input dimension)
+        generator: draws the weights (None: torch's global generator)
+    Returns:
+        float64; module "0" is the first layer W₁x + b₁, "1" its sigmoid
+    """
     check_choice(task, "task", TASKS)
     check_int(width, "width", low=2, hint="the first layer must have at least as many units as inputs for a metric.")
     layers, fan_in = [], 2
@@ -81,7 +102,17 @@ def train(
     generator:torch.Generator|None=None, # draws the minibatch order
     desc:str|None=None, # label of the progress bar
 ):
-    "Train with SGD on the cross-entropy, minibatches drawn without replacement, yielding at each epoch of `epochs`."
+    """Train with SGD on the cross-entropy, minibatches drawn without replacement, yielding at each epoch of `epochs`.
+
+    Args:
+        net: a network of `build`, on the device of `x`
+        x: `[N, 2]` training inputs
+        label: `[N]` labels
+        task: whose optimiser (`TASKS`)
+        epochs: epochs after which to stop and yield, increasing; 0 yields before training
+        generator: draws the minibatch order
+        desc: label of the progress bar
+    """
     if list(epochs) != sorted(epochs) or not epochs or epochs[0] < 0:
         raise ValueError(f"epochs must be a non-empty increasing list of epochs >= 0, got {epochs}.")
     s = TASKS[check_choice(task, "task", TASKS)]
@@ -99,7 +130,13 @@ def train(
 def grid_points(
     side:int=40, # points per axis
 ) -> tuple[np.ndarray, torch.Tensor]: # the axis `[side]`, and the points `[side², 2]` float64, x₁ varying fastest
-    "An evenly spaced side × side grid over [-1.5, 1.5]², row-major over (x₂, x₁)."
+    """An evenly spaced side × side grid over [-1.5, 1.5]², row-major over (x₂, x₁).
+
+    Args:
+        side: points per axis
+    Returns:
+        the axis `[side]`, and the points `[side², 2]` float64, x₁ varying fastest
+    """
     axis = np.linspace(-HALF_SIDE, HALF_SIDE, check_int(side, "side", low=2))
     x2, x1 = np.meshgrid(axis, axis, indexing="ij")
     return axis, torch.from_numpy(np.stack([x1.ravel(), x2.ravel()], -1))
@@ -108,7 +145,14 @@ def geometry(
     net:nn.Sequential, # a network of `build`
     points:torch.Tensor, # `[B, 2]` float64 inputs, on the network's device
 ) -> dict: # "log_volume", "ricci", "prob": `[B]` float64 tensors
-    "At each point: log √det g and the Ricci scalar of Φ(x) = σ(W₁x + b₁)/√n, and the predicted probability of class 1."
+    """At each point: log √det g and the Ricci scalar of Φ(x) = σ(W₁x + b₁)/√n, and the predicted probability of class 1.
+
+    Args:
+        net: a network of `build`
+        points: `[B, 2]` float64 inputs, on the network's device
+    Returns:
+        "log_volume", "ricci", "prob": `[B]` float64 tensors
+    """
     W, b = net[0].weight.detach(), net[0].bias.detach()
     per = max(1, 2**22 // math.comb(len(W), 2))  # points per closed-form call: at most 4M minors in memory
     log_volume = torch.cat([riemann.shallow_log_volume_element(W, b, p, "sigmoid") for p in points.split(per)])
@@ -157,13 +201,25 @@ VARIABLES = {
 def net_names(
     p:dict, # settings with "sinusoid_widths" and "xor_widths"
 ) -> list[str]: # e.g. ["sinusoid-8", "xor-2"]
-    "The networks of a run, one cell each."
+    """The networks of a run, one cell each.
+
+    Args:
+        p: settings with "sinusoid_widths" and "xor_widths"
+    Returns:
+        e.g. ["sinusoid-8", "xor-2"]
+    """
     return [f"{task}-{w}" for task in TASKS for w in p[f"{task}_widths"]]
 
 def parse_net(
     net:str, # "<task>-<width>", e.g. "xor-250"
 ) -> tuple[str, int]: # the task and the width
-    "The task and the width a network name stands for."
+    """The task and the width a network name stands for.
+
+    Args:
+        net: "<task>-<width>", e.g. "xor-250"
+    Returns:
+        the task and the width
+    """
     task, _, width = str(net).partition("-")
     check_choice(task, "task of the network", TASKS)
     if not width.isdigit(): raise ValueError(f"a network is named '<task>-<width>', e.g. 'xor-250'; got {net!r}.")
@@ -182,7 +238,17 @@ def cell(
     seed:int=0, # seed of the data, the initialisation and the minibatch order
     device:str="cpu", # "cpu", "cuda", "auto"
 ) -> xr.Dataset:
-    "One network of Fig. 1: train it and, at each snapshot, its first layer's geometry and its predictions on the grid."
+    """One network of Fig. 1: train it and, at each snapshot, its first layer's geometry and its predictions on the grid.
+
+    Args:
+        net: "<task>-<width>", e.g. "sinusoid-8" or "xor-250"
+        sinusoid_epochs: training epochs of the sinusoid task
+        xor_epochs: training epochs of XOR
+        snapshots: fractions of the training at which the network is measured (0: at initialisation)
+        side: grid points per axis
+        seed: seed of the data, the initialisation and the minibatch order
+        device: "cpu", "cuda", "auto"
+    """
     task, width = parse_net(net)
     dev, g = resolve_device(device), seed_everything(seed)
     x, label = (t.to(dev) for t in task_data(task, seed))
@@ -230,7 +296,15 @@ def boundary_contrast(
     prob:xr.DataArray, # predicted probability of class 1, on the same grid
     where:xr.DataArray, # the grid points to use (bool over x2, x1)
 ) -> xr.DataArray: # in nats
-    "Mean log volume element over the least confident NEAR of the points in `where` minus the mean over the rest of them."
+    """Mean log volume element over the least confident NEAR of the points in `where` minus the mean over the rest of them.
+
+    Args:
+        log_volume: log volume element on the grid (dims x2, x1, and any others)
+        prob: predicted probability of class 1, on the same grid
+        where: the grid points to use (bool over x2, x1)
+    Returns:
+        in nats
+    """
     margin = abs(prob - 0.5).where(where)
     near = margin <= margin.quantile(NEAR, ("x2", "x1")).drop_vars("quantile")
     mean = lambda m: log_volume.where(m & where).mean(("x2", "x1"))
@@ -239,7 +313,13 @@ def boundary_contrast(
 def radial_share(
     log_volume:xr.DataArray, # log volume element on the grid (dims x2, x1, and any others)
 ) -> xr.DataArray: # in [0, 1]; 1: a function of |x| alone
-    "Share of the variance of the log volume element over the grid that the distance to the origin explains (RINGS rings)."
+    """Share of the variance of the log volume element over the grid that the distance to the origin explains (RINGS rings).
+
+    Args:
+        log_volume: log volume element on the grid (dims x2, x1, and any others)
+    Returns:
+        in [0, 1]; 1: a function of |x| alone
+    """
     r = np.hypot(log_volume.x1, log_volume.x2)
     ring = np.minimum((r / r.max() * RINGS).astype(int), RINGS - 1).rename("ring")
     grid = ("x2", "x1")

@@ -84,7 +84,16 @@ def shallow_classifier(
     n_classes:int, # outputs
     activation:str="sigmoid", # a smooth activation: sigmoid, tanh, gelu, softplus or silu
 ) -> nn.Sequential: # flatten -> hidden (Linear) -> act -> readout; the feature map is the output of "act"
-    "The paper's shallow network, with named layers: `riemann.log_volume_element(net, x, layer='act')` is its geometry."
+    """The paper's shallow network, with named layers: `riemann.log_volume_element(net, x, layer='act')` is its geometry.
+
+    Args:
+        d: input dimension (784 for MNIST)
+        width: hidden units
+        n_classes: outputs
+        activation: a smooth activation: sigmoid, tanh, gelu, softplus or silu
+    Returns:
+        flatten -> hidden (Linear) -> act -> readout; the feature map is the output of "act"
+    """
     acts = {"sigmoid": nn.Sigmoid, "tanh": nn.Tanh, "gelu": nn.GELU, "softplus": nn.Softplus, "silu": nn.SiLU}
     check_choice(activation, "activation (a smooth one)", acts)
     return nn.Sequential(OrderedDict(flatten=nn.Flatten(), hidden=nn.Linear(check_int(d, "d", low=1), check_int(width, "width", low=1)),
@@ -96,7 +105,16 @@ def choose_anchors(
     seed:int, # seed of the draw
     n_same:int=0, # segments between two images of the same class (a control), after the others
 ) -> tuple[np.ndarray, np.ndarray]: # `[n_lines + n_same, 2]` indices of segment ends, `[3]` triangle corners (three classes)
-    "Random anchors: segment ends of different classes, then of the same class, and a triangle of three classes."
+    """Random anchors: segment ends of different classes, then of the same class, and a triangle of three classes.
+
+    Args:
+        labels: `[N]` true classes of the candidate images
+        n_lines: segments between different classes
+        seed: seed of the draw
+        n_same: segments between two images of the same class (a control), after the others
+    Returns:
+        `[n_lines + n_same, 2]` indices of segment ends, `[3]` triangle corners (three classes)
+    """
     labels = np.asarray(labels)
     if len(np.unique(labels)) < 3: raise ValueError("the candidates must hold at least three classes.")
     rng = np.random.default_rng(seed)
@@ -119,7 +137,18 @@ def slice_geometry(
     chunk:int=32, # points per Jacobian batch
     memory:float=2**31, # bytes for the Jacobian's passes (see `probes.jacobian_matrix`)
 ) -> tuple[np.ndarray, np.ndarray]: # log volume elements `[P, k]` (exact, float64), class probabilities `[P, n_classes]`
-    "Log volume element of each feature map, from one Jacobian, and the predicted probabilities at every point of a slice."
+    """Log volume element of each feature map, from one Jacobian, and the predicted probabilities at every point of a slice.
+
+    Args:
+        model: the classifier (any dtype, any mode: a float64 eval-mode copy is measured)
+        x: `[P, ...]` the points of the slices
+        features: the copy -> its feature map(s), a function of a batch: `[B, ...]` -> `[B, k m]`
+        n_maps: k: how many feature maps of m features each `features` concatenates
+        chunk: points per Jacobian batch
+        memory: bytes for the Jacobian's passes (see `probes.jacobian_matrix`)
+    Returns:
+        log volume elements `[P, k]` (exact, float64), class probabilities `[P, n_classes]`
+    """
     net = copy.deepcopy(model).double().eval()
     fn, logv, prob = features(net), [], []
     for s in range(0, len(x), chunk):
@@ -143,7 +172,19 @@ def measure_during_training(
     **train_args, # `train.train`'s settings (optimizer, lr, batch_size, seed, ...)
 ) -> dict: # epoch -> {"logv", "prob", "loss" (training cross-entropy), "error" (test error)}
     """Train `net` for `snapshots[-1]` epochs, measuring its geometry, its loss and its test error at each snapshot.
-    With a `checkpoint`, an interrupted run resumes from its last epoch with the snapshots it had measured."""
+    With a `checkpoint`, an interrupted run resumes from its last epoch with the snapshots it had measured.
+
+    Args:
+        net: the classifier, trained in place
+        split: training images
+        test: test images, for the error at each snapshot
+        snapshots: sorted epochs at which to measure (0: before training)
+        geometry: the net -> (log volume elements `[P, k]`, probabilities `[P, n_classes]`), e.g. `slice_geometry`
+        checkpoint: training checkpoint to save after each epoch and resume from; the snapshots measured so far are kept beside it (None: none)
+        **train_args: `train.train`'s settings (optimizer, lr, batch_size, seed, ...)
+    Returns:
+        epoch -> {"logv", "prob", "loss" (training cross-entropy), "error" (test error)}
+    """
     path = None if checkpoint is None else results.resolve_path(checkpoint)
     kept = snapshot_file(path) if path is not None else None
     code = results.code_version()["source_hash"]
@@ -201,7 +242,27 @@ def cell(
     data_root:str|None=None, # data folder for "mnist" (None: $DIFFGEO_DATA)
     checkpoint_dir:str|None=None, # folder for the per-epoch training checkpoint and the snapshots measured, deleted when the cell ends (None: none)
 ) -> xr.Dataset:
-    "Train the shallow network and measure the log volume element on segments and a triangle of test digits."
+    """Train the shallow network and measure the log volume element on segments and a triangle of test digits.
+
+    Args:
+        dataset: a `data.DATASETS` name: "mnist5k" (in the wheel) or "mnist" (data folder)
+        width: hidden units (the paper: 2000)
+        activation: smooth activation of the hidden layer
+        epochs: training epochs
+        snapshots: epochs at which the geometry is measured (0: initialisation)
+        lr: Adam learning rate
+        batch_size: images per step
+        weight_decay: Adam's L2 penalty
+        n_lines: segments between test digits of different classes
+        n_same: segments between test digits of the same class (a control)
+        line_divisions: steps along each segment
+        plane_divisions: steps along each edge of the triangle
+        n_train: training images (None: all)
+        seed: seed of the initialisation, the batches and the anchors
+        device: cpu | cuda | auto
+        data_root: data folder for "mnist" (None: $DIFFGEO_DATA)
+        checkpoint_dir: folder for the per-epoch training checkpoint and the snapshots measured, deleted when the cell ends (None: none)
+    """
     snapshots = check_snapshots(snapshots, epochs)
     dev = resolve_device(device)
     ds_data = data.load(dataset, root=data_root, normalize=False)
@@ -230,7 +291,19 @@ def slice_dataset(
     line_divisions:int, # steps along each segment
     blocks:list|None=None, # names of the k feature maps when there are several (the last is the one plotted)
 ) -> xr.Dataset:
-    "The slices' dataset: volumes and probabilities split into segments and triangle, anchors, errors, losses."
+    """The slices' dataset: volumes and probabilities split into segments and triangle, anchors, errors, losses.
+
+    Args:
+        rows: `measure_during_training`'s result
+        labels: `[N]` classes of the test images
+        images: `[N, pixels]` the test images, as they are to be displayed
+        lines: `[L, 2]` segment ends (`choose_anchors`), the first `n_lines` between classes
+        corners: `[3]` the triangle's corners
+        weights: `[P, 3]` the triangle's barycentric weights (`riemann.simplex_grid`)
+        n_lines: segments between different classes; the rest are same-class controls
+        line_divisions: steps along each segment
+        blocks: names of the k feature maps when there are several (the last is the one plotted)
+    """
     snapshots = sorted(rows)
     logv = np.stack([rows[e]["logv"] for e in snapshots])                           # [E, points, k]
     prob = np.stack([rows[e]["prob"] for e in snapshots])                           # [E, points, K]
@@ -301,7 +374,17 @@ def triangle_panel(
     item:str="digit", # what the corners' labels are called
     label:str="log √det g", # the colour bar's label
 ):
-    "The triangle coloured by `values`, the last snapshot's decision boundaries, its corners' classes, and a labelled colour bar."
+    """The triangle coloured by `values`, the last snapshot's decision boundaries, its corners' classes, and a labelled colour bar.
+
+    Args:
+        fig: the figure
+        ax: the panel
+        ds: the slices' dataset (its triangle's weights, corner labels and last snapshot's probabilities)
+        values: `[point]` what to colour the triangle by
+        title: the panel's title
+        item: what the corners' labels are called
+        label: the colour bar's label
+    """
     import matplotlib.tri as mtri
     tri = mtri.Triangulation(*ternary(ds.weight.values))
     last = ds.isel(epoch=-1)
@@ -321,7 +404,15 @@ def drawn_lines(
     n_between:int=3, # segments between classes to draw, the first ones
     n_same:int=2, # same-class controls to draw, the first ones
 ) -> list: # indices into `line`: the segments between classes first, then the controls
-    "The segments a figure draws: the paper's figure shows three; a dataset may hold many more, for the claims."
+    """The segments a figure draws: the paper's figure shows three; a dataset may hold many more, for the claims.
+
+    Args:
+        ds: a slices' dataset (its `same_class`)
+        n_between: segments between classes to draw, the first ones
+        n_same: same-class controls to draw, the first ones
+    Returns:
+        indices into `line`: the segments between classes first, then the controls
+    """
     same = ds.same_class.values.astype(bool)
     return [*np.flatnonzero(~same)[:n_between].tolist(), *np.flatnonzero(same)[:n_same].tolist()]
 
@@ -333,7 +424,16 @@ def draw_slices(
     item:str="digit", # what the anchors' labels are called on the axes
     lines:list|None=None, # indices of the segments to draw (None: `drawn_lines`, at most 3 between classes and 2 controls)
 ):
-    "Segments (top) and the triangle at the first and last snapshot (bottom), with the last snapshot's decision boundaries."
+    """Segments (top) and the triangle at the first and last snapshot (bottom), with the last snapshot's decision boundaries.
+
+    Args:
+        ds: a dataset of this experiment or one with the same slice variables (`zavatoneveth_fig3`)
+        line_var: the (epoch, line, t) variable to plot along the segments
+        plane_var: the (epoch, point) variable to plot over the triangle
+        title: the figure's title
+        item: what the anchors' labels are called on the axes
+        lines: indices of the segments to draw (None: `drawn_lines`, at most 3 between classes and 2 controls)
+    """
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
     lines = drawn_lines(ds) if lines is None else [check_int(i, "line", low=0, high=ds.sizes["line"] - 1) for i in lines]
@@ -374,7 +474,13 @@ def blend_regression(
 ) -> dict: # coefficient and standard error of: intercept, distance² (squared pixel distance of the ends), crossing
     """Least squares, over the genuine segments at the last epoch (`genuine_segments`), of the midpoint gain on the
     squared pixel distance between the segment's ends and on an indicator of the segments that cross a decision
-    boundary: the crossing's coefficient is the gain the boundary adds at equal distance."""
+    boundary: the crossing's coefficient is the gain the boundary adds at equal distance.
+
+    Args:
+        ds: a derived dataset of this experiment
+    Returns:
+        coefficient and standard error of: intercept, distance² (squared pixel distance of the ends), crossing
+    """
     is_between, is_control = genuine_segments(ds)
     keep = (is_between | is_control).values
     x = ds.line_image.values[keep].astype(np.float64)

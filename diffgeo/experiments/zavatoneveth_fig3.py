@@ -58,7 +58,15 @@ def gelu_resnet(
     size:int, # image side (>= models.MIN_SIZE)
     width:float=1.0, # channel multiplier
 ) -> nn.Module:
-    "diffgeo's CIFAR ResNet (3×3 stem, no max-pooling) with every ReLU replaced by GELU: a smooth feature map."
+    """diffgeo's CIFAR ResNet (3×3 stem, no max-pooling) with every ReLU replaced by GELU: a smooth feature map.
+
+    Args:
+        arch: a ResNet of `models.ARCHS` ("ResNet18", "ResNet34", ...)
+        in_channels: 3 for CIFAR-10
+        n_classes: outputs
+        size: image side (>= models.MIN_SIZE)
+        width: channel multiplier
+    """
     name = models.resolve_arch(arch)
     if models.ARCHS[name].family != "ResNet": raise ValueError(f"arch must be a ResNet of models.ARCHS, got {arch!r}.")
     net = models.build(name, in_channels, n_classes, size, width)
@@ -71,7 +79,14 @@ def block_outputs(
     net:nn.Module, # a torchvision-style ResNet (conv1, bn1, relu, maxpool, layer1..layer4, fc)
     x:torch.Tensor, # `[B, C, H, W]` images
 ) -> torch.Tensor: # `[B, 4 m]`: each block's output average-pooled to m features (m = fc.in_features), concatenated
-    "The four blocks' outputs, pooled to the last block's width and concatenated (block 4: the classifier's features)."
+    """The four blocks' outputs, pooled to the last block's width and concatenated (block 4: the classifier's features).
+
+    Args:
+        net: a torchvision-style ResNet (conv1, bn1, relu, maxpool, layer1..layer4, fc)
+        x: `[B, C, H, W]` images
+    Returns:
+        `[B, 4 m]`: each block's output average-pooled to m features (m = fc.in_features), concatenated
+    """
     m, out = net.fc.in_features, []
     h = net.maxpool(net.relu(net.bn1(net.conv1(x))))
     for b in BLOCKS:
@@ -103,7 +118,28 @@ def cell(
     data_root:str|None=None, # data folder (None: $DIFFGEO_DATA)
     checkpoint_dir:str|None=None, # folder for the per-epoch training checkpoint and the snapshots measured, deleted when the cell ends (None: none)
 ) -> xr.Dataset:
-    "Train the GELU ResNet; measure the log volume element of each block's output on slices of test images."
+    """Train the GELU ResNet; measure the log volume element of each block's output on slices of test images.
+
+    Args:
+        dataset: "cifar10" (data folder), or "mnist5k" for the smoke test
+        arch: a ResNet of `models.ARCHS`
+        width: channel multiplier
+        n_train: training images (None: all)
+        epochs: training epochs
+        snapshots: epochs at which the geometry is measured (0: initialisation)
+        lr: SGD learning rate (cosine schedule)
+        momentum: SGD momentum
+        weight_decay: L2 penalty
+        batch_size: images per step
+        n_lines: segments between test images of different classes
+        n_same: segments between test images of the same class (a control)
+        line_divisions: steps along each segment
+        plane_divisions: steps along each edge of the triangle
+        seed: seed of the initialisation, the batches and the anchors
+        device: cpu | cuda | auto
+        data_root: data folder (None: $DIFFGEO_DATA)
+        checkpoint_dir: folder for the per-epoch training checkpoint and the snapshots measured, deleted when the cell ends (None: none)
+    """
     snapshots = check_snapshots(snapshots, epochs)
     dev = resolve_device(device)
     ds_data = data.load(dataset, root=data_root)

@@ -57,7 +57,16 @@ def network_geometry(
     x:torch.Tensor, # `[radii, angles, d]` points, float64
     activation:str, # a name in `ACTIVATIONS`
 ) -> tuple[torch.Tensor, torch.Tensor]: # log volume element and Ricci scalar, each `[radii, angles]`
-    "Log volume element (exact SVD) and Ricci scalar (Gauss equation) of Φ(x) = σ(Wx + b)/√n."
+    """Log volume element (exact SVD) and Ricci scalar (Gauss equation) of Φ(x) = σ(Wx + b)/√n.
+
+    Args:
+        W: `[n, d]` hidden weights
+        b: `[n]` hidden biases
+        x: `[radii, angles, d]` points, float64
+        activation: a name in `ACTIVATIONS`
+    Returns:
+        log volume element and Ricci scalar, each `[radii, angles]`
+    """
     check_choice(activation, "activation", ACTIVATIONS)
     if W.ndim != 2 or b.shape != W.shape[:1] or x.ndim != 3 or x.shape[-1] != W.shape[1]:
         raise ValueError(f"need W [n, d], b [n], x [radii, angles, d]; got W {list(W.shape)}, b {list(b.shape)}, "
@@ -80,7 +89,20 @@ def cell(
     seed:int=0, # seed of every random draw
     device:str="cpu", # "cpu", "cuda", "auto"
 ) -> xr.Dataset:
-    "Fig. E.1's raw values: the geometry of `draws` random networks per width and activation, and the NNGP's, on 2-D inputs."
+    """Fig. E.1's raw values: the geometry of `draws` random networks per width and activation, and the NNGP's, on 2-D inputs.
+
+    Args:
+        widths: numbers of hidden units n, each >= 3
+        activations: names in `ACTIVATIONS`
+        sigma_w: standard deviation of each weight
+        sigma_b: standard deviation of each bias
+        r_max: largest input norm
+        radii: input norms, evenly spaced in (0, r_max]
+        angles: directions per norm, evenly spaced on the circle
+        draws: random networks per width
+        seed: seed of every random draw
+        device: "cpu", "cuda", "auto"
+    """
     if not widths or not activations: raise ValueError(f"need at least one width and one activation, got {widths}, {activations}.")
     widths = [check_int(n, "width", 3, hint="A width is a number of hidden units; two give a flat metric.") for n in widths]
     for a in activations: check_choice(a, "activation", ACTIVATIONS)
@@ -110,7 +132,13 @@ def cell(
 def loglog_slope(
     error:xr.DataArray, # positive errors along a `width` dimension (at least two widths)
 ) -> xr.DataArray: # the least-squares slope p of log error = p log n + c, over the other dimensions
-    "The fitted power p of error ∝ n^p."
+    """The fitted power p of error ∝ n^p.
+
+    Args:
+        error: positive errors along a `width` dimension (at least two widths)
+    Returns:
+        the least-squares slope p of log error = p log n + c, over the other dimensions
+    """
     if "width" not in error.dims or error.sizes["width"] < 2:
         raise ValueError(f"need errors at two widths or more to fit a power of n, got dimensions {dict(error.sizes)}; "
                          "lower fit_from or add widths.")
@@ -123,7 +151,15 @@ def check_fit(
     profile:str, # the profile's name
     overrides:dict, # the run's explicit settings
 ) -> dict: # `settings`, unchanged
-    "Refuse, before anything is computed, a `fit_from` that leaves fewer than two widths to fit."
+    """Refuse, before anything is computed, a `fit_from` that leaves fewer than two widths to fit.
+
+    Args:
+        settings: the profile's settings with the run's overrides
+        profile: the profile's name
+        overrides: the run's explicit settings
+    Returns:
+        `settings`, unchanged
+    """
     if sum(n >= settings["fit_from"] for n in settings["widths"]) < 2:
         raise ValueError(f"fit_from = {settings['fit_from']} leaves fewer than two of the widths {settings['widths']} "
                          "to fit a power of n; lower it or add widths.")
