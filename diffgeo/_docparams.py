@@ -23,21 +23,21 @@ def _comments(src:str) -> dict:
     return out
 
 def _params(fn:ast.FunctionDef, comments:dict) -> tuple[list, str|None]:
-    "[(name, its comment)] of the parameters documented by a comment on their line (one parameter ending there), and the return's"
+    """[(name, its comment)] of the parameters documented by a comment on their line (one parameter ending there), and the
+    return's: the comment on the line where the return annotation ends (as fastcore's docments reads them: on a one-line
+    signature with a return annotation, the comment is the return's)."""
     a = fn.args
     plain = a.posonlyargs + a.args
     defaults = [None] * (len(plain) - len(a.defaults)) + list(a.defaults)
     items = list(zip(plain, defaults)) + ([(a.vararg, None)] if a.vararg else []) + list(zip(a.kwonlyargs, a.kw_defaults)) \
             + ([(a.kwarg, None)] if a.kwarg else [])
     ends = [((d or p).end_lineno, p) for p, d in items if p.arg not in ("self", "cls")]
+    ret_line = fn.returns.end_lineno if fn.returns is not None else None
     count = {}
     for line, _ in ends: count[line] = count.get(line, 0) + 1
     params = [(("*" if p is a.vararg else "**" if p is a.kwarg else "") + p.arg, comments[line]) for line, p in ends
-              if count[line] == 1 and line in comments and line < fn.body[0].lineno]
-    head_end = fn.body[0].lineno - 1                          # the line of `) -> ...:` (the body starts below it)
-    while head_end > fn.lineno and not any(line == head_end for line, _ in ends) and head_end not in comments: head_end -= 1
-    ret = comments.get(head_end) if fn.returns is not None and count.get(head_end, 0) == 0 and head_end > fn.lineno else None
-    return params, ret
+              if count[line] == 1 and line in comments and line != ret_line and line < fn.body[0].lineno]
+    return params, comments.get(ret_line) if ret_line is not None and ret_line < fn.body[0].lineno else None
 
 def _literal(text:str) -> str:
     "A triple-quoted literal of `text`."

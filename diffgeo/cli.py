@@ -314,8 +314,8 @@ def plan_command(args:argparse.Namespace) -> int:
 def main(argv:list[str]|None=None) -> int: # the exit status
     """The `diffgeo` command.
 
-    Args:
-        argv: the exit status
+    Returns:
+        the exit status
     """
     args = build_parser().parse_args(argv)
     import torch                                                          # after parsing: `--help` and usage errors need none

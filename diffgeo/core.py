@@ -29,17 +29,18 @@ __all__ = ['NOT_DIFFERENTIABLE', 'all_finite', 'check_images', 'check_scalar', '
 
 # %% ../nbs/00_core.ipynb #9532d7ce
 def all_finite(
-    t:torch.Tensor, # any tensor
+    t:torch.Tensor, # a tensor with values (not on the meta device, not inside a torch.func transform, which cannot read them)
 ) -> bool: # whether it holds no NaN and no ±inf
     """Whether `t` holds finite values only: one sum first (finite only when every term is), the exact check where it overflowed.
 
     Args:
-        t: any tensor
+        t: a tensor with values (not on the meta device, not inside a torch.func transform, which cannot read them)
     Returns:
         whether it holds no NaN and no ±inf
     """
     t = t.detach()
-    return bool(torch.isfinite(t.sum())) or bool(torch.isfinite(t).all())
+    total = t.sum(dtype=torch.float32) if t.dtype in (torch.float16, torch.bfloat16) else t.sum()   # half: 1e5 ones overflow
+    return bool(torch.isfinite(total)) or bool(torch.isfinite(t).all())
 
 # %% ../nbs/00_core.ipynb #9c2d6a7d
 def check_images(

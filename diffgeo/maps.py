@@ -337,10 +337,11 @@ def warp(
         raise ValueError(f"points must have shape [B, H', W', 2] or [H', W', 2] (B = {len(xb)}, or 1 to share), "
                          f"got {list(points.shape)}.")
     grid = points.to(dtype=xb.dtype, device=xb.device)
-    if interp == "gaussian":
-        q = convert(grid, (H, W), frame, "pixel")
+    if interp == "gaussian":                                   # positions in float32 at least, as the sampler computes
+        q = convert(points.to(device=xb.device, dtype=torch.promote_types(xb.dtype, torch.float32)), (H, W), frame, "pixel")
         q = q if q.ndim == 4 else q[None]
-        out = sample_gaussian(xb, q[..., 0], q[..., 1], SIGMA if sigma is None else sigma, tol)
+        B = max(len(xb), len(q))
+        out = sample_gaussian(xb.expand(B, -1, -1, -1), q[..., 0], q[..., 1], SIGMA if sigma is None else sigma, tol)
         return out[0] if single and points.ndim == 3 else out
     if frame == "pixel": grid, corners = convert(grid, (H, W), "pixel", "normalised_corners"), True
     elif frame in _RANGE_FRAMES: grid, corners = convert(grid, (H, W), frame, _RANGE_FRAMES[frame][0]), _RANGE_FRAMES[frame][1]
@@ -395,13 +396,16 @@ def _axis_pairs(p:torch.Tensor, n:int, r:int, sigma:float) -> tuple[torch.Tensor
     With f = p - floor(p), the tap at offset o weighs g(f - o) = exp(-f²/2σ²) z^o exp(-o²/2σ²), z = exp(f/σ²): one
     exponential for all 2r taps (the common factor cancels in the normalisation)."""
     base = p.floor()
-    z = torch.exp((p - base) * (1 / sigma**2))
-    power = {0: torch.ones_like(z)}
-    for o in range(1, r + 1): power[o] = power[o - 1] * z
-    inverse = 1 / z
-    for o in range(1, r): power[-o] = power[1 - o] * inverse
-    w = [power[o] * math.exp(-o * o / (2 * sigma**2)) * ((base >= -o) & (base <= n - 1 - o))  # taps outside weigh 0
-         for o in range(1 - r, r + 1)]
+    if r / sigma**2 < 0.9 * math.log(torch.finfo(p.dtype).max):     # z^r stays finite: z^o by products
+        z = torch.exp((p - base) * (1 / sigma**2))
+        power = {0: torch.ones_like(z)}
+        for o in range(1, r + 1): power[o] = power[o - 1] * z
+        inverse = 1 / z
+        for o in range(1, r): power[-o] = power[1 - o] * inverse
+        g = {o: power[o] * math.exp(-o * o / (2 * sigma**2)) for o in range(1 - r, r + 1)}
+    else:                                                           # a narrow kernel, a long window: one exponential per tap,
+        g = {o: torch.exp((p - base) * (o / sigma**2) - o * o / (2 * sigma**2)) for o in range(1 - r, r + 1)}   # ≤ exp(1/2σ²)
+    w = [g[o] * ((base >= -o) & (base <= n - 1 - o)) for o in range(1 - r, r + 1)]   # taps outside weigh 0
     pairs = [w[2 * k] + w[2 * k + 1] for k in range(r)]
     tiny = torch.finfo(p.dtype).tiny
     points = [base + (2 * k + 1 - r) + w[2 * k + 1] / pairs[k].clamp_min(tiny) for k in range(r)]

@@ -188,7 +188,11 @@ def _code_version() -> tuple[str, str]:
 
 def code_version() -> dict: # {"commit": `git_commit()`, "source_hash": SHA-256 of the package source}
     """The code this process runs: its git commit and a hash of the package's source, which counts uncommitted edits
-    too (hashed when the package is imported; `<hash>+edited-since-import` if the source changed on disk since)."""
+    too (hashed when the package is imported; `<hash>+edited-since-import` if the source changed on disk since).
+
+    Returns:
+        {"commit": `git_commit()`, "source_hash": SHA-256 of the package source}
+    """
     commit, source = _code_version()
     return {"commit": commit, "source_hash": source}
 

@@ -422,8 +422,10 @@ def run(self:Experiment,
         **overrides: any of the profile's settings (None: the profile's)
     """
     check_choice(code_changed, "code_changed", results.CODE_CHANGED)
-    executor = self.default_executor(profile, device) if executor is None else check_choice(executor, "executor", sweep.EXECUTORS)
+    defaulted, executor = executor is None, (self.default_executor(profile, device) if executor is None
+                                             else check_choice(executor, "executor", sweep.EXECUTORS))
     r = self._prepare(profile, device, data_root, tag, work_dir, out_dir, checkpoints, amp, tf32, deterministic, overrides)
+    if defaulted and not r["grid"]: executor = "inline"              # one cell (no sweep): the experiment's default is for sweeps
     p, grid, fixed, runtime, shared, compute, work = (r[k] for k in ("p", "grid", "fixed", "runtime", "shared", "compute", "work"))
     start, threads = results.now(), None
     if grid:
@@ -591,9 +593,11 @@ def plan(self:Experiment,
     """
     import pandas as pd
     check_choice(code_changed, "code_changed", results.CODE_CHANGED)
-    executor = self.default_executor(profile, device) if executor is None else check_choice(executor, "executor", sweep.EXECUTORS)
+    defaulted, executor = executor is None, (self.default_executor(profile, device) if executor is None
+                                             else check_choice(executor, "executor", sweep.EXECUTORS))
     r = self._prepare(profile, device, data_root, tag, work_dir, out_dir, checkpoints, amp, tf32, deterministic, overrides)
     grid, work, paths = r["grid"], r["work"], self.paths(profile, out_dir, tag, work_dir)
+    if defaulted and not grid: executor = "inline"
     cells = sweep.grid_cells(grid) if grid else [{}]
     states = sweep.cell_states(grid, work / "shards") if grid else ["to run"]
     why_not = None if self._cost else f"{self.name} declares no cost model"

@@ -552,7 +552,8 @@ class SpatialTransformer(nn.Module):
             loc_net: localisation-net body of both layers ("cnn" or "fcn")
             out_size: output size of the second (CPAB) layer
             padding_mode: padding of both layers
-            **cpab_kwargs: options of the CPAB family
+        Returns:
+            options of the CPAB family
         """
         first = cls("affine", in_shape, loc_net, None, padding_mode)
         return nn.Sequential(first, cls("cpab", in_shape, loc_net, out_size, padding_mode, **cpab_kwargs))

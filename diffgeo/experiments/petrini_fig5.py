@@ -134,7 +134,8 @@ VARIABLES = {
 }
 def _executor(profile:str, device:str) -> str:
     "How the cells run when not told: the cpu profile on a CPU as one job per core (two one-thread networks train faster than one two-thread one); otherwise inline (a GPU trains one network at a time; the long recipe runs two notebooks at once)."
-    return "local" if profile == "cpu" and resolve_device(device).type == "cpu" else "inline"
+    on_cpu = (resolve_device(device) if str(device) == "auto" else torch.device(device)).type == "cpu"   # (no GPU needed to plan for one)
+    return "local" if profile == "cpu" and on_cpu else "inline"
 
 EXPERIMENT = Experiment("petrini", "fig5", PROFILES, VARIABLES, executor=_executor, grid=lambda p: {"arch": p["archs"], "seed": list(p["seeds"])},
                         coords_on={k: "arch" for k in ("depth", "n_params", "batchnorm", "skip", "family")}, notebook="fig5.ipynb")
