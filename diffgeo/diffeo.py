@@ -284,7 +284,7 @@ def _warp(x:torch.Tensor, tau:torch.Tensor|None, interp:str, sigma:float, tol:fl
     tau = tau.to(device=x.device, dtype=work)
     if interp != "gaussian":
         out = _exact_where_still(_grid_sample(xw, _grid_of_field(tau), interp), xw, tau.expand(x.shape[0], 2, *x.shape[-2:]))
-    else: out = maps.sample_gaussian(xw, *_gaussian_positions(xw, tau), sigma, tol)
+    else: out = maps.sample_gaussian(xw, *_gaussian_positions(xw, tau), sigma, tol, validate=False)   # x and τ checked: finite
     return out.to(x.dtype)
 
 # %% ../nbs/10_diffeo.ipynb #2889ac4b

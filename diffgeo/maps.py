@@ -375,6 +375,7 @@ def gaussian_truncation_error(
     low = sum(math.exp(-(k + 0.5)**2 / (2 * sigma**2)) for k in range(-64, 64))
     return 2 * (2 * tail / low)
 
+@lru_cache(None)
 def gaussian_radius(
     sigma:float=SIGMA, # kernel width in pixels
     tol:float=1e-6, # largest allowed truncation error, relative to the image range
@@ -457,6 +458,7 @@ def sample_gaussian(
     sigma:float=SIGMA, # the Gaussian's width in pixels (at least `SIGMA_MIN`)
     tol:float=1e-6, # truncation error bound, relative to the image range (sets the window, `gaussian_radius`)
     compiled:bool|None=None, # the compiled kernel (True: refused where it cannot run), the PyTorch path (False), or where it can (None: `compiled_gaussian`)
+    validate:bool=True, # check the images' and positions' values (False: for callers that checked them; shapes and sigma are checked always)
 ) -> torch.Tensor: # `[B, C, H', W']`, in the images' dtype (half precision computed in float32)
     """Read `images` at pixel positions by the truncated Gaussian of Eq. 16 (Petrini et al.), positions clamped to the image: the compiled kernel on the CPU, r² weighted `grid_sample`s elsewhere.
 
@@ -467,17 +469,18 @@ def sample_gaussian(
         sigma: the Gaussian's width in pixels (at least `SIGMA_MIN`)
         tol: truncation error bound, relative to the image range (sets the window, `gaussian_radius`)
         compiled: the compiled kernel (True: refused where it cannot run), the PyTorch path (False), or where it can (None: `compiled_gaussian`)
+        validate: check the images' and positions' values (False: for callers that checked them; shapes and sigma are checked always)
     Returns:
         `[B, C, H', W']`, in the images' dtype (half precision computed in float32)
     """
-    xb, _ = check_images(images, "images")
+    xb, _ = check_images(images, "images", finite=validate)
     dtype = xb.dtype
     if dtype in (torch.float16, torch.bfloat16): xb = xb.float()          # positions and weights in float32
     if not (isinstance(px, torch.Tensor) and isinstance(py, torch.Tensor)) or px.shape != py.shape or px.ndim != 3 \
             or px.shape[0] not in (1, len(xb)):
         raise ValueError(f"px and py must be tensors of one shape [B, H', W'] (B = {len(xb)}, or 1 to share), got "
                          f"{[list(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__ for t in (px, py)]}.")
-    check_finite(px, "px"); check_finite(py, "py")
+    if validate: check_finite(px, "px"); check_finite(py, "py")
     sigma = check_scalar(sigma, "sigma", low=SIGMA_MIN, hint=_SIGMA_HINT)
     r = gaussian_radius(sigma, check_scalar(tol, "tol", low=0, low_open=True))
     H, W = xb.shape[-2:]
