@@ -282,3 +282,31 @@ def test_every_benchmark_says_its_machine():
     silent = [p.name for p in scripts if not re.search(r"\bmachine\(|\bcpu_model\(|\bprocessor\(", p.read_text())]
     assert not silent, f"bench scripts that do not print the CPU model: {silent} (use bench/_common.py's machine())"
     assert all(re.search(r"thread", p.read_text()) for p in scripts)
+
+
+@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if '"parameters"' in p.read_text()], ids=lambda p: p.name)
+def test_the_docs_build_runs_no_cell_that_needs_the_papermill_parameters(path):
+    """nbdev's docs build runs a notebook's exported cells and every cell holding an import, but not the parameters
+    cell: such a cell must not read a papermill parameter (a NameError there fails the site's build, as fig5's run cell
+    did with an import of resolve_device in it)."""
+    import ast
+    from nbdev.process import NBProcessor
+    from nbdev.processors import _do_eval
+    cells = NBProcessor(path).nb.cells
+    params = set()
+    for c in cells:
+        if "parameters" in (c.get("metadata") or {}).get("tags", []):
+            params |= {t.id for n in ast.parse(c.source).body if isinstance(n, (ast.Assign, ast.AnnAssign))
+                       for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Name)}
+    for c in cells:
+        if c.cell_type != "code" or "parameters" in (c.get("metadata") or {}).get("tags", []) or not _do_eval(c): continue
+        used, todo = set(), list(ast.parse(c.source).body)   # names read when the cell runs (not inside defs or lambdas)
+        while todo:
+            n = todo.pop()
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.ListComp, ast.SetComp,
+                              ast.DictComp, ast.GeneratorExp)):
+                todo += [d for d in getattr(n, "decorator_list", [])]; continue
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load): used.add(n.id)
+            todo += list(ast.iter_child_nodes(n))
+        assert not used & params, (f"{path.name}: the docs build runs the cell starting {c.source[:60]!r} (it holds an import "
+                                   f"or is exported), which reads the papermill parameters {sorted(used & params)}; move the import out")
