@@ -336,13 +336,13 @@ def warp(
     if points.ndim not in (3, 4) or (points.ndim == 4 and len(xb) not in (1, len(points)) and len(points) != 1):
         raise ValueError(f"points must have shape [B, H', W', 2] or [H', W', 2] (B = {len(xb)}, or 1 to share), "
                          f"got {list(points.shape)}.")
-    grid = points.to(dtype=xb.dtype, device=xb.device)
     if interp == "gaussian":                                   # positions in float32 at least, as the sampler computes
         q = convert(points.to(device=xb.device, dtype=torch.promote_types(xb.dtype, torch.float32)), (H, W), frame, "pixel")
         q = q if q.ndim == 4 else q[None]
         B = max(len(xb), len(q))
         out = sample_gaussian(xb.expand(B, -1, -1, -1), q[..., 0], q[..., 1], SIGMA if sigma is None else sigma, tol)
         return out[0] if single and points.ndim == 3 else out
+    grid = points.to(dtype=xb.dtype, device=xb.device)
     if frame == "pixel": grid, corners = convert(grid, (H, W), "pixel", "normalised_corners"), True
     elif frame in _RANGE_FRAMES: grid, corners = convert(grid, (H, W), frame, _RANGE_FRAMES[frame][0]), _RANGE_FRAMES[frame][1]
     else: corners = frame == "normalised_corners"

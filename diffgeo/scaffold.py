@@ -196,6 +196,11 @@ class Experiment:
         e = self._executor(profile, device) if callable(self._executor) else self._executor
         return check_choice(e, f"{self.name}'s default executor", sweep.EXECUTORS)
 
+    def _executor_for(self, executor:str|None, profile:str, device:str, grid:dict) -> str:
+        "The executor of a run: the one given (checked); else the declared default for a sweep, inline for one cell."
+        if executor is not None: return check_choice(executor, "executor", sweep.EXECUTORS)
+        return self.default_executor(profile, device) if grid else "inline"
+
     def cell(self, fn:Callable) -> Callable:
         "Declare `fn(**settings) -> xr.Dataset` the experiment's cell (module level, so that jobs can import it)."
         self._cell = fn; return fn
@@ -422,10 +427,8 @@ def run(self:Experiment,
         **overrides: any of the profile's settings (None: the profile's)
     """
     check_choice(code_changed, "code_changed", results.CODE_CHANGED)
-    defaulted, executor = executor is None, (self.default_executor(profile, device) if executor is None
-                                             else check_choice(executor, "executor", sweep.EXECUTORS))
     r = self._prepare(profile, device, data_root, tag, work_dir, out_dir, checkpoints, amp, tf32, deterministic, overrides)
-    if defaulted and not r["grid"]: executor = "inline"              # one cell (no sweep): the experiment's default is for sweeps
+    executor = self._executor_for(executor, profile, device, r["grid"])
     p, grid, fixed, runtime, shared, compute, work = (r[k] for k in ("p", "grid", "fixed", "runtime", "shared", "compute", "work"))
     start, threads = results.now(), None
     if grid:
@@ -593,11 +596,9 @@ def plan(self:Experiment,
     """
     import pandas as pd
     check_choice(code_changed, "code_changed", results.CODE_CHANGED)
-    defaulted, executor = executor is None, (self.default_executor(profile, device) if executor is None
-                                             else check_choice(executor, "executor", sweep.EXECUTORS))
     r = self._prepare(profile, device, data_root, tag, work_dir, out_dir, checkpoints, amp, tf32, deterministic, overrides)
     grid, work, paths = r["grid"], r["work"], self.paths(profile, out_dir, tag, work_dir)
-    if defaulted and not grid: executor = "inline"
+    executor = self._executor_for(executor, profile, device, grid)
     cells = sweep.grid_cells(grid) if grid else [{}]
     states = sweep.cell_states(grid, work / "shards") if grid else ["to run"]
     why_not = None if self._cost else f"{self.name} declares no cost model"
