@@ -31,7 +31,10 @@ def _papermill(exp, out, *args):
     # figure must read on the smoke run's tiny data too (tests/test_figures.py checks the committed datasets)
     env = {**os.environ, "DIFFGEO_PROGRESS": "0", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1", "DIFFGEO_CHECK_LEGIBLE": "1"}
     env.pop("IN_TEST", None)
-    return subprocess.run(cmd, check=True, cwd=out, env=env, capture_output=True, text=True, timeout=900)
+    res = subprocess.run(cmd, cwd=out, env=env, capture_output=True, text=True, timeout=900)
+    if res.returncode:   # papermill's own report (the failing cell and its traceback) ends its stderr
+        pytest.fail(f"papermill {exp.notebook} {' '.join(args)} failed (exit {res.returncode}):\n{res.stderr[-4000:]}", pytrace=False)
+    return res
 
 
 def test_every_experiment_module_is_registered():

@@ -229,7 +229,7 @@ def summary(ds:xr.Dataset) -> "pd.DataFrame":
 def draw(ds:xr.Dataset):
     "t-SNE of the seed-0 penultimate representations per model, the traced digits' orbits marked; their turned copies with their saliency and neighbour rank."
     import matplotlib.pyplot as plt
-    from matplotlib.transforms import offset_copy
+    from diffgeo.style import place_labels, point_label
     models, order, traces = list(ds.model.values), ds.sizes["element"], ds.sizes["trace"]
     fig = plt.figure(figsize=(4.2 * len(models), 4.8 + 1.25 * traces), layout="constrained")
     top, bottom = fig.subfigures(2, 1, height_ratios=[3.4, 1.25 * traces])
@@ -237,8 +237,6 @@ def draw(ds:xr.Dataset):
     element, sample = ds.point_element.values, ds.point_sample.values
     lab = ds.label.values[sample]
     names = [f"{90 * k}°" for k in range(order)]
-    # each angle's label sits in its own quadrant around the orbit's centre (so labels never collide), a thin line to its point
-    quadrant = [(1, 1), (1, -1), (-1, -1), (-1, 1)]
     markers, symbols = "osD^", "●■◆▲"
     n_seeds = ds.sizes["seed"]
     for ax, row, m in zip(axes, rows, models):
@@ -249,12 +247,8 @@ def draw(ds:xr.Dataset):
             ax.plot(*e[orbit].T, "k--", lw=0.8)
             ax.scatter(*e[orbit].T, c=[lab[orbit[0]]] * order, cmap="tab10", vmin=0, vmax=9, s=[70] + [40] * (order - 1),
                        marker=markers[ti % 4], edgecolors="k", zorder=3)
-            centre = e[orbit].mean(0)
-            for k, p in enumerate(orbit):
-                sx, sy = quadrant[k % 4]
-                at = offset_copy(ax.transData, fig=fig, x=9 * sx, y=7 * sy, units="points")
-                ax.annotate("", e[p], xytext=centre, textcoords=at, arrowprops=dict(arrowstyle="-", lw=0.4, color="0.3", shrinkA=0, shrinkB=3))
-                ax.text(*centre, names[k], transform=at, fontsize=7, weight="bold", ha="left" if sx > 0 else "right", va="bottom" if sy > 0 else "top")
+            for k, p in enumerate(orbit):   # placed beside its marker once the layout is final (place_labels, below)
+                point_label(ax, names[k], e[p], radius=4.5 if k else 6, weight="bold")
         acc, med = 100 * ds.orbit_accuracy.sel(model=m), ds.median_rank.sel(model=m)
         spread = f"; range over {n_seeds} seeds: {float(acc.min()):.0f}–{float(acc.max()):.0f}%, {float(med.min()):.0f}–{float(med.max()):.0f}" if n_seeds > 1 else ""
         ax.set_title(f"{m}: orbit accuracy {float(acc.isel(seed=0)):.0f}%, median rank {float(med.isel(seed=0)):.0f}\n(seed 0{spread})", fontsize=9)
@@ -274,6 +268,7 @@ def draw(ds:xr.Dataset):
                        for i, (t, q) in enumerate(zip(ds.traced.values, ds.trace.values)))
     fig.suptitle(f"Penultimate layer, seed 0, quarter turns; traced: {traced}; saliency in red;\n"
                  "rank: other test images nearer to the upright digit than the turned copy, in that model's representation", fontsize=9)
+    place_labels(fig)   # the angles beside their markers, where no label covers another (traced orbits may lie close)
     return fig
 
 
