@@ -14,14 +14,13 @@ import torch
 import xarray as xr
 
 from diffgeo import results
-from diffgeo.scaffold import REGISTRY
+from diffgeo.scaffold import REGISTRY, experiments
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-NAMES = sorted(p.stem for p in (ROOT / "diffgeo" / "experiments").glob("*.py") if not p.stem.startswith("_"))
-for _n in NAMES: importlib.import_module(f"diffgeo.experiments.{_n}")
+NAMES = sorted(e.name for e in experiments())   # every module of diffgeo.experiments imported; the per-paper recipes register none
 EXPERIMENTS = {n: REGISTRY[n] for n in NAMES}
 
 
@@ -38,6 +37,12 @@ def _papermill(exp, out, *args):
 
 
 def test_every_experiment_module_is_registered():
+    "Each module of diffgeo.experiments registers its EXPERIMENT under its own name, or is a paper's shared recipe (named after the paper, exported from its page) and registers none."
+    from diffgeo import papers
+    for p in sorted((ROOT / "diffgeo" / "experiments").glob("[a-z]*.py")):
+        module = importlib.import_module(f"diffgeo.experiments.{p.stem}")
+        if hasattr(module, "EXPERIMENT"): assert REGISTRY[p.stem] is module.EXPERIMENT, p.stem
+        else: assert p.stem in papers.PAPERS and (ROOT / "nbs" / f"paper_{p.stem}.ipynb").exists(), f"{p.stem} is neither an experiment nor a paper's recipe"
     assert NAMES and all(n == REGISTRY[n].name for n in NAMES)
     for n, exp in EXPERIMENTS.items():
         assert (ROOT / "nbs" / exp.notebook).exists(), exp.notebook

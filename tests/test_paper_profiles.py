@@ -28,11 +28,10 @@ import pytest
 import torch
 
 from diffgeo import data, distort, models, results, train
-from diffgeo.scaffold import REGISTRY
+from diffgeo.scaffold import REGISTRY, experiments
 
 ROOT = Path(__file__).resolve().parents[1]
-NAMES = sorted(p.stem for p in (ROOT / "diffgeo" / "experiments").glob("*.py") if not p.stem.startswith("_"))
-for _n in NAMES: importlib.import_module(f"diffgeo.experiments.{_n}")
+NAMES = sorted(e.name for e in experiments())   # every module of diffgeo.experiments imported; the per-paper recipes register none
 EXPERIMENTS = {n: REGISTRY[n] for n in NAMES}
 
 #: Where the units compute: "cpu", or "cuda" to check the paper profiles on a GPU before a paper run there.

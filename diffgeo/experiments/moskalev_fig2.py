@@ -13,7 +13,7 @@ import xarray as xr
 
 from .. import data, invariance, probes, train
 from ..core import check_int, progress, resolve_device
-from .moskalev_tab1 import fit, tune_nu
+from .moskalev import fit, tune_nu
 from ..scaffold import Experiment, Var
 
 # %% auto #0

@@ -13,7 +13,7 @@ import xarray as xr
 
 from .. import data, invariance, results
 from ..core import check_choice, check_int, progress, resolve_device
-from .moskalev_tab1 import GROUPS, fit, tune_nu
+from .moskalev import GROUPS, fit, tune_nu
 from ..scaffold import Experiment, Var
 
 # %% auto #0

@@ -15,15 +15,14 @@ import xarray as xr
 
 from .. import data, invariance, results, train
 from ..core import check_int, progress, resolve_device, seed_everything
+from .moskalev import GROUPS, fit, tune_nu   # the paper's recipe, shared by its figures
 from ..scaffold import Experiment, Var
 
 # %% auto #0
-__all__ = ['GROUPS', 'MODELS', 'COMMON', 'PROFILES', 'PAPER', 'VARIABLES', 'EXPERIMENT', 'COLUMNS', 'fit', 'tune_nu',
-           'realigned_saliency', 'cell', 'derive', 'table', 'draw_table', 'draw_saliency', 'draw_orbit',
-           'check_regression', 'panel_similarity']
+__all__ = ['MODELS', 'COMMON', 'PROFILES', 'PAPER', 'VARIABLES', 'EXPERIMENT', 'COLUMNS', 'realigned_saliency', 'cell', 'derive',
+           'table', 'draw_table', 'draw_saliency', 'draw_orbit', 'check_regression', 'panel_similarity']
 
 # %% ../../nbs/moskalev_tab1.ipynb #3ba730f8
-GROUPS = {"rot4": lambda: invariance.Rotations(4), "shift3": lambda: invariance.CyclicShifts(3)}
 MODELS = ("WT", "DA", "IR")
 COMMON = dict(groups=list(GROUPS), models=list(MODELS), lr=8e-4, batch_size=512, si_target=0.95, leave_out=[9])
 PROFILES = {
@@ -79,70 +78,6 @@ EXPERIMENT = Experiment("moskalev", "tab1", PROFILES, VARIABLES, grid=lambda p: 
                         coords_on={"group_order": "group"}, notebook="moskalev_tab1.ipynb")
 
 # %% ../../nbs/moskalev_tab1.ipynb #609d9831
-def fit(
-    kind:str, # "WT", "DA" or "IR"
-    group:invariance.FiniteGroup, # the group
-    tm:invariance.Transforming, # the data
-    nu:float, # weight of the LI regulariser (IR only)
-    seed:int, # seed of the initialisation and the batches
-    epochs:int, lr:float, batch_size:int, # Adam, as §4.1
-    device:str="cpu",
-    form:str="l2", # the regulariser's form (IR only): "l2" (LI, the paper's choice), "kl" or "l2_normalized"
-    checkpoint:str|os.PathLike|None=None, # per-epoch checkpoint to save and resume from (None: none)
-) -> train.TrainResult:
-    """Train one of the paper's three models: every one with augmentation by random group elements, Adam, the best validation epoch kept.
-
-    Args:
-        kind: "WT", "DA" or "IR"
-        group: the group
-        tm: the data
-        nu: weight of the LI regulariser (IR only)
-        seed: seed of the initialisation and the batches
-        form: the regulariser's form (IR only): "l2" (LI, the paper's choice), "kl" or "l2_normalized"
-        checkpoint: per-epoch checkpoint to save and resume from (None: none)
-    """
-    seed_everything(seed)
-    net = invariance.perceptron(tuple(tm.train.images.shape[1:]), len(tm.classes), group=group if kind == "WT" else None)
-    penalty = invariance.InvariancePenalty(group, nu, form) if kind == "IR" else None
-    return train.train(net.to(device), tm.train, tm.val, epochs=epochs, optimizer="adam", lr=lr, batch_size=batch_size,
-                       augment_fn=group.random, penalty=penalty, seed=seed, checkpoint=checkpoint, progress=False)
-
-def tune_nu(
-    group:invariance.FiniteGroup, # the group
-    tm:invariance.Transforming, # the data
-    nus:list, # the grid of ν
-    si_target:float, # the validation SI to reach
-    seed:int, # seed of the models trained for the search
-    epochs:int, lr:float, batch_size:int, # Adam, as `fit`
-    steps:int, # integration steps of the saliency maps
-    device:str="cpu",
-    form:str="l2", # the regulariser's form
-    checkpoint_dir:str|os.PathLike|None=None, # folder of one per-epoch checkpoint per ν, kept: a second search finds them trained (None: none)
-    prefix:str="", # start of the checkpoints' names
-) -> tuple: # (ν, {ν: validation SI} of every ν tried, the model `fit` trained with that ν)
-    """The paper's tuning of ν (§4.1): IR models trained along the grid until one reaches validation SI ≥ si_target (`invariance.choose_nu`).
-
-    Args:
-        group: the group
-        tm: the data
-        nus: the grid of ν
-        si_target: the validation SI to reach
-        seed: seed of the models trained for the search
-        steps: integration steps of the saliency maps
-        form: the regulariser's form
-        checkpoint_dir: folder of one per-epoch checkpoint per ν, kept: a second search finds them trained (None: none)
-        prefix: start of the checkpoints' names
-    Returns:
-        (ν, {ν: validation SI} of every ν tried, the model `fit` trained with that ν)
-    """
-    trained = {}
-    def validation_si(v):
-        ckpt = None if checkpoint_dir is None else results.resolve_path(checkpoint_dir) / f"{prefix}IR_nu{v:g}_seed{seed}.pt"
-        trained[v] = fit("IR", group, tm, v, seed, epochs, lr, batch_size, device, form, ckpt)
-        return invariance.invariance_measures(trained[v].model, tm.val.images, tm.val.labels, group, steps=steps).SI_f.item()
-    nu, tried = invariance.choose_nu(validation_si, nus, si_target)
-    return nu, tried, trained[nu]
-
 def realigned_saliency(
     model, group:invariance.FiniteGroup, x:torch.Tensor, y:torch.Tensor, steps:int,
 ) -> torch.Tensor: # `[B, |G|, H, W]`: g⁻¹ m(gx) for every element g
