@@ -202,7 +202,7 @@ def test_paper_profile(name, tmp_path, standin):
 
 def test_every_experiment_has_a_unit():
     assert sorted(UNITS) == NAMES
-    from diffgeo.experiments.petrini_fig5 import _SHAPES  # the project's own record of the real data sets' shapes
+    from diffgeo.experiments.petrini import _SHAPES  # the project's own record of the real data sets' shapes
     for name, shape in SHAPES.items():
         assert (shape[2] if len(shape) == 3 else 1, shape[0]) == _SHAPES[name][:2], name
 

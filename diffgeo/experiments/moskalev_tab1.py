@@ -7,14 +7,12 @@ Docs: https://diffgeo.github.io/diffgeo/moskalev_tab1.html.md"""
 # %% ../../nbs/moskalev_tab1.ipynb #02b07072
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import torch
 import xarray as xr
 
 from .. import data, invariance, results, train
-from ..core import check_int, progress, resolve_device, seed_everything
+from ..core import check_int, progress, resolve_device
 from .moskalev import GROUPS, fit, tune_nu   # the paper's recipe, shared by its figures
 from ..scaffold import Experiment, Var
 

@@ -14,9 +14,8 @@ import xarray as xr
 
 from .. import diffeo, results, stability, train
 from ..core import check_choice, check_scalar
-from . import petrini_fig5
-from .petrini_fig5 import logmean, logstd, resolve_archs, setup, train_network
-from .petrini_fig6 import check_interps, plain_log_ticks, probe
+from . import petrini
+from .petrini import check_interps, logmean, logstd, plain_log_ticks, probe, resolve_archs, setup, train_network
 from ..results import span
 from ..scaffold import Experiment, Var
 
@@ -50,7 +49,7 @@ PROFILES = {
     "smoke": dict(COMMON, dataset="mnist5k", archs=["LeNet"], seeds=[0], P=256, n_val=128, steps=4, width=1.0, n_test=32, cs=[3, 5]),
     "cpu": dict(COMMON, dataset="mnist5k", archs=["ResNet18"], seeds=[0, 1, 2], P=3500, n_val=500, steps=400, width={"ResNet18": 0.125},
                 n_test=500, cs=[3, 5, 15]),
-    "long": dict(COMMON, dataset="cifar10", archs=["ResNet18"], seeds=[0, 1, 2], P=45000, n_val=5000, steps=petrini_fig5.LONG_EPOCHS * 352,
+    "long": dict(COMMON, dataset="cifar10", archs=["ResNet18"], seeds=[0, 1, 2], P=45000, n_val=5000, steps=petrini.LONG_EPOCHS * 352,
                  width={"ResNet18": 0.125}, n_test=500, cs=[3, 5, 15], warmup=0.05),
     "paper": dict(COMMON, dataset="cifar10", archs=["ResNet18"], seeds=[0, 1, 2, 3, 4], P=45000, n_val=5000, steps=250 * 352,
                   width=1.0, n_test=500, cs=[3, 5, 15], warmup=0.0),
@@ -82,7 +81,7 @@ VARIABLES = {
 }
 EXPERIMENT = Experiment("petrini", "fig12", PROFILES, VARIABLES,
                         grid=lambda p: {"arch": p["archs"], "augmentation": p["augmentations"], "seed": p["seeds"]})
-EXPERIMENT.cost(petrini_fig5.cost)  # its cells train one network by fig5's recipe: fig5's cost model
+EXPERIMENT.cost(petrini.cost)  # its cells train one network by the paper's recipe: its cost model
 
 # %% ../../nbs/petrini_fig12.ipynb #d21b53da
 @EXPERIMENT.cell

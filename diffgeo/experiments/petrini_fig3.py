@@ -12,16 +12,16 @@ import xarray as xr
 
 from .. import models, results, stability, train
 from ..core import check_int
-from . import petrini_fig5
-from .petrini_fig5 import logmean, logstd, resolve_archs, setup, train_network
-from .petrini_fig6 import dataset_name, check_interps, plain_log_ticks, probe
+from . import petrini
+from .petrini import (check_interps, dataset_name, logmean, logstd, median_distances, plain_log_ticks, probe,
+                                         resolve_archs, setup, train_network)
 from ..results import span
 from ..scaffold import Experiment, Var
 
 # %% auto #0
-__all__ = ['CPU_WIDTH', 'COMMON', 'PROFILES', 'STATES', 'VARIABLES', 'EXPERIMENT', 'SOTA', 'median_distances', 'probe_all',
-           'cell', 'settings', 'derive', 'draw_fig3', 'draw_fig4', 'draw_fig11', 'draw_fig14', 'draw_training',
-           'check_regression', 'quoted']
+__all__ = ['CPU_WIDTH', 'COMMON', 'PROFILES', 'STATES', 'VARIABLES', 'EXPERIMENT', 'SOTA', 'probe_all', 'cell', 'settings',
+           'derive', 'draw_fig3', 'draw_fig4', 'draw_fig11', 'draw_fig14', 'draw_training', 'check_regression',
+           'quoted']
 
 # %% ../../nbs/petrini_fig3.ipynb #34a13252
 CPU_WIDTH = {"ResNet18": 0.125, "EfficientNetB0": 0.125}
@@ -33,7 +33,7 @@ PROFILES = {
                 n_val=500, steps=400, width=CPU_WIDTH, n_test=500, cs=[3, 5, 15], deltas=[0.25, 0.5, 1.0, 2.0, 4.0],
                 noise_scales=[float(10 ** e) for e in np.arange(-3, 2.01, 0.5)], every=1),
     "long": dict(COMMON, dataset="cifar10", archs=["ResNet18", "FullConnL4", "LeNet"], seeds=[0, 1, 2], P=45000,
-                 n_val=5000, steps={"FullConnL4": 3520, "LeNet": 3520, "ResNet18": 3 * 3520, "EfficientNetB0": 3520}, width=petrini_fig5.LONG_WIDTH, n_test=500, cs=[3, 5, 15],
+                 n_val=5000, steps={"FullConnL4": 3520, "LeNet": 3520, "ResNet18": 3 * 3520, "EfficientNetB0": 3520}, width=petrini.LONG_WIDTH, n_test=500, cs=[3, 5, 15],
                  deltas=[0.25, 0.5, 1.0, 2.0, 4.0], noise_scales=[float(10 ** e) for e in np.arange(-3, 2.01, 0.5)], every=1, warmup=0.05),
     "paper": dict(COMMON, dataset="cifar10", archs=["FullConnL4", "LeNet", "ResNet18", "EfficientNetB0"], seeds=[0, 1, 2, 3, 4],
                   P=45000, n_val=5000, steps=250 * 352, width=1.0, n_test=500, cs=[3, 5, 15],
@@ -78,13 +78,9 @@ VARIABLES = {
 }
 EXPERIMENT = Experiment("petrini", "fig3", PROFILES, VARIABLES, grid=lambda p: {"arch": p["archs"], "seed": p["seeds"]},
                         coords_on={"family": "arch", "depth": "arch"})
-EXPERIMENT.cost(petrini_fig5.cost)  # its cells train one network by fig5's recipe: fig5's cost model
+EXPERIMENT.cost(petrini.cost)  # its cells train one network by the paper's recipe: its cost model
 
 # %% ../../nbs/petrini_fig3.ipynb #dcee8d42
-def median_distances(d:xr.Dataset) -> xr.Dataset:
-    "The median over test images of each probed distance: m_diffeo, m_noise, m_pair from d_diffeo, d_noise, d_pair."
-    return xr.Dataset({f"m_{k}": d[f"d_{k}"].median("sample") for k in ("diffeo", "noise", "pair")})
-
 def probe_all(
     net, # the network
     images, # probed test images

@@ -7,40 +7,31 @@ Docs: https://diffgeo.github.io/diffgeo/fig5.html.md"""
 # %% ../../nbs/fig5.ipynb #879a2e8f
 from __future__ import annotations
 
-import functools
 import math
-import time
-from dataclasses import dataclass
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 import xarray as xr
-from torch import nn
 
-from .. import data, models, results, stability, train
-from ..core import check_choice, check_int, resolve_device, seed_everything
+from .. import models, results, stability, train
+from ..core import resolve_device
+from .petrini import (CPU_LR, LONG_EPOCHS, LONG_WIDTH, cost, logmean, logstd, resolve_archs, setup,   # the paper's
+                                         train_network)                                                                   # shared recipe
 from ..scaffold import Experiment, Var
 
 # %% auto #0
-__all__ = ['PAPER_ARCHS', 'CPU_WIDTH', 'CPU_LR', 'LONG_ARCHS', 'LONG_WIDTH', 'LONG_EPOCHS', 'COMMON', 'PROFILES', 'SMALL_NOISE',
-           'STATES', 'VARIABLES', 'EXPERIMENT', 'MIN_FIT', 'PAPER_CORR', 'train_network', 'Setup', 'setup',
-           'resolve_archs', 'cell', 'settings', 'seconds_per_step', 'cost', 'logmean', 'logstd', 'derive',
-           'probe_ratios', 'fit_note', 'draw', 'draw_fig15', 'draw_fig16', 'draw_fig17', 'draw_fig19']
+__all__ = ['PAPER_ARCHS', 'CPU_WIDTH', 'LONG_ARCHS', 'COMMON', 'PROFILES', 'SMALL_NOISE', 'STATES', 'VARIABLES', 'EXPERIMENT',
+           'MIN_FIT', 'PAPER_CORR', 'cell', 'settings', 'derive', 'probe_ratios', 'fit_note', 'draw', 'draw_fig15',
+           'draw_fig16', 'draw_fig17', 'draw_fig19']
 
 # %% ../../nbs/fig5.ipynb #0a70fb56
 PAPER_ARCHS = ["FullConnL2", "FullConnL4", "FullConnL6", "LeNet", "AlexNet", "VGG11", "VGG11bn", "VGG16bn", "VGG19bn",
                "ResNet18", "ResNet34", "ResNet50", "EfficientNetB0", "EfficientNetB2"]
 #: The cpu profile's width multipliers (`models.build`): a quarter of the channels for the four deep families.
 CPU_WIDTH = {"AlexNet": 0.25, "VGG11bn": 0.25, "ResNet18": 0.25, "EfficientNetB0": 0.25}
-#: The cpu profile's learning rates where they differ from the paper's 0.1 (chosen on the validation split, see Profiles).
-CPU_LR = {"AlexNet": 0.05}
 #: The long profile's: seven Table 1 architectures on CIFAR-10 (one per family, VGG with and without batch-norm, and
 #: both fully connected depths), the deep ones narrowed so that three seeds fit in a working day of two CPU cores.
 LONG_ARCHS = ["FullConnL2", "FullConnL4", "LeNet", "AlexNet", "VGG11", "VGG11bn", "ResNet18", "EfficientNetB0"]
-LONG_WIDTH = {"AlexNet": 0.25, "VGG11": 0.25, "VGG11bn": 0.25, "ResNet18": 0.125, "EfficientNetB0": 0.125}
-#: Its training length in epochs of the 45,000 training images (352 steps of 128 each).
-LONG_EPOCHS = 10
 #: Every profile's: the paper's diffeomorphisms (δ = 1 by the authors' Eq. 3, c = 3, bilinear, the text's cut-off).
 COMMON = dict(c=3, delta=1.0, delta_method="asymptotic", interp="bilinear", cutoff="paper")
 PROFILES = {
@@ -141,121 +132,6 @@ EXPERIMENT = Experiment("petrini", "fig5", PROFILES, VARIABLES, executor=_execut
                         coords_on={k: "arch" for k in ("depth", "n_params", "batchnorm", "skip", "family")}, notebook="fig5.ipynb")
 
 # %% ../../nbs/fig5.ipynb #86091b2e
-def _val_every(n_val:int, P:int, overhead:float|None) -> int:
-    "Epochs between validations that keep validating `n_val` images within `overhead` of training on `P` (a forward pass costs about a third of a step per image, as in `cost`); 1 for None."
-    return 1 if overhead is None else max(1, math.ceil(n_val / (3 * overhead * P)))
-
-def _flip_ok(dataset:str) -> bool:
-    "Horizontal flips preserve the label of natural images, not of digits."
-    return dataset in ("cifar10",)
-
-def train_network(
-    net:nn.Module, # a network of `models.ARCHS`, on the device to train on
-    arch:str, # its architecture name (sets the optimiser, App. E.1)
-    dataset:str, # the data set's name (sets whether images are flipped)
-    ds_data, # the `data.Dataset` (its channel means give the padding colour)
-    fit, # the training `data.Split`
-    val, # the validation split on which the best epoch is chosen
-    steps:int, # optimiser steps; the epochs follow from them and the training-set size (App. E.1)
-    seed:int, # seed of the batch order and the augmentations
-    lr:float|None=None, # learning rate (None: the paper's)
-    warmup:float=0.0, # fraction of linear warm-up for the SGD-trained networks
-    batch_size:int=128, # images per step
-    pad:int=4, # random translations of up to `pad` pixels (0: none)
-    val_overhead:float|None=None, # validate every k epochs, k the smallest keeping validation within this fraction of the training cost (None: every epoch, as the paper)
-    **kwargs, # passed to `train.train` (checkpoint, augment_fn, on_epoch, ...)
-) -> tuple[train.TrainResult, float]: # the result and the training time in seconds
-    """Train `net` by the paper's recipe (App. E.1) for a fixed number of optimiser steps, keeping the best epoch on `val`.
-
-    Args:
-        net: a network of `models.ARCHS`, on the device to train on
-        arch: its architecture name (sets the optimiser, App. E.1)
-        dataset: the data set's name (sets whether images are flipped)
-        ds_data: the `data.Dataset` (its channel means give the padding colour)
-        fit: the training `data.Split`
-        val: the validation split on which the best epoch is chosen
-        steps: optimiser steps; the epochs follow from them and the training-set size (App. E.1)
-        seed: seed of the batch order and the augmentations
-        lr: learning rate (None: the paper's)
-        warmup: fraction of linear warm-up for the SGD-trained networks
-        batch_size: images per step
-        pad: random translations of up to `pad` pixels (0: none)
-        val_overhead: validate every k epochs, k the smallest keeping validation within this fraction of the training cost (None: every epoch, as the paper)
-        **kwargs: passed to `train.train` (checkpoint, augment_fn, on_epoch, ...)
-    Returns:
-        the result and the training time in seconds
-    """
-    info = models.ARCHS[models.resolve_arch(arch)]
-    fill = [-m / s for m, s in zip(ds_data.mean, ds_data.std)]  # black after standardisation
-    t0 = time.perf_counter()
-    res = train.train(net, fit, val, epochs=train.epochs_for_steps(steps, len(fit), batch_size), optimizer=info.optimizer, lr=lr,
-                      val_every=_val_every(len(val), len(fit), val_overhead),
-                      warmup=warmup if info.optimizer == "sgd" else 0.0, batch_size=batch_size, pad=pad,
-                      flip=_flip_ok(dataset) and pad > 0, fill=fill, seed=seed, **kwargs)
-    return res, time.perf_counter() - t0
-
-@dataclass
-class Setup:
-    "What a cell of the Petrini experiments starts from."
-    info:models.ArchInfo # the architecture's Table 1 facts
-    steps:int|None # its optimiser steps
-    width:float # its width multiplier
-    lr:float|None # its learning rate (None: the paper's)
-    data:data.DataSet # the data set
-    fit:data.Split # the P training images
-    val:data.Split # the validation images held out before the subset is drawn
-    probe:data.Split # the probed test images, the same in every cell
-    net:nn.Module # the network, initialised from the seed, on its device
-
-def setup(
-    arch:str, # architecture name from `models.ARCHS`
-    seed:int, # seed of the subset and the initialisation
-    dataset:str="mnist5k", # name from `data.DATASETS`
-    data_root:str|None=None, # folder of the data files (None: $DIFFGEO_DATA)
-    P:int|None=None, # training-set size (None: every image left after n_val)
-    n_val:int=500, # validation images held out from the training split
-    n_test:int=500, # probed test images
-    steps:int|dict|None=None, # optimiser steps, or {arch: steps}
-    width:float|dict=1.0, # width multiplier (`models.build`), or {arch: width}
-    lr:float|dict|None=None, # learning rate, or {arch: lr}
-    device:str="cpu", # "cpu", "cuda", "auto"
-    init:str|dict="pytorch", # the initialisation (`models.build`'s `init`), or {arch: init}
-) -> Setup:
-    """The start of every cell: this architecture's settings, the data, a seeded training subset of size P, the probe, the network.
-
-    Args:
-        arch: architecture name from `models.ARCHS`
-        seed: seed of the subset and the initialisation
-        dataset: name from `data.DATASETS`
-        data_root: folder of the data files (None: $DIFFGEO_DATA)
-        P: training-set size (None: every image left after n_val)
-        n_val: validation images held out from the training split
-        n_test: probed test images
-        steps: optimiser steps, or {arch: steps}
-        width: width multiplier (`models.build`), or {arch: width}
-        lr: learning rate, or {arch: lr}
-        device: "cpu", "cuda", "auto"
-        init: the initialisation (`models.build`'s `init`), or {arch: init}
-    """
-    info = models.ARCHS[models.resolve_arch(arch)]
-    steps, width, lr, init = (v[info.name] if isinstance(v, dict) else v for v in (steps, width, lr, init))
-    ds_data = data.load(dataset, root=data_root)
-    fit, val = data.train_val_split(ds_data.train, n_val, seed=0)
-    P = len(fit) if P is None else P
-    if P > len(fit): raise ValueError(f"P = {P} exceeds the {len(fit)} training images left after n_val = {n_val}; lower P or n_val.")
-    probe = ds_data.test.subset(n_test, seed=0)
-    seed_everything(seed)
-    net = models.build(info.name, in_channels=ds_data.n_channels, n_classes=ds_data.n_classes, size=ds_data.size, width=width, init=init)
-    return Setup(info, steps, width, lr, ds_data, fit.subset(P, seed=seed), val, probe, net.to(resolve_device(device)))
-
-def resolve_archs(p:dict, datasets:list) -> dict:
-    "Check the data sets and seeds, resolve the architecture names and give each its steps, width and learning rate."
-    for d in datasets: check_choice(d, "dataset", data.DATASETS)
-    archs = [models.resolve_arch(a) for a in p["archs"]]
-    return {**p, "archs": archs, "seeds": [check_int(s, "seed", low=0) for s in p["seeds"]], "steps": _per_arch(p["steps"], archs, None),
-            "width": _per_arch(p.get("width", 1.0), archs, 1.0), "lr": _per_arch(p.get("lr"), archs, None),
-            **({"init": _per_arch(p["init"], archs, "pytorch")} if "init" in p else {})}
-
 @EXPERIMENT.cell
 def cell(
     arch:str, # architecture name from `models.ARCHS`
@@ -337,80 +213,15 @@ def cell(
     return both
 
 # %% ../../nbs/fig5.ipynb #d39501dd
-def _per_arch(value, archs:list[str], default) -> dict:
-    "`value` for each architecture: a dict {arch: value} (missing ones get `default`) or one value for all."
-    if not isinstance(value, dict): return {a: value for a in archs}
-    given = {models.resolve_arch(a): v for a, v in value.items()}
-    return {a: given.get(a, default) for a in archs}
-
 @EXPERIMENT.settings
 def settings(p:dict, profile:str, overrides:dict) -> dict:
     "Check the data set, resolve the architecture names and give each architecture its steps, width and learning rate."
     return resolve_archs(p, [p["dataset"]])
 
 # %% ../../nbs/fig5.ipynb #cdb59224
-#: (channels, side, training images, test images) of each data set, for the cost model (no data loaded).
-_SHAPES = {"mnist5k": (1, 28, 4000, 1000), "mnist": (1, 28, 60_000, 10_000), "fashionmnist": (1, 28, 60_000, 10_000),
-           "cifar10": (3, 32, 50_000, 10_000), "svhn": (3, 32, 73_257, 26_032)}
-
-@functools.lru_cache(maxsize=None)
-def seconds_per_step(
-    arch:str, # architecture name
-    width:float, # width multiplier
-    shape:tuple[int, int], # (channels, side) of the images
-    batch_size:int, # images per step
-    device:str, # where to measure
-    repeats:int=3, # timed steps (after two warm-up steps)
-) -> float:
-    """Seconds of one training step (crops and flips, forward, backward, SGD update) of `arch` on random images, measured on `device`.
-
-    Args:
-        arch: architecture name
-        width: width multiplier
-        shape: (channels, side) of the images
-        batch_size: images per step
-        device: where to measure
-        repeats: timed steps (after two warm-up steps)
-    """
-    dev = torch.device(device)
-    net = models.build(arch, in_channels=shape[0], n_classes=10, size=shape[1], width=width).to(dev)
-    opt = torch.optim.SGD(net.parameters(), lr=1e-3)
-    g = torch.Generator().manual_seed(0)
-    x, y = torch.randn(batch_size, shape[0], shape[1], shape[1], generator=g).to(dev), torch.randint(10, (batch_size,), generator=g).to(dev)
-    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
-    def step():
-        opt.zero_grad(set_to_none=True); F.cross_entropy(net(train.augment(x, g)), y).backward(); opt.step()
-    for _ in range(2): step()
-    sync(); t0 = time.perf_counter()
-    for _ in range(repeats): step()
-    sync()
-    return (time.perf_counter() - t0) / repeats
-
-@EXPERIMENT.cost
-def cost(settings:dict, cell:dict, device:torch.device) -> float:
-    """Predicted seconds of one cell on `device`: its training steps at the measured seconds per step, and its forward
-    passes at a third of a step's time per image. Also the cost model of Petrini et al.'s other sweeps (Fig. 3, 6, 12,
-    Table 2), whose cells train one network the same way (their data set or P may be a grid dimension)."""
-    arch = models.resolve_arch(cell["arch"])
-    per_arch = lambda v: v[arch] if isinstance(v, dict) else v
-    steps, width, batch = per_arch(settings["steps"]), per_arch(settings.get("width", 1.0)), settings.get("batch_size", 128)
-    c, side, n_train, n_test_split = _SHAPES[cell.get("dataset", settings.get("dataset"))]
-    P = cell.get("P", settings.get("P")) or n_train - settings["n_val"]
-    t = seconds_per_step(arch, float(width), (c, side), batch, str(device))
-    epochs = train.epochs_for_steps(steps, P, batch)
-    every = _val_every(settings["n_val"], P, settings.get("val_overhead"))  # as `train_network` validates
-    forward_images = math.ceil(epochs / every) * settings["n_val"] + 2 * n_test_split + 4 * 3 * settings["n_test"]
-    return steps * t + forward_images * t / (3 * batch)
+EXPERIMENT.cost(cost)   # the shared cost model of the paper's sweeps (`petrini.cost`)
 
 # %% ../../nbs/fig5.ipynb #d424fbd3
-def logmean(v:xr.DataArray, dim:str="seed") -> xr.DataArray:
-    "The paper's log-average over `dim`: the geometric mean."
-    return 10 ** np.log10(v).mean(dim)
-
-def logstd(v:xr.DataArray, dim:str="seed") -> xr.DataArray:
-    "The spread of log10 over `dim` (sample standard deviation); NaN with a single value."
-    return np.log10(v).std(dim, ddof=1) if v.sizes[dim] > 1 else np.nan * v.isel({dim: 0}, drop=True)
-
 MIN_FIT = 3  # trained networks (seed log-means) the power-law fit and the correlations need
 
 def _fit(err:np.ndarray, x:np.ndarray) -> tuple[float, float, float]:

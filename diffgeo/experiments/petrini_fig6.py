@@ -8,24 +8,22 @@ Docs: https://diffgeo.github.io/diffgeo/petrini_fig6.html.md"""
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 import xarray as xr
 
 from .. import models, results, stability, train
-from ..core import check_choice, check_int
-from ..diffeo import INTERPOLATIONS
-from . import petrini_fig5
-from .petrini_fig5 import logmean, logstd, resolve_archs, setup, train_network
+from ..core import check_int
+from . import petrini
+from .petrini import (check_interps, dataset_name, logmean, logstd, plain_log_ticks, probe, resolve_archs, setup,
+                                         train_network)
 from ..results import span
 from ..scaffold import Experiment, Var
 from ..style import cycle_color, log_ticks
 
 # %% auto #0
-__all__ = ['CPU_WIDTH', 'COMMON', 'PROFILES', 'STATES', 'VARIABLES', 'EXPERIMENT', 'SOTA', 'probe', 'cell', 'check_interps',
-           'settings', 'finish', 'derive', 'plain_log_ticks', 'dataset_name', 'draw_fig6', 'draw_fig22', 'draw_fig13',
-           'draw_fig18', 'check_regression', 'quoted']
+__all__ = ['CPU_WIDTH', 'COMMON', 'PROFILES', 'STATES', 'VARIABLES', 'EXPERIMENT', 'SOTA', 'cell', 'settings', 'finish', 'derive',
+           'draw_fig6', 'draw_fig22', 'draw_fig13', 'draw_fig18', 'check_regression', 'quoted']
 
 # %% ../../nbs/petrini_fig6.ipynb #af434c23
 #: The cpu profile's width multipliers (`models.build`): ResNet18 at an eighth of its channels.
@@ -39,7 +37,7 @@ PROFILES = {
     "cpu": dict(COMMON, dataset="mnist5k", archs=["FullConnL4", "LeNet", "ResNet18"], P=[250, 500, 1000, 2000, 3500],
                 seeds=[0, 1, 2], n_val=500, steps=400, width=CPU_WIDTH, n_test=500, cs=[3, 5, 15], fit_from=500),
     "long": dict(COMMON, dataset="cifar10", archs=["FullConnL4", "LeNet", "ResNet18"], P=[1024, 4096, 16384, 45000],
-                 seeds=[0, 1, 2], n_val=5000, steps=petrini_fig5.LONG_EPOCHS * 352, width=petrini_fig5.LONG_WIDTH, n_test=500,
+                 seeds=[0, 1, 2], n_val=5000, steps=petrini.LONG_EPOCHS * 352, width=petrini.LONG_WIDTH, n_test=500,
                  cs=[3, 5, 15], fit_from=1024, warmup=0.05, val_overhead=0.1),
     "paper": dict(COMMON, dataset="cifar10", archs=["FullConnL4", "LeNet", "ResNet18", "EfficientNetB0"],
                   P=[128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 45000], seeds=list(range(16)), n_val=5000,
@@ -82,42 +80,9 @@ VARIABLES = {
 }
 EXPERIMENT = Experiment("petrini", "fig6", PROFILES, VARIABLES, grid=lambda p: {"arch": p["archs"], "P": p["P"], "seed": p["seeds"]},
                         coords_on={"depth": "arch", "n_params": "arch"})
-EXPERIMENT.cost(petrini_fig5.cost)  # its cells train one network by fig5's recipe: fig5's cost model
+EXPERIMENT.cost(petrini.cost)  # its cells train one network by the paper's recipe: its cost model
 
 # %% ../../nbs/petrini_fig6.ipynb #31fae3de
-def probe(
-    net, # the network
-    images, # probed test images `[N, C, H, W]`
-    cs:list, # cut-offs
-    interps:list, # interpolations
-    seed:int, # seed of the deformations and noise
-    batchnorm:str, # "batch" or "running" (see `probes.probing`)
-    **kwargs, # delta, delta_method, cutoff of the `stability.Diffeomorphism`
-) -> xr.Dataset:
-    """Per-sample distances for every cut-off and interpolation, with the fraction of drawn fields that are diffeomorphisms.
-
-    Args:
-        net: the network
-        images: probed test images `[N, C, H, W]`
-        cs: cut-offs
-        interps: interpolations
-        seed: seed of the deformations and noise
-        batchnorm: "batch" or "running" (see `probes.probing`)
-        **kwargs: delta, delta_method, cutoff of the `stability.Diffeomorphism`
-    """
-    rows = []
-    with warnings.catch_warnings():  # c = 15 on 28-pixel images exceeds Eq. 14's range, as in the paper; recorded below
-        warnings.filterwarnings("ignore", message=".*exceeds the diffeomorphism range")
-        for c in cs:
-            row = [stability.relative_stability(net, images, stability.Diffeomorphism(c=c, interp=i, **kwargs), seed=seed,
-                                                batchnorm=batchnorm, batch_size=250)
-                   for i in interps]
-            rows.append(xr.concat([r[["d_diffeo", "d_noise", "d_pair", "is_diffeo"]].squeeze("layer", drop=True) for r in row],
-                                  "interpolation"))
-    out = xr.concat(rows, "c").assign_coords(c=list(cs), interpolation=list(interps))
-    out["diffeo_fraction"] = out.is_diffeo.mean("sample")
-    return out.drop_vars("is_diffeo")
-
 @EXPERIMENT.cell
 def cell(
     arch:str, # architecture name from `models.ARCHS`
@@ -139,7 +104,7 @@ def cell(
     cutoff:str="paper", # "paper" or "code"
     device:str="cpu", # "cpu", "cuda", "auto"
     checkpoint_dir:str|None=None, # per-epoch training checkpoints, deleted when the cell ends (None: none)
-    val_overhead:float|None=None, # validation at most this fraction of the training cost (`petrini_fig5.train_network`; None: every epoch)
+    val_overhead:float|None=None, # validation at most this fraction of the training cost (`petrini.train_network`; None: every epoch)
 ) -> xr.Dataset:
     """D_f, G_f, R_f at init and after training on P images, for every cut-off and interpolation, and the test error.
 
@@ -163,7 +128,7 @@ def cell(
         cutoff: "paper" or "code"
         device: "cpu", "cuda", "auto"
         checkpoint_dir: per-epoch training checkpoints, deleted when the cell ends (None: none)
-        val_overhead: validation at most this fraction of the training cost (`petrini_fig5.train_network`; None: every epoch)
+        val_overhead: validation at most this fraction of the training cost (`petrini.train_network`; None: every epoch)
     """
     s = setup(arch, seed, dataset, data_root, P, n_val, n_test, steps, width, lr, device)
     info, steps, lr, ds_data, fit, val, net = s.info, s.steps, s.lr, s.data, s.fit, s.val, s.net
@@ -187,20 +152,6 @@ def cell(
     return out.assign_coords(depth=info.depth, n_params=models.n_params(net))
 
 # %% ../../nbs/petrini_fig6.ipynb #47388e0e
-def check_interps(
-    interps:list, # the probes' interpolations, the main one first
-) -> list:
-    """`interps`, checked: a non-empty list of known interpolations without repeats (at resolve time, not in a cell hours into a GPU run).
-
-    Args:
-        interps: the probes' interpolations, the main one first
-    """
-    if isinstance(interps, str) or not isinstance(interps, (list, tuple)) or not interps:
-        raise ValueError(f"interps must be a non-empty list of interpolations, e.g. ['bilinear'], got {interps!r}.")
-    for i in interps: check_choice(i, "interps", INTERPOLATIONS)
-    if len(set(interps)) != len(interps): raise ValueError(f"interps must not repeat, got {interps}.")
-    return list(interps)
-
 @EXPERIMENT.settings
 def settings(p:dict, profile:str, overrides:dict) -> dict:
     "Check the data set, sizes, cut-offs and interpolations; resolve the architectures and their steps, widths and rates."
@@ -256,22 +207,10 @@ def _share_log_y(axes):
     vals = np.concatenate([np.ravel(l.get_ydata()).astype(float) for ax in axes for l in ax.lines if l.get_transform() == ax.transData])
     log_ticks(axes[0].yaxis, vals, lambda t, _: f"{t:g}")
 
-def plain_log_ticks(ax, x:bool=True, y:bool=True):
-    "`diffgeo.style.log_ticks` on the log axes of `ax`, from the data it shows, labelled with plain numbers."
-    data_lines = [l for l in ax.lines if l.get_transform() == ax.transData]  # not axhline/axvline
-    xs = [np.ravel(l.get_xdata()) for l in data_lines]
-    ys = [np.ravel(l.get_ydata()) for l in ax.lines] + [np.array([p.get_height() for p in ax.patches])]
-    for on, axis, vals in ((x, ax.xaxis, xs), (y, ax.yaxis, ys)):
-        if on and vals: log_ticks(axis, np.concatenate(vals).astype(float), lambda t, _: f"{t:g}")
-
 def _loglog(ax, xlabel:str="training-set size P", y:bool=True):
     ax.set(xscale="log", yscale="log", xlabel=xlabel)
     plain_log_ticks(ax, y=y)
     ax.grid(True, which="major", alpha=0.3)
-
-def dataset_name(ds:xr.Dataset) -> str:
-    "The data set a run of these experiments trained on, from its provenance ('' when unrecorded)."
-    return str(results.parameters(ds).get("dataset", ""))
 
 def _legend(fig, handles:list):
     "One legend under the panels."

@@ -13,10 +13,9 @@ import numpy as np
 import xarray as xr
 
 from .. import results, train
-from .petrini_fig3 import median_distances
-from . import petrini_fig5
-from .petrini_fig5 import CPU_LR, logmean, resolve_archs, setup, train_network
-from .petrini_fig6 import check_interps, plain_log_ticks, probe
+from . import petrini
+from .petrini import (CPU_LR, check_interps, logmean, median_distances, plain_log_ticks, probe, resolve_archs, setup,
+                                         train_network)
 from ..results import span
 from ..scaffold import Experiment, Var
 from ..style import point_label, tidy_labels
@@ -70,7 +69,7 @@ VARIABLES = {
 }
 EXPERIMENT = Experiment("petrini", "tab2", PROFILES, VARIABLES,
                         grid=lambda p: {"dataset": p["datasets"], "arch": p["archs"], "seed": p["seeds"]}, coords_on={"depth": "arch"})
-EXPERIMENT.cost(petrini_fig5.cost)  # its cells train one network by fig5's recipe: fig5's cost model
+EXPERIMENT.cost(petrini.cost)  # its cells train one network by the paper's recipe: its cost model
 
 # %% ../../nbs/petrini_tab2.ipynb #f32cbdce
 @EXPERIMENT.cell
