@@ -481,24 +481,29 @@ class BorderReader(nn.Module):
 # %% ../nbs/40_stability.ipynb #d6576318
 def bootstrap(
     ds:xr.Dataset, # a dataset from `relative_stability`
-    n:int=200, # bootstrap resamples
+    resamples:int=200, # bootstrap resamples
     statistic:str="median", # "median" or "mean"
     seed:int=0, # seed of the resampling
+    n:int|None=None, # the old name of `resamples` (a FutureWarning)
 ) -> xr.Dataset: # standard deviation of log10 D_f, G_f, R_f
     """Bootstrap standard deviation over test images of log10 D_f, G_f and R_f.
 
     Args:
         ds: a dataset from `relative_stability`
-        n: bootstrap resamples
+        resamples: bootstrap resamples
         statistic: "median" or "mean"
         seed: seed of the resampling
+        n: the old name of `resamples` (a FutureWarning)
     Returns:
         standard deviation of log10 D_f, G_f, R_f
     """
-    n = check_int(n, "n", low=2)
+    if n is not None:
+        warnings.warn("bootstrap's n is now resamples (n counts images or examples everywhere else in diffgeo).", FutureWarning, stacklevel=2)
+        resamples = n
+    resamples = check_int(resamples, "resamples", low=2)
     B = ds.sizes["sample"]
     rng = np.random.default_rng(seed)
-    idx = xr.DataArray(np.stack([rng.integers(0, B, B) for _ in range(n)]), dims=("resample", "sample"))
+    idx = xr.DataArray(np.stack([rng.integers(0, B, B) for _ in range(resamples)]), dims=("resample", "sample"))
     dist = ds[[k for k in ds.data_vars if k.startswith(("d_", "u_")) and "sample" in ds[k].dims]]
     out = np.log10(summarize(dist.isel(sample=idx), statistic)).std("resample")   # every resample at once
     for k in out.data_vars: out[k].attrs = cf_attrs(f"bootstrap std of log10 {k} over test images ({statistic})")

@@ -75,8 +75,10 @@ class TestRecomputation:
 
     def test_bootstrap_shapes(self):
         res = relative_stability(small_cnn().double(), images(), layers=["1", "output"])
-        bs = stability.bootstrap(res, n=20)
+        bs = stability.bootstrap(res, resamples=20)
         assert bs.R_f.dims == ("layer",) and (bs.R_f > 0).all()
+        with pytest.warns(FutureWarning, match="now resamples"):   # the old name still works, once warned
+            xr.testing.assert_identical(stability.bootstrap(res, n=20), bs)
 
 
 class TestProperties:

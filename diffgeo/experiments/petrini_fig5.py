@@ -305,7 +305,7 @@ def _errors(ds:xr.Dataset, k:str) -> np.ndarray:
     if ds.sizes["seed"] > 1: return ds[k + "_logstd"].sel(state="trained").values
     statistic = "mean" if k.endswith("_mean") else "median"
     base = k.removesuffix("_mean")
-    return np.array([stability.bootstrap(ds.sel(arch=a, state="trained").isel(seed=0), n=100, statistic=statistic)[base].item()
+    return np.array([stability.bootstrap(ds.sel(arch=a, state="trained").isel(seed=0), resamples=100, statistic=statistic)[base].item()
                      for a in ds.arch.values])
 
 _LABELS = {"R_f": "relative stability $R_f$", "D_f": "stability to diffeomorphisms $D_f$", "G_f": "stability to noise $G_f$"}
