@@ -498,6 +498,7 @@ def bootstrap(
         standard deviation of log10 D_f, G_f, R_f
     """
     if n is not None:
+        if resamples != 200: raise TypeError("bootstrap got both resamples and its old name n; pass resamples only.")
         warnings.warn("bootstrap's n is now resamples (n counts images or examples everywhere else in diffgeo).", FutureWarning, stacklevel=2)
         resamples = n
     resamples = check_int(resamples, "resamples", low=2)

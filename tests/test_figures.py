@@ -4,7 +4,6 @@ no overlapping text, a label on every axis that shows numbers and on every colou
 
 `ILLEGIBLE` lists the figures not yet repaired; the test fails as soon as one of them passes, so the list only shrinks."""
 import functools
-import importlib
 import warnings
 from pathlib import Path
 

@@ -16,7 +16,6 @@ fails on a broken paper profile. With DIFFGEO_TEST_DEVICE=cuda the units run on 
 paper run."""
 from __future__ import annotations
 
-import importlib
 import os
 import zlib
 from dataclasses import dataclass

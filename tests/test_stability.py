@@ -79,6 +79,7 @@ class TestRecomputation:
         assert bs.R_f.dims == ("layer",) and (bs.R_f > 0).all()
         with pytest.warns(FutureWarning, match="now resamples"):   # the old name still works, once warned
             xr.testing.assert_identical(stability.bootstrap(res, n=20), bs)
+        with pytest.raises(TypeError, match="resamples only"): stability.bootstrap(res, resamples=30, n=20)
 
 
 class TestProperties:

@@ -90,7 +90,7 @@ def linear_spectral_decay(
 
 @EXPERIMENT.cell
 def cell(
-    groups:list, # names in `moskalev_tab1.GROUPS`
+    groups:list, # names in `moskalev.GROUPS`
     dataset:str, # "mnist5k" (embedded) or "mnist" (data folder)
     n_train:int, n_val:int, n_test:int, # split sizes of the Transforming data set
     leave_out:list, # classes dropped (the 9)
@@ -108,7 +108,7 @@ def cell(
     """Fig. 5: σ_max of the input–logit Jacobian on test images for DA and the three IR forms, per group and seed; Proposition 3.1.
 
     Args:
-        groups: names in `moskalev_tab1.GROUPS`
+        groups: names in `moskalev.GROUPS`
         dataset: "mnist5k" (embedded) or "mnist" (data folder)
         leave_out: classes dropped (the 9)
         epochs: training epochs

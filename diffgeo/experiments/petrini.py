@@ -29,7 +29,7 @@ __all__ = ['CPU_LR', 'LONG_WIDTH', 'LONG_EPOCHS', 'train_network', 'Setup', 'set
            'probe', 'check_interps', 'median_distances', 'logmean', 'logstd', 'plain_log_ticks', 'dataset_name']
 
 # %% ../../nbs/paper_petrini.ipynb #48aad851
-#: The cpu profile's learning rates where they differ from the paper's 0.1 (chosen on the validation split, see Profiles).
+#: The cpu profile's learning rates where they differ from the paper's 0.1 (chosen on the validation split, see fig5's Profiles).
 CPU_LR = {"AlexNet": 0.05}
 #: The long profiles' width multipliers: the deep networks narrowed so that three seeds fit in a working day of two CPU cores.
 LONG_WIDTH = {"AlexNet": 0.25, "VGG11": 0.25, "VGG11bn": 0.25, "ResNet18": 0.125, "EfficientNetB0": 0.125}
@@ -198,8 +198,8 @@ def seconds_per_step(
 
 def cost(settings:dict, cell:dict, device:torch.device) -> float:
     """Predicted seconds of one cell on `device`: its training steps at the measured seconds per step, and its forward
-    passes at a third of a step's time per image. Also the cost model of Petrini et al.'s other sweeps (Fig. 3, 6, 12,
-    Table 2), whose cells train one network the same way (their data set or P may be a grid dimension)."""
+    passes at a third of a step's time per image. The cost model of every sweep of the paper that trains one network a
+    cell by `train_network` (Figs. 3, 5, 6, 12, Table 2; their data set or P may be a grid dimension); its forward passes are Fig. 5's."""
     arch = models.resolve_arch(cell["arch"])
     per_arch = lambda v: v[arch] if isinstance(v, dict) else v
     steps, width, batch = per_arch(settings["steps"]), per_arch(settings.get("width", 1.0)), settings.get("batch_size", 128)
