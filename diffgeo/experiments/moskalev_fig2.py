@@ -275,7 +275,7 @@ def draw(ds:xr.Dataset):
 # %% ../../nbs/moskalev_fig2.ipynb #7d7aa5f4
 @EXPERIMENT.regression
 def check_regression(ds:xr.Dataset):
-    "Checks that a run still shows what the committed cpu run showed (regression, not the paper's claims), on a cpu- or paper-profile dataset (every seed); an AssertionError names the one that fails."
+    "Checks that a run still shows what the committed cpu run showed (regression, not the paper's claims), on a cpu-profile dataset (every seed); an AssertionError names the one that fails."
     da, ir, wt = (ds.sel(model=m) for m in ("DA", "IR", "WT"))
     assert (da.median_rank <= 2).all() and (da.distance_ratio < 0.5).all(), "DA's typical turned copy is no longer near its original: update the prose"
     assert (da.rank_p90 > 10).all(), "DA's far-flung copies are rarer than one in ten: update the prose"
