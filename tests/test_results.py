@@ -529,3 +529,13 @@ def test_saved_files_declare_cf_conventions_and_flags(tmp_path):
     for name in ("skip", "bn"):
         assert list(back[name].attrs["flag_values"]) == [0, 1] and back[name].attrs["flag_meanings"] == "false true", name
     assert "flag_values" not in back.x.attrs and "Conventions" not in ds.attrs and "flag_values" not in ds.skip.attrs  # ds unchanged
+
+
+def test_core_hours_of_a_sweep_and_of_one_cell():
+    "A sweep's core-hours sum its cells' times; a one-cell run's is its provenance's wall time; neither: a clear error."
+    sweep = xr.Dataset({"cell_start": ("arch", ["2026-01-01T00:00:00+00:00", "2026-01-01T00:00:00+00:00"]),
+                        "cell_end": ("arch", ["2026-01-01T01:00:00+00:00", "2026-01-01T00:30:00+00:00"])})
+    assert results.core_hours(sweep) == 1.5
+    one = xr.Dataset(attrs={"start_time": "2026-01-01T00:00:00+00:00", "end_time": "2026-01-01T02:15:00+00:00"})
+    assert results.core_hours(one) == 2.25
+    with pytest.raises(ValueError, match="start_time and end_time"): results.core_hours(xr.Dataset())
