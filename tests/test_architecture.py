@@ -151,3 +151,20 @@ def test_the_checks_can_fail(tmp_path):
         test_module_level_imports_have_no_cycle()                                          # which the module-level scan allows
     finally:
         PKG = saved
+
+
+#: Experiments that import a sibling experiment, and why; everything else a paper's figures share lives in the paper's
+#: own module (diffgeo.experiments.<paper>, exported from nbs/paper_<paper>.ipynb).
+SIBLING_IMPORTS = {("experiments.zavatoneveth_fig3", "experiments.zavatoneveth_fig2"):
+                   "Fig. 3 applies Fig. 2's slice method (its variables, measurements, figures and claim criteria) to a CIFAR-10 ResNet"}
+
+
+def test_experiments_import_their_papers_module_not_each_other():
+    "An experiment module (a paper's figure or table) imports the paper's shared module, not another experiment, but where listed above."
+    from diffgeo import papers
+    mods = _modules()
+    shared = {f"experiments.{p}" for p in papers.PAPERS}
+    found = {(m, t) for m, targets in _graph(top_only=False).items() for t in targets
+             if m.startswith("experiments.") and t.startswith("experiments.") and m not in shared and t not in shared}
+    assert found == set(SIBLING_IMPORTS), f"sibling imports not listed in SIBLING_IMPORTS: {found - set(SIBLING_IMPORTS)}; move what they share into the paper's module"
+    assert {f"experiments.{p}" for p in ("petrini", "moskalev")} <= set(mods)
