@@ -254,3 +254,17 @@ def test_probe_interpolations_checked_when_resolved(name):
     for bad in ("bilinear", []):
         with pytest.raises(ValueError, match=r"non-empty list of interpolations, e.g. \['bilinear'\]"):
             EXPERIMENTS[name].resolve("paper", interps=bad)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_notebook_parameter_that_is_a_profile_setting_defaults_to_the_profile(name):
+    "A setting's default lives in the profile alone: a notebook parameter named after a profile setting defaults to None (the profile's)."
+    import ast
+    exp = EXPERIMENTS[name]
+    nb = json.loads((ROOT / "nbs" / exp.notebook).read_text())
+    cell = next(c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", []))
+    settings = set().union(*(set(p) for p in exp.profiles.values()))
+    fixed = [ast.unparse(n) for n in ast.parse("".join(cell["source"])).body
+             if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name) and n.target.id in settings
+             and n.target.id != "profile" and not (isinstance(n.value, ast.Constant) and n.value.value is None)]
+    assert not fixed, f"{exp.notebook}: {fixed} repeat a profile's default; make them None (the profile's)"
