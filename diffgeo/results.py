@@ -263,11 +263,13 @@ def core_hours(
     Args:
         ds: a merged sweep dataset, with each cell's `cell_start` and `cell_end`; or a one-cell run's (its `start_time` and `end_time`)
     """
-    if "cell_start" not in ds and "cell_end" not in ds:   # one cell, computed in the run's process: its provenance's times
+    cells = {"cell_start", "cell_end"} & set(ds.variables)
+    if len(cells) == 1: raise ValueError(f"core_hours needs both cell_start and cell_end; this dataset has only {cells.pop()}.")
+    if not cells:   # one cell, computed in the run's process: its provenance's times (wall time: core-hours on one thread)
         if not {"start_time", "end_time"} <= set(ds.attrs):
-            raise ValueError("core_hours needs the cells' cell_start and cell_end, or the run's start_time and end_time attributes; "
-                             "this dataset has neither (was it written by Experiment.run?).")
-        return float((np.datetime64(ds.attrs["end_time"][:19]) - np.datetime64(ds.attrs["start_time"][:19])).astype("timedelta64[s]").astype(int)) / 3600
+            raise ValueError("core_hours needs the cells' cell_start and cell_end, or the run's start_time and end_time attributes "
+                             "(was the dataset written by Experiment.run?).")
+        return minutes(ds) / 60
     when = lambda v: np.array([np.datetime64(str(t)[:19]) for t in np.asarray(ds[v].values).ravel()])  # UTC, to the second
     return float((when("cell_end") - when("cell_start")).astype("timedelta64[s]").astype(int).sum()) / 3600
 

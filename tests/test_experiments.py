@@ -264,7 +264,8 @@ def test_a_notebook_parameter_that_is_a_profile_setting_defaults_to_the_profile(
     nb = json.loads((ROOT / "nbs" / exp.notebook).read_text())
     cell = next(c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", []))
     settings = set().union(*(set(p) for p in exp.profiles.values()))
+    named = lambda n: ([n.target] if isinstance(n, ast.AnnAssign) else n.targets if isinstance(n, ast.Assign) else [])
     fixed = [ast.unparse(n) for n in ast.parse("".join(cell["source"])).body
-             if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name) and n.target.id in settings
-             and n.target.id != "profile" and not (isinstance(n.value, ast.Constant) and n.value.value is None)]
+             if any(isinstance(t, ast.Name) and t.id in settings and t.id != "profile" for t in named(n))
+             and not (isinstance(n.value, ast.Constant) and n.value.value is None)]
     assert not fixed, f"{exp.notebook}: {fixed} repeat a profile's default; make them None (the profile's)"
