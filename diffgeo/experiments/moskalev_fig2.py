@@ -51,6 +51,8 @@ VARIABLES = {
     "class_distance": Var(("model", "seed"), "median ‖φ(x) − φ(x')‖ over pairs of different test images of the same class"),
     "test_accuracy": Var(("model", "seed"), "accuracy on the Transforming test split"),
     "nu": Var((), "ν of the IR models: the smallest on the grid whose seed-0 model reached validation SI ≥ si_target, else the one of the highest SI"),
+    "nu_grid": Var(("nu_grid",), "candidate weights ν of the regulariser", optional=True),
+    "nu_search_si": Var(("nu_grid",), "validation SI of the seed-0 IR model per ν tried (NaN: not tried)", optional=True),
     "embedding": Var(("model", "point", "component"), "t-SNE map of the seed-0 model's penultimate representations"),
     "traced": Var(("trace",), "the traced test image: of those whose orbit the seed-0 DA model classifies correctly, the one at that quantile of the mean neighbour rank"),
     "trace_image": Var(("trace", "element", "y", "x"), "the traced digit turned by each element (standardised)"),
@@ -164,7 +166,7 @@ def cell(
     acc, class_distance = np.zeros(shape[:2]), np.zeros(shape[:2])
     same = y[:, None] == y[None, :]
     same &= ~torch.eye(n_test, dtype=torch.bool)
-    nu, _, tuned = tune_nu(G, tm, nus, si_target, seeds[0], epochs, lr, batch_size, steps, dev)
+    nu, tried, tuned = tune_nu(G, tm, nus, si_target, seeds[0], epochs, lr, batch_size, steps, dev)
     first = {}
     for mi, kind in enumerate(MODELS):
         for si, seed in enumerate(progress(seeds, desc=kind)):
@@ -196,10 +198,11 @@ def cell(
     return xr.Dataset(
         {**{k: (_PER, v) for k, v in per.items()},
          "class_distance": (("model", "seed"), class_distance), "test_accuracy": (("model", "seed"), acc),
-         "nu": ((), nu), "embedding": (("model", "point", "component"), emb), "traced": (("trace",), traced),
+         "nu": ((), nu), "nu_search_si": (("nu_grid",), [tried.get(v, np.nan) for v in sorted(nus)]),
+         "embedding": (("model", "point", "component"), emb), "traced": (("trace",), traced),
          "trace_image": (("trace", "element", "y", "x"), orbits[:, :, 0].numpy()),
          "trace_saliency": (("model", "trace", "element", "y", "x"), trace_sal)},
-        coords={"model": list(MODELS), "seed": seeds, "sample": np.arange(n_test), "element": np.arange(G.order),
+        coords={"model": list(MODELS), "seed": seeds, "sample": np.arange(n_test), "element": np.arange(G.order), "nu_grid": sorted(float(v) for v in nus),
                 "point": np.arange(n_test + len(traced) * (G.order - 1)), "component": [0, 1], "trace": [float(q) for q in traces],
                 "y": np.arange(x.shape[-2]), "x": np.arange(x.shape[-1]), "label": ("sample", y.numpy()),
                 "point_sample": ("point", np.r_[np.arange(n_test), np.repeat(traced, G.order - 1)]),
