@@ -7,8 +7,13 @@ Docs: https://diffgeo.github.io/diffgeo/detlefsen_tab3.html.md"""
 # %% ../../nbs/detlefsen_tab3.ipynb #e4316df9
 from __future__ import annotations
 
+import functools
+import math
+import time
+
 import numpy as np
 import torch
+import torch.nn.functional as F
 import xarray as xr
 
 from .. import data, models, results, train
@@ -16,8 +21,9 @@ from ..core import check_choice, check_int, resolve_device, seed_everything
 from ..scaffold import Experiment, Var
 
 # %% auto #0
-__all__ = ['MODELS', 'BASES', 'PAPER_COLUMNS', 'PAPER', 'PAPER_COLUMN', 'VARIABLES', 'COMMON', 'PROFILES', 'EXPERIMENT',
-           'PAPER_TEST_IMAGES', 'build', 'cell', 'settings', 'finish', 'derive', 'table', 'draw']
+__all__ = ['MODELS', 'BASES', 'PAPER_COLUMNS', 'PAPER', 'PAPER_COLUMN', 'VARIABLES', 'COMMON', 'PROFILES', 'EXPERIMENT', 'SHAPES',
+           'PAPER_TEST_IMAGES', 'build', 'cell', 'settings', 'finish', 'seconds_per_step', 'cost', 'derive', 'table',
+           'draw']
 
 # %% ../../nbs/detlefsen_tab3.ipynb #fd71ab7b
 MODELS = {  # Table 3's rows: the ST layer ("affine+cpab": two layers in series), None for the plain CNN
@@ -186,6 +192,54 @@ def finish(ds:xr.Dataset, p:dict) -> xr.Dataset:
     ds = ds.assign_coords(paper_dataset=list(PAPER_COLUMNS))
     ds.attrs["skipped_datasets"] = ", ".join(p["skipped_datasets"])
     return ds
+
+# %% ../../nbs/detlefsen_tab3.ipynb #2b54a1c5
+#: (channels, side, training images, test images) of each data set, for the cost model (no data loaded)
+SHAPES = {"mnist5k": (1, 28, 4_000, 1_000), "mnist": (1, 28, 60_000, 10_000), "fashionmnist": (1, 28, 60_000, 10_000),
+          "cifar10": (3, 32, 50_000, 10_000)}
+
+@functools.lru_cache(maxsize=None)
+def seconds_per_step(
+    model:str, # a key of `MODELS`
+    dataset:str, # a key of `SHAPES` (the image shape and the classifier base)
+    batch_size:int, # images per step
+    device:str, # where to measure
+    repeats:int=3, # timed steps (after two warm-up steps)
+) -> float:
+    """Seconds of one Adam step (forward, backward, update) of the Table 3 network `model` on random images of `dataset`'s shape, on `device`.
+
+    Args:
+        model: a key of `MODELS`
+        dataset: a key of `SHAPES` (the image shape and the classifier base)
+        batch_size: images per step
+        device: where to measure
+        repeats: timed steps (after two warm-up steps)
+    """
+    c, side = SHAPES[check_choice(dataset, "dataset", SHAPES)][:2]
+    dev = torch.device(device)
+    net = build(model, dataset, (c, side, side)).to(dev)
+    opt = torch.optim.Adam(net.parameters(), lr=1e-4)
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(batch_size, c, side, side, generator=g).to(dev), torch.randint(10, (batch_size,), generator=g).to(dev)
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    def step():
+        opt.zero_grad(set_to_none=True); F.cross_entropy(net(x), y).backward(); opt.step()
+    for _ in range(2): step()
+    sync(); t0 = time.perf_counter()
+    for _ in range(repeats): step()
+    sync()
+    return (time.perf_counter() - t0) / repeats
+
+@EXPERIMENT.cost
+def cost(settings:dict, cell:dict, device:torch.device) -> float:
+    "Predicted seconds of one cell on `device`: its training steps at the measured seconds per step, its test evaluations at a third of a step's time per image."
+    dataset, batch = cell["dataset"], settings.get("batch_size", 100)
+    _, _, n_train, n_test = SHAPES[dataset]
+    n, nt = settings.get("n_train") or n_train, settings.get("n_test") or n_test
+    epochs = settings["epochs"][dataset] if isinstance(settings["epochs"], dict) else settings["epochs"]
+    t = seconds_per_step(cell["model"], dataset, batch, str(device))
+    evaluations = (epochs if settings.get("track_test", True) else 1) * nt
+    return epochs * math.ceil(n / batch) * t + evaluations * t / (3 * batch)
 
 # %% ../../nbs/detlefsen_tab3.ipynb #29479466
 @EXPERIMENT.derive
