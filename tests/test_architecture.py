@@ -155,8 +155,7 @@ def test_the_checks_can_fail(tmp_path):
 
 #: Experiments that import a sibling experiment, and why; everything else a paper's figures share lives in the paper's
 #: own module (diffgeo.experiments.<paper>, exported from nbs/paper_<paper>.ipynb).
-SIBLING_IMPORTS = {("experiments.zavatoneveth_fig3", "experiments.zavatoneveth_fig2"):
-                   "Fig. 3 applies Fig. 2's slice method (its variables, measurements, figures and claim criteria) to a CIFAR-10 ResNet"}
+SIBLING_IMPORTS:dict = {}   # (importer, imported) -> why; none now
 
 
 def test_experiments_import_their_papers_module_not_each_other():

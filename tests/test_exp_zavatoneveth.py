@@ -8,7 +8,7 @@ from torch import nn
 
 from diffgeo import data
 from diffgeo.core import seed_everything
-from diffgeo.experiments import zavatoneveth_fig2 as Z2
+from diffgeo.experiments import zavatoneveth as Z2   # the slice method (measure_during_training) shared by Figs. 2 and 3
 
 
 def _setup():

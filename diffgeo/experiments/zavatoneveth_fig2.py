@@ -7,27 +7,25 @@ Docs: https://diffgeo.github.io/diffgeo/zavatoneveth_fig2.html.md"""
 # %% ../../nbs/zavatoneveth_fig2.ipynb #df5ff95e
 from __future__ import annotations
 
-import copy
-import os
 from collections import OrderedDict
 from collections.abc import Callable
 
 import numpy as np
-import torch
 import xarray as xr
 from torch import nn
 
-from .. import data, probes, results, riemann, train
+from .. import data, results, riemann
 from ..core import check_choice, check_int, resolve_device, seed_everything
-from ..scaffold import Experiment, Var
+from .zavatoneveth import (BOUNDARY_MUTATIONS, SLICE_VARIABLES, accuracy, boundary_passes,  # the slice method,
+                                            boundary_vs_control, check_snapshots, choose_anchors, draw_slices,  # shared with Fig. 3
+                                            drawn_lines, genuine_segments, last_epoch, measure_during_training,
+                                            predictive_entropy, slice_dataset, slice_derive, slice_geometry, slice_points,
+                                            snapshot_file, triangle)
+from ..scaffold import Experiment
 
 # %% auto #0
-__all__ = ['COMMON', 'PROFILES', 'VARIABLES', 'EXPERIMENT', 'BOUNDARY_COLOR', 'BOUNDARY_MUTATIONS', 'SEGMENTS_SWAPPED',
-           'shallow_classifier', 'choose_anchors', 'slice_geometry', 'snapshot_file', 'measure_during_training',
-           'check_snapshots', 'slice_points', 'cell', 'slice_dataset', 'predictive_entropy', 'peak_gain', 'derive',
-           'ternary', 'draw_boundaries', 'triangle_panel', 'drawn_lines', 'draw_slices', 'draw', 'blend_regression',
-           'last_epoch', 'mean_sd_segments', 'genuine_segments', 'signed', 'separated', 'too_few_segments',
-           'boundary_vs_control', 'boundary_passes', 'triangle', 'peak_at_boundary', 'accuracy', 'controls_bumped']
+__all__ = ['COMMON', 'PROFILES', 'VARIABLES', 'EXPERIMENT', 'derive', 'SEGMENTS_SWAPPED', 'shallow_classifier', 'cell', 'draw',
+           'blend_regression', 'peak_at_boundary']
 
 # %% ../../nbs/zavatoneveth_fig2.ipynb #76bc736e
 COMMON = dict(width=2000, activation="sigmoid", lr=1e-3, batch_size=1000, weight_decay=0.0, n_lines=3, n_same=2, seed=0)
@@ -43,39 +41,9 @@ PROFILES = {
 }
 
 # %% ../../nbs/zavatoneveth_fig2.ipynb #03825bd0
-VARIABLES = {
-    "epoch": Var(("epoch",), "training epoch of the snapshot (0: initialisation)"),
-    "line": Var(("line",), "segment between two test digits"),
-    "t": Var(("t",), "position along the segment, x = (1 - t) x0 + t x1"),
-    "end": Var(("end",), "end of the segment (0: x0 at t = 0, 1: x1 at t = 1)"),
-    "point": Var(("point",), "point of the triangle's grid"),
-    "corner": Var(("corner",), "corner of the triangle"),
-    "cls": Var(("cls",), "class"),
-    "pixel": Var(("pixel",), "pixel index (row-major)"),
-    "weight": Var(("point", "corner"), "barycentric weight of the corner"),
-    "line_label": Var(("line", "end"), "true class of the segment's end digits"),
-    "same_class": Var(("line",), "1 where the segment's ends are of the same class (a control), 0 otherwise"),
-    "corner_label": Var(("corner",), "true class of the triangle's corner digits"),
-    "line_image": Var(("line", "end", "pixel"), "the segment's end digits"),
-    "corner_image": Var(("corner", "pixel"), "the triangle's corner digits"),
-    "line_log_volume": Var(("epoch", "line", "t"), "log volume element log √det g on the segment"),
-    "line_prob": Var(("epoch", "line", "t", "cls"), "predicted class probability on the segment"),
-    "plane_log_volume": Var(("epoch", "point"), "log volume element log √det g on the triangle"),
-    "plane_prob": Var(("epoch", "point", "cls"), "predicted class probability on the triangle"),
-    "test_error": Var(("epoch",), "test error"),
-    "train_loss": Var(("epoch",), "training cross-entropy"),
-    # derived
-    "line_entropy": Var(("epoch", "line", "t"), "entropy of the prediction on the segment", "nat"),
-    "plane_entropy": Var(("epoch", "point"), "entropy of the prediction on the triangle", "nat"),
-    "line_pred": Var(("epoch", "line", "t"), "predicted class on the segment"),
-    "plane_pred": Var(("epoch", "point"), "predicted class on the triangle"),
-    "boundary_gain": Var(("epoch", "line"), "log volume at the segment's most uncertain point minus the mean at its ends"),
-    "mid_gain": Var(("epoch", "line"), "log volume at the segment's midpoint minus the mean at its ends"),
-    "peak_t": Var(("epoch", "line"), "position t of the segment's largest log volume"),
-    "boundary_t": Var(("epoch", "line"), "position t of the segment's most uncertain point (highest entropy)"),
-    "entropy_corr": Var(("epoch",), "correlation of log volume and prediction entropy over all slice points"),
-}
+VARIABLES = dict(SLICE_VARIABLES)   # the slice method's variables (`zavatoneveth.SLICE_VARIABLES`)
 EXPERIMENT = Experiment("zavatoneveth", "fig2", PROFILES, VARIABLES, notebook="zavatoneveth_fig2.ipynb")
+
 
 # %% ../../nbs/zavatoneveth_fig2.ipynb #d7f5b0a4
 def shallow_classifier(
@@ -99,129 +67,8 @@ def shallow_classifier(
     return nn.Sequential(OrderedDict(flatten=nn.Flatten(), hidden=nn.Linear(check_int(d, "d", low=1), check_int(width, "width", low=1)),
                                      act=acts[activation](), readout=nn.Linear(width, check_int(n_classes, "n_classes", low=2))))
 
-def choose_anchors(
-    labels:torch.Tensor, # `[N]` true classes of the candidate images
-    n_lines:int, # segments between different classes
-    seed:int, # seed of the draw
-    n_same:int=0, # segments between two images of the same class (a control), after the others
-) -> tuple[np.ndarray, np.ndarray]: # `[n_lines + n_same, 2]` indices of segment ends, `[3]` triangle corners (three classes)
-    """Random anchors: segment ends of different classes, then of the same class, and a triangle of three classes.
-
-    Args:
-        labels: `[N]` true classes of the candidate images
-        n_lines: segments between different classes
-        seed: seed of the draw
-        n_same: segments between two images of the same class (a control), after the others
-    Returns:
-        `[n_lines + n_same, 2]` indices of segment ends, `[3]` triangle corners (three classes)
-    """
-    labels = np.asarray(labels)
-    if len(np.unique(labels)) < 3: raise ValueError("the candidates must hold at least three classes.")
-    rng = np.random.default_rng(seed)
-    lines = []
-    for _ in range(check_int(n_lines, "n_lines", low=1)):
-        i = rng.integers(len(labels))
-        lines.append([i, rng.choice(np.flatnonzero(labels != labels[i]))])
-    for _ in range(check_int(n_same, "n_same", low=0)):
-        i = rng.integers(len(labels))
-        lines.append([i, rng.choice(np.setdiff1d(np.flatnonzero(labels == labels[i]), [i]))])
-    classes = rng.choice(np.unique(labels), 3, replace=False)
-    corners = np.array([rng.choice(np.flatnonzero(labels == c)) for c in classes])
-    return np.array(lines), corners
-
-def slice_geometry(
-    model:nn.Module, # the classifier (any dtype, any mode: a float64 eval-mode copy is measured)
-    x:torch.Tensor, # `[P, ...]` the points of the slices
-    features:Callable, # the copy -> its feature map(s), a function of a batch: `[B, ...]` -> `[B, k m]`
-    n_maps:int=1, # k: how many feature maps of m features each `features` concatenates
-    chunk:int=32, # points per Jacobian batch
-    memory:float=2**31, # bytes for the Jacobian's passes (see `probes.jacobian_matrix`)
-) -> tuple[np.ndarray, np.ndarray]: # log volume elements `[P, k]` (exact, float64), class probabilities `[P, n_classes]`
-    """Log volume element of each feature map, from one Jacobian, and the predicted probabilities at every point of a slice.
-
-    Args:
-        model: the classifier (any dtype, any mode: a float64 eval-mode copy is measured)
-        x: `[P, ...]` the points of the slices
-        features: the copy -> its feature map(s), a function of a batch: `[B, ...]` -> `[B, k m]`
-        n_maps: k: how many feature maps of m features each `features` concatenates
-        chunk: points per Jacobian batch
-        memory: bytes for the Jacobian's passes (see `probes.jacobian_matrix`)
-    Returns:
-        log volume elements `[P, k]` (exact, float64), class probabilities `[P, n_classes]`
-    """
-    net = copy.deepcopy(model).double().eval()
-    fn, logv, prob = features(net), [], []
-    for s in range(0, len(x), chunk):
-        xs = x[s:s + chunk].double()
-        J = probes.jacobian_matrix(fn, xs, memory)
-        logv.append(torch.stack([riemann.log_volume(Jk, "cholesky") for Jk in J.chunk(n_maps, dim=1)], 1))
-        with torch.no_grad(): prob.append(net(xs).softmax(-1))
-    return torch.cat(logv).cpu().numpy(), torch.cat(prob).cpu().numpy()
-
-def snapshot_file(checkpoint:os.PathLike) -> os.PathLike:
-    "Where `measure_during_training` keeps the snapshots measured so far, beside its training checkpoint."
-    return checkpoint.with_name(checkpoint.name + ".snapshots")
-
-def measure_during_training(
-    net:nn.Module, # the classifier, trained in place
-    split:data.Split, # training images
-    test:data.Split, # test images, for the error at each snapshot
-    snapshots:list, # sorted epochs at which to measure (0: before training)
-    geometry:Callable, # the net -> (log volume elements `[P, k]`, probabilities `[P, n_classes]`), e.g. `slice_geometry`
-    checkpoint:str|os.PathLike|None=None, # training checkpoint to save after each epoch and resume from; the snapshots measured so far are kept beside it (None: none)
-    **train_args, # `train.train`'s settings (optimizer, lr, batch_size, seed, ...)
-) -> dict: # epoch -> {"logv", "prob", "loss" (training cross-entropy), "error" (test error)}
-    """Train `net` for `snapshots[-1]` epochs, measuring its geometry, its loss and its test error at each snapshot.
-    With a `checkpoint`, an interrupted run resumes from its last epoch with the snapshots it had measured.
-
-    Args:
-        net: the classifier, trained in place
-        split: training images
-        test: test images, for the error at each snapshot
-        snapshots: sorted epochs at which to measure (0: before training)
-        geometry: the net -> (log volume elements `[P, k]`, probabilities `[P, n_classes]`), e.g. `slice_geometry`
-        checkpoint: training checkpoint to save after each epoch and resume from; the snapshots measured so far are kept beside it (None: none)
-        **train_args: `train.train`'s settings (optimizer, lr, batch_size, seed, ...)
-    Returns:
-        epoch -> {"logv", "prob", "loss" (training cross-entropy), "error" (test error)}
-    """
-    path = None if checkpoint is None else results.resolve_path(checkpoint)
-    kept = snapshot_file(path) if path is not None else None
-    code = results.code_version()["source_hash"]
-    rows = {}
-    if kept is not None and kept.exists() and path.exists():
-        saved = torch.load(kept, weights_only=False)
-        if saved["code"] == code or results.code_change_policy() == "reuse": rows = saved["rows"]
-    def measure(epoch:int, loss:float):
-        logv, prob = geometry(net)
-        rows[epoch] = dict(logv=logv, prob=prob, loss=loss, error=train.evaluate(net, test)["error"])
-        if kept is not None: results.atomic_write(kept, lambda tmp: torch.save({"code": code, "rows": rows}, tmp))
-    def on_epoch(epoch, row):
-        if epoch in snapshots and epoch not in rows: measure(epoch, row["train_loss"])
-    if path is not None and path.exists() and rows:     # the checkpoint's epoch, if stopped between its save and its measurement
-        last = torch.load(path, map_location="cpu", weights_only=False)
-        done = last["state"]["epoch"]
-        if done in snapshots and done not in rows:
-            net.load_state_dict(last["model"]); measure(done, last["state"]["rows"][-1]["train_loss"])
-    if 0 in snapshots and 0 not in rows: measure(0, train.evaluate(net, split)["loss"])
-    if snapshots[-1] > 0: train.train(net, split, epochs=snapshots[-1], on_epoch=on_epoch, checkpoint=path, **train_args)
-    return rows
 
 # %% ../../nbs/zavatoneveth_fig2.ipynb #8adb1a9d
-def check_snapshots(snapshots, epochs:int) -> list:
-    "The snapshot epochs, sorted; training stops at the last one, so it must be `epochs`."
-    epochs = check_int(epochs, "epochs", low=0)
-    out = sorted({check_int(e, "snapshot epoch", low=0, high=epochs) for e in snapshots})
-    if not out or out[-1] != epochs:
-        raise ValueError(f"snapshots must end at epochs = {epochs} (training stops at the last snapshot), got {out}; add {epochs}.")
-    return out
-
-def slice_points(images:torch.Tensor, lines:np.ndarray, corners:np.ndarray, line_divisions:int, plane_divisions:int):
-    "The points of every segment, then of the triangle, and the triangle's weights."
-    seg = [riemann.simplex_grid(images[list(ij)], line_divisions)[0] for ij in lines]
-    tri, w = riemann.simplex_grid(images[list(corners)], plane_divisions)
-    return torch.cat([*seg, tri]), w
-
 @EXPERIMENT.cell
 def cell(
     dataset:str, # a `data.DATASETS` name: "mnist5k" (in the wheel) or "mnist" (data folder)
@@ -280,193 +127,17 @@ def cell(
     return slice_dataset(rows, ds_data.test.labels, ds_data.test.images.flatten(1).numpy(), lines, corners, weights,
                          n_lines, line_divisions)
 
-def slice_dataset(
-    rows:dict, # `measure_during_training`'s result
-    labels:torch.Tensor, # `[N]` classes of the test images
-    images:np.ndarray, # `[N, pixels]` the test images, as they are to be displayed
-    lines:np.ndarray, # `[L, 2]` segment ends (`choose_anchors`), the first `n_lines` between classes
-    corners:np.ndarray, # `[3]` the triangle's corners
-    weights:torch.Tensor, # `[P, 3]` the triangle's barycentric weights (`riemann.simplex_grid`)
-    n_lines:int, # segments between different classes; the rest are same-class controls
-    line_divisions:int, # steps along each segment
-    blocks:list|None=None, # names of the k feature maps when there are several (the last is the one plotted)
-) -> xr.Dataset:
-    """The slices' dataset: volumes and probabilities split into segments and triangle, anchors, errors, losses.
-
-    Args:
-        rows: `measure_during_training`'s result
-        labels: `[N]` classes of the test images
-        images: `[N, pixels]` the test images, as they are to be displayed
-        lines: `[L, 2]` segment ends (`choose_anchors`), the first `n_lines` between classes
-        corners: `[3]` the triangle's corners
-        weights: `[P, 3]` the triangle's barycentric weights (`riemann.simplex_grid`)
-        n_lines: segments between different classes; the rest are same-class controls
-        line_divisions: steps along each segment
-        blocks: names of the k feature maps when there are several (the last is the one plotted)
-    """
-    snapshots = sorted(rows)
-    logv = np.stack([rows[e]["logv"] for e in snapshots])                           # [E, points, k]
-    prob = np.stack([rows[e]["prob"] for e in snapshots])                           # [E, points, K]
-    E, L, n, K = len(snapshots), len(lines), line_divisions + 1, prob.shape[-1]
-    on_lines = lambda a: a[:, :L * n].reshape(E, L, n, *a.shape[2:])
-    ds = xr.Dataset(
-        {"line_log_volume": (("epoch", "line", "t"), on_lines(logv[..., -1])),
-         "line_prob": (("epoch", "line", "t", "cls"), on_lines(prob)),
-         "plane_log_volume": (("epoch", "point"), logv[:, L * n:, -1]),
-         "plane_prob": (("epoch", "point", "cls"), prob[:, L * n:]),
-         "weight": (("point", "corner"), weights.numpy()),
-         "line_label": (("line", "end"), labels[lines].numpy()),
-         "corner_label": (("corner",), labels[corners].numpy()),
-         "same_class": (("line",), (np.arange(L) >= n_lines).astype(np.int64)),
-         "line_image": (("line", "end", "pixel"), images[lines]),
-         "corner_image": (("corner", "pixel"), images[corners]),
-         "test_error": (("epoch",), np.array([rows[e]["error"] for e in snapshots])),
-         "train_loss": (("epoch",), np.array([rows[e]["loss"] for e in snapshots]))},
-        coords={"epoch": snapshots, "line": np.arange(L), "t": np.linspace(0, 1, n), "end": [0, 1],
-                "point": np.arange(len(weights)), "corner": np.arange(3), "cls": np.arange(K), "pixel": np.arange(images.shape[1])})
-    if blocks is not None:
-        ds["line_block_log_volume"] = (("epoch", "block", "line", "t"), on_lines(logv).transpose(0, 3, 1, 2))
-        ds["plane_block_log_volume"] = (("epoch", "block", "point"), logv[:, L * n:].transpose(0, 2, 1))
-        ds = ds.assign_coords(block=list(blocks))
-    return ds
 
 # %% ../../nbs/zavatoneveth_fig2.ipynb #a1c8e01b
-def predictive_entropy(p:xr.DataArray) -> xr.DataArray:
-    "The entropy −Σ p log p (nats) of the predicted class probabilities `p` over `cls`."
-    return -(p * np.log(p.clip(min=1e-300))).sum("cls")
+derive = EXPERIMENT.derive(slice_derive)   # the slice method's (`zavatoneveth.slice_derive`)
 
-def peak_gain(v:xr.DataArray, entropy:xr.DataArray) -> xr.DataArray:
-    "Along each segment: v where the prediction is most uncertain, minus v's mean at the two ends."
-    return v.isel(t=entropy.argmax("t")) - v.isel(t=[0, -1]).mean("t")
-
-@EXPERIMENT.derive
-def derive(ds:xr.Dataset) -> xr.Dataset:
-    "Predictions, entropies, the boundary gain of each segment and the volume–entropy correlation."
-    ds["line_entropy"], ds["plane_entropy"] = predictive_entropy(ds.line_prob), predictive_entropy(ds.plane_prob)
-    ds["line_pred"], ds["plane_pred"] = ds.line_prob.argmax("cls"), ds.plane_prob.argmax("cls")
-    ds["boundary_gain"] = peak_gain(ds.line_log_volume, ds.line_entropy)
-    ds["mid_gain"] = ds.line_log_volume.interp(t=0.5) - ds.line_log_volume.isel(t=[0, -1]).mean("t")
-    ds["peak_t"] = ds.t[ds.line_log_volume.argmax("t")].drop_vars("t")
-    ds["boundary_t"] = ds.t[ds.line_entropy.argmax("t")].drop_vars("t")
-    v = np.concatenate([ds.line_log_volume.values.reshape(ds.sizes["epoch"], -1), ds.plane_log_volume.values], 1)
-    h = np.concatenate([ds.line_entropy.values.reshape(ds.sizes["epoch"], -1), ds.plane_entropy.values], 1)
-    ds["entropy_corr"] = ("epoch", np.array([np.corrcoef(a, b)[0, 1] for a, b in zip(v, h)]))
-    return ds
 
 # %% ../../nbs/zavatoneveth_fig2.ipynb #60c9cdfb
-def ternary(w:np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    "Barycentric weights [P, 3] -> Cartesian points of the equilateral triangle with corners (0, 0), (1, 0), (1/2, √3/2)."
-    return w[:, 1] + 0.5 * w[:, 2], np.sqrt(3) / 2 * w[:, 2]
-
-BOUNDARY_COLOR = "#56b4e9"  # the decision boundaries over the triangle: sky blue, seen on both ends of magma
-
-def draw_boundaries(ax, tri, prob:np.ndarray, pred:np.ndarray):
-    "The decision boundaries over the triangle: the boundary of class k is where it stops being the most probable."
-    for k in np.unique(pred):
-        ax.tricontour(tri, prob[:, k] - np.delete(prob, k, axis=1).max(1), levels=[0.0], colors=BOUNDARY_COLOR, linewidths=1.2)
-
-def triangle_panel(
-    fig, # the figure
-    ax, # the panel
-    ds:xr.Dataset, # the slices' dataset (its triangle's weights, corner labels and last snapshot's probabilities)
-    values:np.ndarray, # `[point]` what to colour the triangle by
-    title:str, # the panel's title
-    item:str="digit", # what the corners' labels are called
-    label:str="log √det g", # the colour bar's label
-):
-    """The triangle coloured by `values`, the last snapshot's decision boundaries, its corners' classes, and a labelled colour bar.
-
-    Args:
-        fig: the figure
-        ax: the panel
-        ds: the slices' dataset (its triangle's weights, corner labels and last snapshot's probabilities)
-        values: `[point]` what to colour the triangle by
-        title: the panel's title
-        item: what the corners' labels are called
-        label: the colour bar's label
-    """
-    import matplotlib.tri as mtri
-    tri = mtri.Triangulation(*ternary(ds.weight.values))
-    last = ds.isel(epoch=-1)
-    im = ax.tripcolor(tri, values, shading="gouraud", cmap="magma")
-    draw_boundaries(ax, tri, last.plane_prob.values, last.plane_pred.values)
-    h = np.sqrt(3) / 2
-    for c, (cx, cy, va) in enumerate([(0, -0.04, "top"), (1, -0.04, "top"), (0.5, h + 0.03, "bottom")]):
-        ax.text(cx, cy, f"{item} {int(ds.corner_label[c])}", ha="center", va=va, fontsize=8)
-    ax.set(xlim=(-0.2, 1.2), ylim=(-0.16, h + 0.11), aspect="equal")
-    ax.set_anchor("E")  # beside its colour bar, which sits at the right of the panel's slot
-    ax.set_axis_off(); ax.xaxis.set_visible(False); ax.yaxis.set_visible(False)
-    ax.set_title(title, fontsize=9)
-    fig.colorbar(im, ax=ax, shrink=0.8, label=label)
-
-def drawn_lines(
-    ds:xr.Dataset, # a slices' dataset (its `same_class`)
-    n_between:int=3, # segments between classes to draw, the first ones
-    n_same:int=2, # same-class controls to draw, the first ones
-) -> list: # indices into `line`: the segments between classes first, then the controls
-    """The segments a figure draws: the paper's figure shows three; a dataset may hold many more, for the claims.
-
-    Args:
-        ds: a slices' dataset (its `same_class`)
-        n_between: segments between classes to draw, the first ones
-        n_same: same-class controls to draw, the first ones
-    Returns:
-        indices into `line`: the segments between classes first, then the controls
-    """
-    same = ds.same_class.values.astype(bool)
-    return [*np.flatnonzero(~same)[:n_between].tolist(), *np.flatnonzero(same)[:n_same].tolist()]
-
-def draw_slices(
-    ds:xr.Dataset, # a dataset of this experiment or one with the same slice variables (`zavatoneveth_fig3`)
-    line_var:str="line_log_volume", # the (epoch, line, t) variable to plot along the segments
-    plane_var:str="plane_log_volume", # the (epoch, point) variable to plot over the triangle
-    title:str="", # the figure's title
-    item:str="digit", # what the anchors' labels are called on the axes
-    lines:list|None=None, # indices of the segments to draw (None: `drawn_lines`, at most 3 between classes and 2 controls)
-):
-    """Segments (top) and the triangle at the first and last snapshot (bottom), with the last snapshot's decision boundaries.
-
-    Args:
-        ds: a dataset of this experiment or one with the same slice variables (`zavatoneveth_fig3`)
-        line_var: the (epoch, line, t) variable to plot along the segments
-        plane_var: the (epoch, point) variable to plot over the triangle
-        title: the figure's title
-        item: what the anchors' labels are called on the axes
-        lines: indices of the segments to draw (None: `drawn_lines`, at most 3 between classes and 2 controls)
-    """
-    import matplotlib.pyplot as plt
-    from matplotlib.lines import Line2D
-    lines = drawn_lines(ds) if lines is None else [check_int(i, "line", low=0, high=ds.sizes["line"] - 1) for i in lines]
-    if not lines: raise ValueError("lines is empty: name at least one segment to draw, or pass None for the default.")
-    L, epochs = len(lines), ds.epoch.values
-    fig = plt.figure(figsize=(max(2.7 * L, 7.5), 6.8), layout="constrained")
-    gs = fig.add_gridspec(2, 1, height_ratios=[1, 1.25])
-    top, bottom = gs[0].subgridspec(1, L), gs[1].subgridspec(1, 2)
-    colors = plt.cm.viridis(np.linspace(0, 0.8, len(epochs)))
-    last = ds.isel(epoch=-1)
-    for j, i in enumerate(lines):
-        ax = fig.add_subplot(top[0, j])
-        for e, c in zip(epochs, colors):
-            v = ds[line_var].sel(epoch=e, line=i)
-            ax.plot(ds.t, v - v.mean(), color=c, label=f"epoch {e}")
-        change = np.flatnonzero(np.diff(last.line_pred.sel(line=i).values) != 0)
-        for k in change: ax.axvline(float(ds.t[k:k + 2].mean()), color="0.5", ls=":", lw=1.2)
-        a, b = ds.line_label.sel(line=i).values
-        ax.set(xlabel=f"t  ({item} {a} → {item} {b})", ylabel="log √det g − its mean")
-        ax.set_title("same class (control)" if ds.same_class[i] else "between classes", fontsize=9)
-    handles = [Line2D([], [], color=c, label=f"epoch {e}") for e, c in zip(epochs, colors)]
-    handles.append(Line2D([], [], color="0.5", ls=":", lw=1.2, label=f"prediction changes (epoch {epochs[-1]})"))
-    handles.append(Line2D([], [], color=BOUNDARY_COLOR, lw=1.2, label=f"triangle: decision boundaries (epoch {epochs[-1]})"))
-    fig.legend(handles=handles, loc="outside lower center", ncol=len(handles))
-    for j, e in enumerate([epochs[0], epochs[-1]]):
-        triangle_panel(fig, fig.add_subplot(bottom[0, j]), ds, ds[plane_var].sel(epoch=e).values, f"epoch {e}", item)
-    if title: fig.suptitle(title)
-    return fig
-
 @EXPERIMENT.figure("fig2")
 def draw(ds:xr.Dataset):
     "Fig. 2 from its dataset: log volume element along segments and over a triangle of test digits."
     return draw_slices(ds, title="shallow MNIST network: log volume element of the hidden layer")
+
 
 # %% ../../nbs/zavatoneveth_fig2.ipynb #1d7ddf43
 def blend_regression(
@@ -496,110 +167,9 @@ def blend_regression(
 # %% ../../nbs/zavatoneveth_fig2.ipynb #22467eee
 from .. import claims, results
 
-def last_epoch(v:xr.DataArray) -> xr.DataArray:
-    "`v` at the last snapshot."
-    return v.sel(epoch=v.epoch.max())
-
 def _between_within(gain:xr.DataArray, same:xr.DataArray) -> tuple[xr.DataArray, xr.DataArray]:
     "A gain along the segments between classes and along the same-class controls."
     return gain.where(same == 0, drop=True), gain.where(same == 1, drop=True)
-
-def mean_sd_segments(v:xr.DataArray) -> str:
-    "Mean ± s.d. of `v` over its segments, for the claims' notes."
-    return claims.mean_sd(v.values, ".1f", dim="segment")
-
-def genuine_segments(ds:xr.Dataset) -> tuple[xr.DataArray, xr.DataArray]:
-    """Masks over `line` at the last epoch: segments between classes along which the prediction changes (they cross a
-    decision boundary), and genuine controls, as in the paper's Fig. I.22: same class, both ends correctly classified, and
-    the prediction the same all along."""
-    pred = last_epoch(ds.line_pred)
-    changes = (pred != pred.isel(t=0)).any("t")
-    ends_right = xr.DataArray((pred.isel(t=[0, -1]).values == ds.line_label.values).all(1), dims="line", coords={"line": ds.line})
-    return (ds.same_class == 0) & changes, (ds.same_class == 1) & ~changes & ends_right
-
-def signed(x:float) -> str:
-    "`x` with its sign and one decimal, a true minus sign."
-    return f"{float(x):+.1f}".replace("-", "−")
-
-def separated(between:xr.DataArray, control:xr.DataArray) -> tuple[bool, bool, str]:
-    """(reproduced, partly, note) of between-class boundary gains against control gains along `line`: reproduced when every
-    between-class gain is positive and above every control's and no control's is positive; partly when the between-class
-    mean is positive and either no control is expanded or the between-class mean exceeds the controls' by more than two
-    standard errors of the difference (NaN, so not, with one segment on a side)."""
-    nb, nc = between.sizes["line"], control.sizes["line"]
-    se = float(np.sqrt(between.var("line", ddof=1) / nb + control.var("line", ddof=1) / nc)) if nb > 1 and nc > 1 else float("nan")
-    diff = float(between.mean("line") - control.mean("line"))
-    flat, sep = bool(control.max() <= 0), diff > 2 * se
-    every = bool(between.min() > 0) and bool(between.min() > control.max()) and flat
-    partly = bool(between.mean("line") > 0) and (flat or sep)
-    note = (f"difference of means {signed(diff)} ± {se:.1f} (s.e.)" + ("; no control expanded" if flat else "; a control is expanded"))
-    return every, partly, note
-
-def too_few_segments(is_between, is_control) -> claims.Verdict|None:
-    "The not-run verdict when `genuine_segments` found no segment crossing a boundary or no genuine control (None otherwise)."
-    nb, nc = int(is_between.sum()), int(is_control.sum())
-    if nb and nc: return None
-    return claims.not_run(f"{nb} segment(s) crossing a decision boundary and {nc} genuine control(s) (same class, both ends "
-                          f"correctly classified, prediction unchanged along it) at the last epoch; need at least one of each")
-
-def boundary_vs_control(ds:xr.Dataset, accuracy_criterion:Callable|None=None) -> claims.Verdict:
-    """Criterion of `boundary_vs_control`: at the last epoch, the boundary gain (log volume element where the prediction's
-    entropy peaks minus at the ends) of the segments that cross a decision boundary, against the midpoint gain of genuine
-    same-class controls (`genuine_segments`). With `accuracy_criterion`, capped at partly while that says "not"."""
-    is_between, is_control = genuine_segments(ds)
-    if (missing := too_few_segments(is_between, is_control)) is not None: return missing
-    between = last_epoch(ds.boundary_gain).where(is_between, drop=True)
-    control = last_epoch(ds.mid_gain).where(is_control, drop=True)
-    every, partly, note = separated(between, control)
-    value = f"boundary gain between classes {mean_sd_segments(between)}, midpoint gain of the genuine controls {mean_sd_segments(control)} nats"
-    if every and accuracy_criterion is not None and (a := accuracy_criterion(ds)).status == "not":
-        return claims.Verdict("partly", value, note + f"; capped at partly: the network's test accuracy, {a.value}, is far below the paper's")
-    return claims.graded(every, partly, value, note)
-
-def _controls_flat(ds:xr.Dataset) -> xr.Dataset:
-    "A dataset on which `boundary_vs_control` passes: the controls' log volume element made constant along the segment."
-    lv = ds.line_log_volume
-    return ds.assign(line_log_volume=lv.where(ds.same_class == 0, lv.mean("t")))
-
-def _controls_genuine(ds:xr.Dataset) -> xr.Dataset:
-    "The same-class segments made genuine controls: the prediction their ends' class all along (probability 0.9)."
-    K, lab = ds.sizes["cls"], ds.line_label.isel(end=0)
-    onehot = xr.DataArray(np.eye(K)[lab.values], dims=("line", "cls"), coords={"line": ds.line, "cls": ds.cls})
-    p = 0.9 * onehot + 0.1 * (1 - onehot) / (K - 1)
-    return ds.assign(line_prob=ds.line_prob.where(ds.same_class == 0, p).transpose(*ds.line_prob.dims))
-
-def boundary_passes(ds:xr.Dataset) -> xr.Dataset:
-    """A dataset on which `boundary_vs_control` passes: 10⁴ × the prediction's entropy added to the log volume along the
-    segments, the same-class segments made genuine controls with a flat log volume element, and the test error 3 %."""
-    ds = _controls_flat(_entropy_added(1e4)(_controls_genuine(ds)))
-    return ds.assign(test_error=ds.test_error.copy(data=np.full(ds.sizes["epoch"], 0.03)))
-
-
-def _corners_and_centre(ds:xr.Dataset, v:xr.DataArray) -> tuple[xr.DataArray, xr.DataArray]:
-    "`v` on the triangle near its centre (every weight >= 0.2) and near its corners (a weight >= 0.75)."
-    return v.where(ds.weight.min("corner") >= 0.2, drop=True), v.where(ds.weight.max("corner") >= 0.75, drop=True)
-
-def triangle(ds:xr.Dataset) -> claims.Verdict:
-    "Criterion of `triangle`: the trained volume element near the triangle's centre against its corners, and against the entropy."
-    first, last = ds.epoch.min(), ds.epoch.max()
-    centre, corners = _corners_and_centre(ds, ds.plane_log_volume)
-    gain = centre.mean("point") - corners.mean("point")
-    spread = float(centre.sel(epoch=last).std("point", ddof=1))
-    g0, g1 = float(gain.sel(epoch=first)), float(gain.sel(epoch=last))
-    corr = float(np.corrcoef(ds.plane_log_volume.sel(epoch=last), ds.plane_entropy.sel(epoch=last))[0, 1])
-    grew = g1 > g0 and g1 > 0
-    return claims.graded(grew and g1 > spread and corr > 0, grew and corr > 0,
-                         f"centre − corners {g0:+.1f} → {g1:+.1f} nats (init → end; s.d. over the centre points {spread:.1f}); "
-                         f"correlation with the entropy over the triangle {corr:+.2f}".replace("-", "−"),
-                         ("the centre is raised" if grew else "the centre is not raised") +
-                         (", where the prediction is uncertain" if corr > 0 else ", but not where the prediction is uncertain"))
-
-def _entropy_added(scale:float) -> Callable:
-    "A dataset whose log volume element along the segments is shifted by `scale` times the prediction's entropy."
-    def make(ds:xr.Dataset) -> xr.Dataset:
-        return ds.assign(line_log_volume=ds.line_log_volume + scale * predictive_entropy(ds.line_prob))
-    make.__doc__ = f"log volume + {scale:g} × entropy along the segments"
-    return make
 
 def _entropy_dominant(volume:str, prob:str, dim:str, scale:float=1e3) -> Callable:
     """A dataset whose log volume element `volume` follows the prediction's entropy along `dim`: the entropy, divided by its
@@ -628,25 +198,9 @@ def peak_at_boundary(ds:xr.Dataset) -> claims.Verdict:
     return claims.graded(k == n, k > n / 2, claims.mean_sd(gap.values, ".2f", dim="segment") + " of the segment's length",
                          f"within a fifth of the segment in {k} of {n} segments")
 
-def _test_size(ds:xr.Dataset) -> int: return 1000 if results.parameters(ds).get("dataset") == "mnist5k" else 10_000
-
-def accuracy(target:float, floor:float) -> Callable:
-    "Criterion of `accuracy`: the trained test accuracy against the paper's `target`, with its binomial s.d.; partly above `floor`."
-    def criterion(ds:xr.Dataset) -> claims.Verdict:
-        err, n = float(last_epoch(ds.test_error)), _test_size(ds)
-        acc, sd = 1 - err, float(claims.binomial_sd(err, n))
-        return claims.graded(acc + 2 * sd >= target, acc >= floor, f"{100 * acc:.1f} ± {100 * sd:.1f} % (binomial s.d., {n} test images)")
-    return criterion
-
-def controls_bumped(ds:xr.Dataset) -> xr.Dataset:
-    "A mutation: 10⁶ × sin(πt) added to the log volume element along the same-class segments (the controls expanded)."
-    bump = 1e6 * np.sin(np.pi * ds.t)
-    return ds.assign(line_log_volume=(ds.line_log_volume + bump.where(ds.same_class == 1, 0)).transpose(*ds.line_log_volume.dims))
-
-BOUNDARY_MUTATIONS = {"log volume − 10⁵ × entropy": _entropy_added(-1e5), "controls expanded by 10⁶ sin(πt)": controls_bumped}
-
 SEGMENTS_SWAPPED = {"boundary and control segments swapped": claims.transform(lambda s: 1 - s, "same_class"),
                     "segments' log volumes rolled by two": claims.roll("line_log_volume", dim="line", shift=2)}
+
 
 # %% ../../nbs/zavatoneveth_fig2.ipynb #2d891637
 EXPERIMENT.claim("boundary_vs_control", where="Fig. 2, §4.2",

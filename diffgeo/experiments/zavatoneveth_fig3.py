@@ -14,10 +14,10 @@ from torch import nn
 
 from .. import data, models, results
 from ..core import resolve_device, seed_everything
-from .zavatoneveth_fig2 import VARIABLES as SLICE_VARIABLES
-from .zavatoneveth_fig2 import (check_snapshots, draw_boundaries, peak_gain, slice_points, ternary, choose_anchors,
+from .zavatoneveth import SLICE_VARIABLES
+from .zavatoneveth import (check_snapshots, draw_boundaries, peak_gain, slice_points, ternary, choose_anchors,
                                                    draw_slices, measure_during_training, slice_dataset, slice_geometry, snapshot_file)
-from .zavatoneveth_fig2 import derive as slice_derive
+from .zavatoneveth import slice_derive
 from ..scaffold import Experiment, Var
 
 # %% auto #0
@@ -180,7 +180,7 @@ def draw_blocks(ds:xr.Dataset):
     "Fig. 4 from its dataset: each block's log volume element over the triangle and along the segments, trained network."
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
-    from diffgeo.experiments.zavatoneveth_fig2 import BOUNDARY_COLOR, triangle_panel
+    from diffgeo.experiments.zavatoneveth import BOUNDARY_COLOR, triangle_panel
     last = ds.isel(epoch=-1)
     fig = plt.figure(figsize=(3.2 * len(BLOCKS), 6.6), layout="constrained")
     gs = fig.add_gridspec(2, len(BLOCKS), height_ratios=[1.1, 1])
@@ -210,7 +210,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .. import claims
-from .zavatoneveth_fig2 import (BOUNDARY_MUTATIONS, too_few_segments, controls_bumped, predictive_entropy, mean_sd_segments, last_epoch, separated,
+from .zavatoneveth import (BOUNDARY_MUTATIONS, too_few_segments, controls_bumped, predictive_entropy, mean_sd_segments, last_epoch, separated,
                                                    signed, accuracy, boundary_passes, boundary_vs_control, genuine_segments,
                                                    triangle)
 
