@@ -8,7 +8,7 @@ from torch import nn
 
 from diffgeo import data
 from diffgeo.core import seed_everything
-from diffgeo.experiments import zavatoneveth as Z2   # the slice method (measure_during_training) shared by Figs. 2 and 3
+from diffgeo.experiments import zavatoneveth as Z   # the slice method (measure_during_training) shared by Figs. 2 and 3
 
 
 def _setup():
@@ -26,17 +26,17 @@ def _setup():
 def _run(checkpoint=None, stop=None, when="after"):
     "measure_during_training over 3 epochs with snapshots 0, 1, 3; `stop` raises at that epoch, after or before its measurement."
     net, split, geometry = _setup()
-    orig = Z2.train.train
+    orig = Z.train.train
     def train(*a, on_epoch=None, **k):
         def hook(e, row):
             if e == stop and when == "before": raise KeyboardInterrupt
             on_epoch(e, row)
             if e == stop and when == "after": raise KeyboardInterrupt
         return orig(*a, on_epoch=hook, **k)
-    Z2.train.train = train
-    try: return Z2.measure_during_training(net, split, split, [0, 1, 3], geometry, checkpoint=checkpoint, optimizer="adam",
+    Z.train.train = train
+    try: return Z.measure_during_training(net, split, split, [0, 1, 3], geometry, checkpoint=checkpoint, optimizer="adam",
                                            lr=1e-2, batch_size=16, seed=0, progress=False)
-    finally: Z2.train.train = orig
+    finally: Z.train.train = orig
 
 
 @pytest.mark.parametrize("when", ["after", "before"])

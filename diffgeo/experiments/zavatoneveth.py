@@ -325,7 +325,7 @@ def drawn_lines(
     return [*np.flatnonzero(~same)[:n_between].tolist(), *np.flatnonzero(same)[:n_same].tolist()]
 
 def draw_slices(
-    ds:xr.Dataset, # a dataset of this experiment or one with the same slice variables (`zavatoneveth_fig3`)
+    ds:xr.Dataset, # Fig. 2's or Fig. 3's dataset (`SLICE_VARIABLES`)
     line_var:str="line_log_volume", # the (epoch, line, t) variable to plot along the segments
     plane_var:str="plane_log_volume", # the (epoch, point) variable to plot over the triangle
     title:str="", # the figure's title
@@ -335,7 +335,7 @@ def draw_slices(
     """Segments (top) and the triangle at the first and last snapshot (bottom), with the last snapshot's decision boundaries.
 
     Args:
-        ds: a dataset of this experiment or one with the same slice variables (`zavatoneveth_fig3`)
+        ds: Fig. 2's or Fig. 3's dataset (`SLICE_VARIABLES`)
         line_var: the (epoch, line, t) variable to plot along the segments
         plane_var: the (epoch, point) variable to plot over the triangle
         title: the figure's title

@@ -18,7 +18,7 @@ from .. import data, results, riemann
 from ..core import check_choice, check_int, resolve_device, seed_everything
 from .zavatoneveth import (BOUNDARY_MUTATIONS, SLICE_VARIABLES, accuracy, boundary_passes,  # the slice method,
                                             boundary_vs_control, check_snapshots, choose_anchors, draw_slices,  # shared with Fig. 3
-                                            drawn_lines, genuine_segments, last_epoch, measure_during_training,
+                                            genuine_segments, last_epoch, measure_during_training,
                                             predictive_entropy, slice_dataset, slice_derive, slice_geometry, slice_points,
                                             snapshot_file, triangle)
 from ..scaffold import Experiment
