@@ -19,6 +19,7 @@ __all__ = ['GROUPS', 'fit', 'tune_nu']
 #: The paper's groups: name -> a function that builds it
 GROUPS = {"rot4": lambda: invariance.Rotations(4), "shift3": lambda: invariance.CyclicShifts(3)}
 
+# %% ../../nbs/paper_moskalev.ipynb #868182d9
 def fit(
     kind:str, # "WT", "DA" or "IR"
     group:invariance.FiniteGroup, # the group
@@ -47,6 +48,7 @@ def fit(
     return train.train(net.to(device), tm.train, tm.val, epochs=epochs, optimizer="adam", lr=lr, batch_size=batch_size,
                        augment_fn=group.random, penalty=penalty, seed=seed, checkpoint=checkpoint, progress=False)
 
+# %% ../../nbs/paper_moskalev.ipynb #427e329f
 def tune_nu(
     group:invariance.FiniteGroup, # the group
     tm:invariance.Transforming, # the data
@@ -82,4 +84,3 @@ def tune_nu(
         return invariance.invariance_measures(trained[v].model, tm.val.images, tm.val.labels, group, steps=steps).SI_f.item()
     nu, tried = invariance.choose_nu(validation_si, nus, si_target)
     return nu, tried, trained[nu]
-

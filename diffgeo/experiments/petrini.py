@@ -36,14 +36,17 @@ LONG_WIDTH = {"AlexNet": 0.25, "VGG11": 0.25, "VGG11bn": 0.25, "ResNet18": 0.125
 #: Its training length in epochs of the 45,000 training images (352 steps of 128 each).
 LONG_EPOCHS = 10
 
+# %% ../../nbs/paper_petrini.ipynb #3b955977
 def _val_every(n_val:int, P:int, overhead:float|None) -> int:
     "Epochs between validations that keep validating `n_val` images within `overhead` of training on `P` (a forward pass costs about a third of a step per image, as in `cost`); 1 for None."
     return 1 if overhead is None else max(1, math.ceil(n_val / (3 * overhead * P)))
 
+# %% ../../nbs/paper_petrini.ipynb #c49bf322
 def _flip_ok(dataset:str) -> bool:
     "Horizontal flips preserve the label of natural images, not of digits."
     return dataset in ("cifar10",)
 
+# %% ../../nbs/paper_petrini.ipynb #9543e639
 def train_network(
     net:nn.Module, # a network of `models.ARCHS`, on the device to train on
     arch:str, # its architecture name (sets the optimiser, App. E.1)
@@ -89,6 +92,7 @@ def train_network(
                       flip=_flip_ok(dataset) and pad > 0, fill=fill, seed=seed, **kwargs)
     return res, time.perf_counter() - t0
 
+# %% ../../nbs/paper_petrini.ipynb #1911f25a
 @dataclass
 class Setup:
     "What a cell of the Petrini experiments starts from."
@@ -102,6 +106,7 @@ class Setup:
     probe:data.Split # the probed test images, the same in every cell
     net:nn.Module # the network, initialised from the seed, on its device
 
+# %% ../../nbs/paper_petrini.ipynb #11f8c765
 def setup(
     arch:str, # architecture name from `models.ARCHS`
     seed:int, # seed of the subset and the initialisation
@@ -143,6 +148,7 @@ def setup(
     net = models.build(info.name, in_channels=ds_data.n_channels, n_classes=ds_data.n_classes, size=ds_data.size, width=width, init=init)
     return Setup(info, steps, width, lr, ds_data, fit.subset(P, seed=seed), val, probe, net.to(resolve_device(device)))
 
+# %% ../../nbs/paper_petrini.ipynb #2fa64d50
 def resolve_archs(p:dict, datasets:list) -> dict:
     "Check the data sets and seeds, resolve the architecture names and give each its steps, width and learning rate."
     for d in datasets: check_choice(d, "dataset", data.DATASETS)
@@ -151,18 +157,19 @@ def resolve_archs(p:dict, datasets:list) -> dict:
             "width": _per_arch(p.get("width", 1.0), archs, 1.0), "lr": _per_arch(p.get("lr"), archs, None),
             **({"init": _per_arch(p["init"], archs, "pytorch")} if "init" in p else {})}
 
+# %% ../../nbs/paper_petrini.ipynb #343b1b68
 def _per_arch(value, archs:list[str], default) -> dict:
     "`value` for each architecture: a dict {arch: value} (missing ones get `default`) or one value for all."
     if not isinstance(value, dict): return {a: value for a in archs}
     given = {models.resolve_arch(a): v for a, v in value.items()}
     return {a: given.get(a, default) for a in archs}
 
-
 # %% ../../nbs/paper_petrini.ipynb #1197e8f6
 #: (channels, side, training images, test images) of each data set, for the cost model (no data loaded).
 _SHAPES = {"mnist5k": (1, 28, 4000, 1000), "mnist": (1, 28, 60_000, 10_000), "fashionmnist": (1, 28, 60_000, 10_000),
            "cifar10": (3, 32, 50_000, 10_000), "svhn": (3, 32, 73_257, 26_032)}
 
+# %% ../../nbs/paper_petrini.ipynb #8418aa4d
 @functools.lru_cache(maxsize=None)
 def seconds_per_step(
     arch:str, # architecture name
@@ -196,6 +203,7 @@ def seconds_per_step(
     sync()
     return (time.perf_counter() - t0) / repeats
 
+# %% ../../nbs/paper_petrini.ipynb #301b53ad
 def cost(settings:dict, cell:dict, device:torch.device) -> float:
     """Predicted seconds of one cell on `device`: its training steps at the measured seconds per step, and its forward
     passes at a third of a step's time per image. The cost model of every sweep of the paper that trains one network a
@@ -245,6 +253,7 @@ def probe(
     out["diffeo_fraction"] = out.is_diffeo.mean("sample")
     return out.drop_vars("is_diffeo")
 
+# %% ../../nbs/paper_petrini.ipynb #5f6b1700
 def check_interps(
     interps:list, # the probes' interpolations, the main one first
 ) -> list:
@@ -259,18 +268,22 @@ def check_interps(
     if len(set(interps)) != len(interps): raise ValueError(f"interps must not repeat, got {interps}.")
     return list(interps)
 
+# %% ../../nbs/paper_petrini.ipynb #c1e31134
 def median_distances(d:xr.Dataset) -> xr.Dataset:
     "The median over test images of each probed distance: m_diffeo, m_noise, m_pair from d_diffeo, d_noise, d_pair."
     return xr.Dataset({f"m_{k}": d[f"d_{k}"].median("sample") for k in ("diffeo", "noise", "pair")})
 
+# %% ../../nbs/paper_petrini.ipynb #a690e78e
 def logmean(v:xr.DataArray, dim:str="seed") -> xr.DataArray:
     "The paper's log-average over `dim`: the geometric mean."
     return 10 ** np.log10(v).mean(dim)
 
+# %% ../../nbs/paper_petrini.ipynb #97079ced
 def logstd(v:xr.DataArray, dim:str="seed") -> xr.DataArray:
     "The spread of log10 over `dim` (sample standard deviation); NaN with a single value."
     return np.log10(v).std(dim, ddof=1) if v.sizes[dim] > 1 else np.nan * v.isel({dim: 0}, drop=True)
 
+# %% ../../nbs/paper_petrini.ipynb #8aec82f5
 def plain_log_ticks(ax, x:bool=True, y:bool=True):
     "`diffgeo.style.log_ticks` on the log axes of `ax`, from the data it shows, labelled with plain numbers."
     data_lines = [l for l in ax.lines if l.get_transform() == ax.transData]  # not axhline/axvline
@@ -279,7 +292,7 @@ def plain_log_ticks(ax, x:bool=True, y:bool=True):
     for on, axis, vals in ((x, ax.xaxis, xs), (y, ax.yaxis, ys)):
         if on and vals: log_ticks(axis, np.concatenate(vals).astype(float), lambda t, _: f"{t:g}")
 
+# %% ../../nbs/paper_petrini.ipynb #80415a7b
 def dataset_name(ds:xr.Dataset) -> str:
     "The data set a run of these experiments trained on, from its provenance ('' when unrecorded)."
     return str(results.parameters(ds).get("dataset", ""))
-

@@ -93,6 +93,7 @@ def choose_anchors(
     corners = np.array([rng.choice(np.flatnonzero(labels == c)) for c in classes])
     return np.array(lines), corners
 
+# %% ../../nbs/paper_zavatoneveth.ipynb #ab8bb950
 def slice_geometry(
     model:nn.Module, # the classifier (any dtype, any mode: a float64 eval-mode copy is measured)
     x:torch.Tensor, # `[P, ...]` the points of the slices
@@ -122,10 +123,12 @@ def slice_geometry(
         with torch.no_grad(): prob.append(net(xs).softmax(-1))
     return torch.cat(logv).cpu().numpy(), torch.cat(prob).cpu().numpy()
 
+# %% ../../nbs/paper_zavatoneveth.ipynb #ef4e1573
 def snapshot_file(checkpoint:os.PathLike) -> os.PathLike:
     "Where `measure_during_training` keeps the snapshots measured so far, beside its training checkpoint."
     return checkpoint.with_name(checkpoint.name + ".snapshots")
 
+# %% ../../nbs/paper_zavatoneveth.ipynb #89986b92
 def measure_during_training(
     net:nn.Module, # the classifier, trained in place
     split:data.Split, # training images
@@ -171,7 +174,6 @@ def measure_during_training(
     if snapshots[-1] > 0: train.train(net, split, epochs=snapshots[-1], on_epoch=on_epoch, checkpoint=path, **train_args)
     return rows
 
-
 # %% ../../nbs/paper_zavatoneveth.ipynb #2a544fe1
 def check_snapshots(snapshots, epochs:int) -> list:
     "The snapshot epochs, sorted; training stops at the last one, so it must be `epochs`."
@@ -181,12 +183,14 @@ def check_snapshots(snapshots, epochs:int) -> list:
         raise ValueError(f"snapshots must end at epochs = {epochs} (training stops at the last snapshot), got {out}; add {epochs}.")
     return out
 
+# %% ../../nbs/paper_zavatoneveth.ipynb #6457f9e7
 def slice_points(images:torch.Tensor, lines:np.ndarray, corners:np.ndarray, line_divisions:int, plane_divisions:int):
     "The points of every segment, then of the triangle, and the triangle's weights."
     seg = [riemann.simplex_grid(images[list(ij)], line_divisions)[0] for ij in lines]
     tri, w = riemann.simplex_grid(images[list(corners)], plane_divisions)
     return torch.cat([*seg, tri]), w
 
+# %% ../../nbs/paper_zavatoneveth.ipynb #9ec43cf7
 def slice_dataset(
     rows:dict, # `measure_during_training`'s result
     labels:torch.Tensor, # `[N]` classes of the test images
@@ -237,16 +241,17 @@ def slice_dataset(
         ds = ds.assign_coords(block=list(blocks))
     return ds
 
-
 # %% ../../nbs/paper_zavatoneveth.ipynb #28b482b4
 def predictive_entropy(p:xr.DataArray) -> xr.DataArray:
     "The entropy −Σ p log p (nats) of the predicted class probabilities `p` over `cls`."
     return -(p * np.log(p.clip(min=1e-300))).sum("cls")
 
+# %% ../../nbs/paper_zavatoneveth.ipynb #047a2501
 def peak_gain(v:xr.DataArray, entropy:xr.DataArray) -> xr.DataArray:
     "Along each segment: v where the prediction is most uncertain, minus v's mean at the two ends."
     return v.isel(t=entropy.argmax("t")) - v.isel(t=[0, -1]).mean("t")
 
+# %% ../../nbs/paper_zavatoneveth.ipynb #c2d3cdf2
 def slice_derive(ds:xr.Dataset) -> xr.Dataset:
     "Predictions, entropies, the boundary gain of each segment and the volume–entropy correlation."
     ds["line_entropy"], ds["plane_entropy"] = predictive_entropy(ds.line_prob), predictive_entropy(ds.plane_prob)
@@ -260,19 +265,21 @@ def slice_derive(ds:xr.Dataset) -> xr.Dataset:
     ds["entropy_corr"] = ("epoch", np.array([np.corrcoef(a, b)[0, 1] for a, b in zip(v, h)]))
     return ds
 
-
 # %% ../../nbs/paper_zavatoneveth.ipynb #a9094df4
 def ternary(w:np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     "Barycentric weights [P, 3] -> Cartesian points of the equilateral triangle with corners (0, 0), (1, 0), (1/2, √3/2)."
     return w[:, 1] + 0.5 * w[:, 2], np.sqrt(3) / 2 * w[:, 2]
 
+# %% ../../nbs/paper_zavatoneveth.ipynb #e10c8fcb
 BOUNDARY_COLOR = "#56b4e9"  # the decision boundaries over the triangle: sky blue, seen on both ends of magma
 
+# %% ../../nbs/paper_zavatoneveth.ipynb #260b3d18
 def draw_boundaries(ax, tri, prob:np.ndarray, pred:np.ndarray):
     "The decision boundaries over the triangle: the boundary of class k is where it stops being the most probable."
     for k in np.unique(pred):
         ax.tricontour(tri, prob[:, k] - np.delete(prob, k, axis=1).max(1), levels=[0.0], colors=BOUNDARY_COLOR, linewidths=1.2)
 
+# %% ../../nbs/paper_zavatoneveth.ipynb #115cf69a
 def triangle_panel(
     fig, # the figure
     ax, # the panel
@@ -307,6 +314,7 @@ def triangle_panel(
     ax.set_title(title, fontsize=9)
     fig.colorbar(im, ax=ax, shrink=0.8, label=label)
 
+# %% ../../nbs/paper_zavatoneveth.ipynb #7d1301b3
 def drawn_lines(
     ds:xr.Dataset, # a slices' dataset (its `same_class`)
     n_between:int=3, # segments between classes to draw, the first ones
@@ -324,6 +332,7 @@ def drawn_lines(
     same = ds.same_class.values.astype(bool)
     return [*np.flatnonzero(~same)[:n_between].tolist(), *np.flatnonzero(same)[:n_same].tolist()]
 
+# %% ../../nbs/paper_zavatoneveth.ipynb #50a34af9
 def draw_slices(
     ds:xr.Dataset, # Fig. 2's or Fig. 3's dataset (`SLICE_VARIABLES`)
     line_var:str="line_log_volume", # the (epoch, line, t) variable to plot along the segments
@@ -371,16 +380,17 @@ def draw_slices(
     if title: fig.suptitle(title)
     return fig
 
-
 # %% ../../nbs/paper_zavatoneveth.ipynb #aa4285f8
 def last_epoch(v:xr.DataArray) -> xr.DataArray:
     "`v` at the last snapshot."
     return v.sel(epoch=v.epoch.max())
 
+# %% ../../nbs/paper_zavatoneveth.ipynb #1995b19d
 def mean_sd_segments(v:xr.DataArray) -> str:
     "Mean ± s.d. of `v` over its segments, for the claims' notes."
     return claims.mean_sd(v.values, ".1f", dim="segment")
 
+# %% ../../nbs/paper_zavatoneveth.ipynb #f820264a
 def genuine_segments(ds:xr.Dataset) -> tuple[xr.DataArray, xr.DataArray]:
     """Masks over `line` at the last epoch: segments between classes along which the prediction changes (they cross a
     decision boundary), and genuine controls, as in the paper's Fig. I.22: same class, both ends correctly classified, and
@@ -390,10 +400,12 @@ def genuine_segments(ds:xr.Dataset) -> tuple[xr.DataArray, xr.DataArray]:
     ends_right = xr.DataArray((pred.isel(t=[0, -1]).values == ds.line_label.values).all(1), dims="line", coords={"line": ds.line})
     return (ds.same_class == 0) & changes, (ds.same_class == 1) & ~changes & ends_right
 
+# %% ../../nbs/paper_zavatoneveth.ipynb #628ea89d
 def signed(x:float) -> str:
     "`x` with its sign and one decimal, a true minus sign."
     return f"{float(x):+.1f}".replace("-", "−")
 
+# %% ../../nbs/paper_zavatoneveth.ipynb #85301897
 def separated(between:xr.DataArray, control:xr.DataArray) -> tuple[bool, bool, str]:
     """(reproduced, partly, note) of between-class boundary gains against control gains along `line`: reproduced when every
     between-class gain is positive and above every control's and no control's is positive; partly when the between-class
@@ -408,6 +420,7 @@ def separated(between:xr.DataArray, control:xr.DataArray) -> tuple[bool, bool, s
     note = (f"difference of means {signed(diff)} ± {se:.1f} (s.e.)" + ("; no control expanded" if flat else "; a control is expanded"))
     return every, partly, note
 
+# %% ../../nbs/paper_zavatoneveth.ipynb #5f21a217
 def too_few_segments(is_between, is_control) -> claims.Verdict|None:
     "The not-run verdict when `genuine_segments` found no segment crossing a boundary or no genuine control (None otherwise)."
     nb, nc = int(is_between.sum()), int(is_control.sum())
@@ -415,6 +428,7 @@ def too_few_segments(is_between, is_control) -> claims.Verdict|None:
     return claims.not_run(f"{nb} segment(s) crossing a decision boundary and {nc} genuine control(s) (same class, both ends "
                           f"correctly classified, prediction unchanged along it) at the last epoch; need at least one of each")
 
+# %% ../../nbs/paper_zavatoneveth.ipynb #efe65543
 def boundary_vs_control(ds:xr.Dataset, accuracy_criterion:Callable|None=None) -> claims.Verdict:
     """Criterion of `boundary_vs_control`: at the last epoch, the boundary gain (log volume element where the prediction's
     entropy peaks minus at the ends) of the segments that cross a decision boundary, against the midpoint gain of genuine
@@ -429,11 +443,13 @@ def boundary_vs_control(ds:xr.Dataset, accuracy_criterion:Callable|None=None) ->
         return claims.Verdict("partly", value, note + f"; capped at partly: the network's test accuracy, {a.value}, is far below the paper's")
     return claims.graded(every, partly, value, note)
 
+# %% ../../nbs/paper_zavatoneveth.ipynb #87ee943d
 def _controls_flat(ds:xr.Dataset) -> xr.Dataset:
     "A dataset on which `boundary_vs_control` passes: the controls' log volume element made constant along the segment."
     lv = ds.line_log_volume
     return ds.assign(line_log_volume=lv.where(ds.same_class == 0, lv.mean("t")))
 
+# %% ../../nbs/paper_zavatoneveth.ipynb #184b8dab
 def _controls_genuine(ds:xr.Dataset) -> xr.Dataset:
     "The same-class segments made genuine controls: the prediction their ends' class all along (probability 0.9)."
     K, lab = ds.sizes["cls"], ds.line_label.isel(end=0)
@@ -441,17 +457,19 @@ def _controls_genuine(ds:xr.Dataset) -> xr.Dataset:
     p = 0.9 * onehot + 0.1 * (1 - onehot) / (K - 1)
     return ds.assign(line_prob=ds.line_prob.where(ds.same_class == 0, p).transpose(*ds.line_prob.dims))
 
+# %% ../../nbs/paper_zavatoneveth.ipynb #b011238f
 def boundary_passes(ds:xr.Dataset) -> xr.Dataset:
     """A dataset on which `boundary_vs_control` passes: 10⁴ × the prediction's entropy added to the log volume along the
     segments, the same-class segments made genuine controls with a flat log volume element, and the test error 3 %."""
     ds = _controls_flat(_entropy_added(1e4)(_controls_genuine(ds)))
     return ds.assign(test_error=ds.test_error.copy(data=np.full(ds.sizes["epoch"], 0.03)))
 
-
+# %% ../../nbs/paper_zavatoneveth.ipynb #9c3ab767
 def _corners_and_centre(ds:xr.Dataset, v:xr.DataArray) -> tuple[xr.DataArray, xr.DataArray]:
     "`v` on the triangle near its centre (every weight >= 0.2) and near its corners (a weight >= 0.75)."
     return v.where(ds.weight.min("corner") >= 0.2, drop=True), v.where(ds.weight.max("corner") >= 0.75, drop=True)
 
+# %% ../../nbs/paper_zavatoneveth.ipynb #9427a56d
 def triangle(ds:xr.Dataset) -> claims.Verdict:
     "Criterion of `triangle`: the trained volume element near the triangle's centre against its corners, and against the entropy."
     first, last = ds.epoch.min(), ds.epoch.max()
@@ -467,6 +485,7 @@ def triangle(ds:xr.Dataset) -> claims.Verdict:
                          ("the centre is raised" if grew else "the centre is not raised") +
                          (", where the prediction is uncertain" if corr > 0 else ", but not where the prediction is uncertain"))
 
+# %% ../../nbs/paper_zavatoneveth.ipynb #f347e573
 def _entropy_added(scale:float) -> Callable:
     "A dataset whose log volume element along the segments is shifted by `scale` times the prediction's entropy."
     def make(ds:xr.Dataset) -> xr.Dataset:
@@ -474,8 +493,10 @@ def _entropy_added(scale:float) -> Callable:
     make.__doc__ = f"log volume + {scale:g} × entropy along the segments"
     return make
 
+# %% ../../nbs/paper_zavatoneveth.ipynb #e19d3076
 def _test_size(ds:xr.Dataset) -> int: return 1000 if results.parameters(ds).get("dataset") == "mnist5k" else 10_000
 
+# %% ../../nbs/paper_zavatoneveth.ipynb #b221545f
 def accuracy(target:float, floor:float) -> Callable:
     "Criterion of `accuracy`: the trained test accuracy against the paper's `target`, with its binomial s.d.; partly above `floor`."
     def criterion(ds:xr.Dataset) -> claims.Verdict:
@@ -484,10 +505,11 @@ def accuracy(target:float, floor:float) -> Callable:
         return claims.graded(acc + 2 * sd >= target, acc >= floor, f"{100 * acc:.1f} ± {100 * sd:.1f} % (binomial s.d., {n} test images)")
     return criterion
 
+# %% ../../nbs/paper_zavatoneveth.ipynb #7902bade
 def controls_bumped(ds:xr.Dataset) -> xr.Dataset:
     "A mutation: 10⁶ × sin(πt) added to the log volume element along the same-class segments (the controls expanded)."
     bump = 1e6 * np.sin(np.pi * ds.t)
     return ds.assign(line_log_volume=(ds.line_log_volume + bump.where(ds.same_class == 1, 0)).transpose(*ds.line_log_volume.dims))
 
+# %% ../../nbs/paper_zavatoneveth.ipynb #593e80cd
 BOUNDARY_MUTATIONS = {"log volume − 10⁵ × entropy": _entropy_added(-1e5), "controls expanded by 10⁶ sin(πt)": controls_bumped}
-
