@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Run one experiment's long (or paper) profile as a background-friendly job that survives the loss of its machine's disk:
+# from a clean checkout of the code outside this repository, one torch thread, its work folder outside the checkout.
+#
+#   bash scripts/long_job.sh EXPERIMENT PROFILE            # start, or resume from results/in_progress/EXPERIMENT_PROFILE
+#   bash scripts/long_job.sh --park EXPERIMENT PROFILE     # copy the finished cells' shards into results/in_progress/
+#
+# Where a run was parked (results/in_progress/EXPERIMENT_PROFILE/SOURCE names the commit and the work folder's sub-path),
+# the job checks out that commit (a sweep keeps only shards of the code it runs) and copies the shards into its work
+# folder first; otherwise it checks out this repository's HEAD. The run writes results/ and figures/ inside its checkout
+# (commit them from there: scripts/store_claims.py, scripts/readme.py) and its log to RUNS/EXPERIMENT_PROFILE.log.
+# RUNS is $DIFFGEO_RUNS, or ~/diffgeo-runs; the data folder is $DIFFGEO_DATA.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+park=0; if [ "${1:-}" = "--park" ]; then park=1; shift; fi
+[ $# -eq 2 ] || { echo "usage: long_job.sh [--park] EXPERIMENT PROFILE" >&2; exit 2; }
+exp=$1; prof=$2
+runs="${DIFFGEO_RUNS:-$HOME/diffgeo-runs}"
+src="$runs/src_${exp}_${prof}"; work="$runs/work_${exp}_${prof}"; parked="$root/results/in_progress/${exp}_${prof}"
+
+if [ "$park" = 1 ]; then
+  shards=$(ls -d "$work/$exp/${prof}"_*/shards 2>/dev/null | head -1)
+  [ -n "$shards" ] || { echo "no shards of $exp $prof under $work" >&2; exit 1; }
+  mkdir -p "$parked"; cp "$shards"/*.nc "$parked"/
+  printf 'commit %s\nsub-path %s\ncells %s done (parked %s)\n' "$(git -C "$src" rev-parse HEAD)" "${shards#$work/}" \
+    "$(ls "$parked"/*.nc | wc -l)" "$(date -u +%FT%TZ)" > "$parked/SOURCE"
+  cat "$parked/SOURCE"; exit 0
+fi
+
+commit=$(git -C "$root" rev-parse HEAD)
+if [ -f "$parked/SOURCE" ]; then commit=$(awk '/^commit/ {print $2}' "$parked/SOURCE"); fi
+mkdir -p "$runs"
+[ -d "$src/.git" ] || git clone -q "$root" "$src"
+git -C "$src" checkout -q "$commit"
+if [ -f "$parked/SOURCE" ]; then
+  sub=$(awk '/^sub-path/ {print $2}' "$parked/SOURCE")
+  mkdir -p "$work/$sub" && cp -n "$parked"/*.nc "$work/$sub"/
+  echo "resuming $exp $prof at $commit from $(ls "$parked"/*.nc | wc -l) parked cells"
+fi
+source "$root/scripts/setup.sh"   # the project's environment (the checkout's own code comes first on PYTHONPATH)
+cd "$src"
+PYTHONPATH="$src" OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 NUMBA_NUM_THREADS=1 python - "$exp" "$prof" "$work" <<'PY' >> "$runs/${exp}_${prof}.log" 2>&1
+import importlib, os, sys
+import torch
+torch.set_num_threads(1)
+import diffgeo
+exp, prof, work = sys.argv[1:]
+assert diffgeo.__file__.startswith(os.environ["PYTHONPATH"]), f"imported {diffgeo.__file__}, not the checkout's"
+importlib.import_module(f"diffgeo.experiments.{exp}").EXPERIMENT.main(prof, work_dir=work, executor="inline", show=False)
+print("DONE", flush=True)
+PY
