@@ -29,8 +29,8 @@ from . import results
 from .results import atomic_write, cf_attrs, resolve_path
 
 # %% auto #0
-__all__ = ['OPTIMIZERS', 'DEFAULTS', 'AMP', 'epochs_for_steps', 'host_to', 'augment', 'evaluate', 'TrainResult',
-           'mixed_precision', 'train', 'tracked_file', 'train_tracked']
+__all__ = ['OPTIMIZERS', 'DEFAULTS', 'AMP', 'epochs_for_steps', 'seconds_per_step', 'host_to', 'augment', 'evaluate',
+           'TrainResult', 'mixed_precision', 'train', 'tracked_file', 'train_tracked']
 
 # %% ../nbs/31_train.ipynb #654dc24f
 OPTIMIZERS = ("sgd", "adam")
@@ -53,6 +53,27 @@ def epochs_for_steps(
     """
     steps, P = check_int(steps, "steps", low=1), check_int(P, "P", low=1)
     return max(1, math.ceil(steps / math.ceil(P / check_int(batch_size, "batch_size", low=1))))
+
+# %% ../nbs/31_train.ipynb #f6c11ea6
+def seconds_per_step(
+    step, # a function taking one optimiser step (forward, backward, update) on fixed inputs
+    device:str|torch.device, # where it runs (CUDA is synchronised around the timing)
+    repeats:int=3, # timed steps, after two warm-up steps
+) -> float:
+    """Seconds of one call of `step`, measured on `device`: the throughput the experiments' cost models predict from.
+
+    Args:
+        step: a function taking one optimiser step (forward, backward, update) on fixed inputs
+        device: where it runs (CUDA is synchronised around the timing)
+        repeats: timed steps, after two warm-up steps
+    """
+    repeats = check_int(repeats, "repeats", low=1)
+    sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
+    for _ in range(2): step()
+    sync(); t0 = time.perf_counter()
+    for _ in range(repeats): step()
+    sync()
+    return (time.perf_counter() - t0) / repeats
 
 # %% ../nbs/31_train.ipynb #90c0b57a
 def host_to(

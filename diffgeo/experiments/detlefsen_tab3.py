@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import math
-import time
 
 import numpy as np
 import torch
@@ -221,14 +220,9 @@ def seconds_per_step(
     opt = torch.optim.Adam(net.parameters(), lr=1e-4)
     g = torch.Generator().manual_seed(0)
     x, y = torch.randn(batch_size, c, side, side, generator=g).to(dev), torch.randint(10, (batch_size,), generator=g).to(dev)
-    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     def step():
         opt.zero_grad(set_to_none=True); F.cross_entropy(net(x), y).backward(); opt.step()
-    for _ in range(2): step()
-    sync(); t0 = time.perf_counter()
-    for _ in range(repeats): step()
-    sync()
-    return (time.perf_counter() - t0) / repeats
+    return train.seconds_per_step(step, dev, repeats)
 
 @EXPERIMENT.cost
 def cost(settings:dict, cell:dict, device:torch.device) -> float:
