@@ -4,6 +4,11 @@
 #
 #   bash scripts/long_job.sh EXPERIMENT PROFILE            # start, or resume from results/in_progress/EXPERIMENT_PROFILE
 #   bash scripts/long_job.sh --park EXPERIMENT PROFILE     # copy the finished cells' shards into results/in_progress/
+#   bash scripts/long_job.sh --park --checkpoints EXPERIMENT PROFILE   # and the unfinished cells' training checkpoints
+#
+# --checkpoints is for runs whose cells take hours (one-cell runs such as zavatoneveth_fig3): a checkpoint holds the
+# weights and optimiser state (megabytes each, committed into git), so park them only where a cell would otherwise be
+# lost at the session's end; checkpoint files over 20 MB are refused.
 #
 # Where a run was parked (results/in_progress/EXPERIMENT_PROFILE/SOURCE names the commit and the work folder's sub-path),
 # the job checks out that commit (a sweep keeps only shards of the code it runs) and copies the shards into its work
@@ -12,18 +17,32 @@
 # RUNS is $DIFFGEO_RUNS, or ~/diffgeo-runs; the data folder is $DIFFGEO_DATA.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-park=0; if [ "${1:-}" = "--park" ]; then park=1; shift; fi
-[ $# -eq 2 ] || { echo "usage: long_job.sh [--park] EXPERIMENT PROFILE" >&2; exit 2; }
+park=0; ckpts=0
+if [ "${1:-}" = "--park" ]; then park=1; shift; fi
+if [ "$park" = 1 ] && [ "${1:-}" = "--checkpoints" ]; then ckpts=1; shift; fi
+[ $# -eq 2 ] || { echo "usage: long_job.sh [--park [--checkpoints]] EXPERIMENT PROFILE" >&2; exit 2; }
 exp=$1; prof=$2
 runs="${DIFFGEO_RUNS:-$HOME/diffgeo-runs}"
 src="$runs/src_${exp}_${prof}"; work="$runs/work_${exp}_${prof}"; parked="$root/results/in_progress/${exp}_${prof}"
 
 if [ "$park" = 1 ]; then
-  shards=$(ls -d "$work/$exp/${prof}"_*/shards 2>/dev/null | head -1)
-  [ -n "$shards" ] || { echo "no shards of $exp $prof under $work" >&2; exit 1; }
-  mkdir -p "$parked"; cp "$shards"/*.nc "$parked"/
+  rundir=$(ls -d "$work/$exp/${prof}"_* 2>/dev/null | head -1)
+  [ -n "$rundir" ] || { echo "no run of $exp $prof under $work" >&2; exit 1; }
+  shards="$rundir/shards"   # a sweep's finished cells (a one-cell run has none: park its checkpoints)
+  [ -d "$shards" ] || [ "$ckpts" = 1 ] || { echo "no shards of $exp $prof under $work (a one-cell run: --park --checkpoints)" >&2; exit 1; }
+  mkdir -p "$parked"; cp "$shards"/*.nc "$parked"/ 2>/dev/null || true
+  kept=""
+  if [ "$ckpts" = 1 ]; then
+    ck="$rundir/checkpoints"
+    big=$(find "$ck" -maxdepth 1 -type f -size +20M 2>/dev/null)
+    [ -z "$big" ] || { echo "checkpoints over 20 MB, not parked: $big" >&2; exit 1; }
+    rm -rf "$parked/checkpoints"; mkdir -p "$parked/checkpoints"
+    cp "$ck"/* "$parked/checkpoints"/ 2>/dev/null || true
+    kept="$(ls "$parked/checkpoints" | wc -l)"
+  fi
   printf 'commit %s\nsub-path %s\ncells %s done (parked %s)\n' "$(git -C "$src" rev-parse HEAD)" "${shards#$work/}" \
-    "$(ls "$parked"/*.nc | wc -l)" "$(date -u +%FT%TZ)" > "$parked/SOURCE"
+    "$(ls "$parked"/*.nc 2>/dev/null | wc -l)" "$(date -u +%FT%TZ)" > "$parked/SOURCE"
+  [ -z "$kept" ] || echo "checkpoint files $kept (of the unfinished cells, in checkpoints/)" >> "$parked/SOURCE"
   cat "$parked/SOURCE"; exit 0
 fi
 
@@ -34,8 +53,11 @@ mkdir -p "$runs"
 git -C "$src" checkout -q "$commit"
 if [ -f "$parked/SOURCE" ]; then
   sub=$(awk '/^sub-path/ {print $2}' "$parked/SOURCE")
-  mkdir -p "$work/$sub" && cp -n "$parked"/*.nc "$work/$sub"/
-  echo "resuming $exp $prof at $commit from $(ls "$parked"/*.nc | wc -l) parked cells"
+  mkdir -p "$work/$sub" && { cp -n "$parked"/*.nc "$work/$sub"/ 2>/dev/null || true; }
+  if [ -d "$parked/checkpoints" ]; then
+    mkdir -p "$work/$(dirname "$sub")/checkpoints" && cp -n "$parked/checkpoints"/* "$work/$(dirname "$sub")/checkpoints"/ 2>/dev/null || true
+  fi
+  echo "resuming $exp $prof at $commit from $(ls "$parked"/*.nc 2>/dev/null | wc -l) parked cells and $(ls "$parked/checkpoints" 2>/dev/null | wc -l) checkpoint files"
 fi
 source "$root/scripts/setup.sh"   # the project's environment (the checkout's own code comes first on PYTHONPATH)
 cd "$src"

@@ -30,11 +30,14 @@ PROFILES = {
                   lr=0.05, line_divisions=3, plane_divisions=2, **{**COMMON, "n_lines": 1, "n_same": 1}),
     "cpu": dict(dataset="cifar10", arch="ResNet18", width=0.125, n_train=5_000, epochs=12, snapshots=[0, 3, 12],
                 batch_size=128, lr=0.05, line_divisions=12, plane_divisions=8, **{**COMMON, "n_lines": 2, "n_same": 1}),
-    # a quarter of ResNet18's channels, 30 epochs of all 50,000 images: below 15% test error in a few core-hours
+    # a quarter of ResNet18's channels, 30 epochs of all 50,000 images: below 15% test error in a few core-hours; ten
+    # segments of each kind (the figures draw 3 and 2), so that the claims compare many segments (the geometry of the
+    # slices then takes about as long as the training)
     "long": dict(dataset="cifar10", arch="ResNet18", width=0.25, n_train=None, epochs=30, snapshots=[0, 3, 30],
-                 batch_size=128, lr=0.05, line_divisions=30, plane_divisions=20, **COMMON),
+                 batch_size=128, lr=0.05, line_divisions=30, plane_divisions=20, **{**COMMON, "n_lines": 10, "n_same": 10}),
+    # as Fig. 2's paper profile: twenty segments of each kind
     "paper": dict(dataset="cifar10", arch="ResNet34", width=1.0, n_train=None, epochs=200, snapshots=[0, 10, 200],
-                  batch_size=1024, lr=0.01, line_divisions=50, plane_divisions=30, **COMMON),
+                  batch_size=1024, lr=0.01, line_divisions=50, plane_divisions=30, **{**COMMON, "n_lines": 20, "n_same": 20}),
 }
 BLOCKS = ("layer1", "layer2", "layer3", "layer4")
 
@@ -179,7 +182,7 @@ def draw_blocks(ds:xr.Dataset):
     "Fig. 4 from its dataset: each block's log volume element over the triangle and along the segments, trained network."
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
-    from diffgeo.experiments.zavatoneveth import BOUNDARY_COLOR, triangle_panel
+    from diffgeo.experiments.zavatoneveth import BOUNDARY_COLOR, drawn_lines, triangle_panel
     last = ds.isel(epoch=-1)
     fig = plt.figure(figsize=(3.2 * len(BLOCKS), 6.6), layout="constrained")
     gs = fig.add_gridspec(2, len(BLOCKS), height_ratios=[1.1, 1])
@@ -190,14 +193,14 @@ def draw_blocks(ds:xr.Dataset):
         triangle_panel(fig, fig.add_subplot(gs[0, j]), ds, last.plane_block_log_volume.sel(block=b).values, f"{b}", item="class")
         ax = fig.add_subplot(gs[1, j], sharey=share)
         share = share or ax
-        for i in ds.line.values:
+        for i in drawn_lines(ds):
             v = last.line_block_log_volume.sel(block=b, line=i)
             ax.plot(ds.t, v - v.mean(), ls="--" if ds.same_class[i] else "-", lw=1.4, color=colors[i % len(colors)])
         ax.set(xlabel="t along the segment", ylabel="log √det g − its mean" if j == 0 else None)
         if j: ax.tick_params(labelleft=False)  # one scale for the four blocks, labelled on the first
     handles = [Line2D([], [], color=colors[i % len(colors)], ls="--" if ds.same_class[i] else "-", lw=1.4,
                       label=f"segment {i}: class {a} → {c}" + (" (same class)" if ds.same_class[i] else ""))
-               for i, (a, c) in zip(ds.line.values, ds.line_label.values)]
+               for i, (a, c) in ((i, ds.line_label.values[i]) for i in drawn_lines(ds))]
     handles.append(Line2D([], [], color=BOUNDARY_COLOR, lw=1.2, label="triangle: decision boundaries"))
     fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 4))
     fig.suptitle(f"GELU ResNet at epoch {int(last.epoch)}: log volume element of each block's output")
