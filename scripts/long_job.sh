@@ -26,7 +26,7 @@ runs="${DIFFGEO_RUNS:-$HOME/diffgeo-runs}"
 src="$runs/src_${exp}_${prof}"; work="$runs/work_${exp}_${prof}"; parked="$root/results/in_progress/${exp}_${prof}"
 
 if [ "$park" = 1 ]; then
-  rundir=$(ls -d "$work/$exp/${prof}"_* 2>/dev/null | head -1)
+  rundir=$(ls -d "$work/$exp/${prof}"_* 2>/dev/null | head -1 || true)
   [ -n "$rundir" ] || { echo "no run of $exp $prof under $work" >&2; exit 1; }
   shards="$rundir/shards"   # a sweep's finished cells (a one-cell run has none: park its checkpoints)
   [ -d "$shards" ] || [ "$ckpts" = 1 ] || { echo "no shards of $exp $prof under $work (a one-cell run: --park --checkpoints)" >&2; exit 1; }

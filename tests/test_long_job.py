@@ -1,0 +1,97 @@
+"""scripts/long_job.sh: a long run parked at a session's end resumes in the next from the same commit, with its finished
+cells and (with --checkpoints) its unfinished cell's checkpoint, after the machine's work folders are gone.
+
+The script runs on a toy repository: a stub `diffgeo` whose one experiment records what it finds in its work folder and
+adds a shard and a checkpoint, so that the round trip park -> wipe -> resume is checked without training anything."""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+TOY = '''
+from pathlib import Path
+class _Experiment:
+    def main(self, profile, work_dir, executor, show):
+        run = Path(work_dir) / "toy" / f"{profile}_0123abcd"
+        seen = sorted(str(p.relative_to(run)) for p in run.rglob("*") if p.is_file()) if run.exists() else []
+        Path(work_dir).mkdir(parents=True, exist_ok=True)
+        (Path(work_dir) / "seen.txt").write_text("\\n".join(seen))
+        for sub in ("shards", "checkpoints"): (run / sub).mkdir(parents=True, exist_ok=True)
+        n = len(list((run / "shards").glob("*.nc")))
+        (run / "shards" / f"cell-{n}.nc").write_text("shard")
+        (run / "checkpoints" / "cell.pt").write_text(f"epoch {n}")
+EXPERIMENT = _Experiment()
+'''
+
+
+def _git(cwd, *args):
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture
+def toy(tmp_path):
+    "A git repository holding long_job.sh, a setup.sh that only puts this interpreter first, and the stub package."
+    repo = tmp_path / "repo"
+    (repo / "scripts").mkdir(parents=True)
+    shutil.copy(ROOT / "scripts" / "long_job.sh", repo / "scripts" / "long_job.sh")
+    (repo / "scripts" / "setup.sh").write_text(f'export PATH="{Path(sys.executable).parent}:$PATH"\n')
+    (repo / "diffgeo" / "experiments").mkdir(parents=True)
+    (repo / "diffgeo" / "__init__.py").write_text("")
+    (repo / "diffgeo" / "experiments" / "__init__.py").write_text("")
+    (repo / "diffgeo" / "experiments" / "toy.py").write_text(TOY)
+    (repo / "results" / "in_progress").mkdir(parents=True)
+    (repo / "results" / "in_progress" / "README.md").write_text("parked runs\n")
+    _git(repo, "init", "-q"); _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "add", "-A")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "toy")
+    return repo
+
+
+def _job(repo, runs, *args):
+    env = {**os.environ, "DIFFGEO_RUNS": str(runs)}
+    return subprocess.run(["bash", str(repo / "scripts" / "long_job.sh"), *args], cwd=repo, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_park_wipe_resume(toy, tmp_path):
+    runs = tmp_path / "runs"
+    first = _git(toy, "rev-parse", "HEAD")
+    r = _job(toy, runs, "toy", "long")
+    assert r.returncode == 0, r.stderr
+    assert (runs / "work_toy_long" / "seen.txt").read_text() == ""                       # a fresh start
+    r = _job(toy, runs, "--park", "toy", "long")                                           # shards only
+    assert r.returncode == 0, r.stderr
+    parked = toy / "results" / "in_progress" / "toy_long"
+    assert sorted(p.name for p in parked.iterdir()) == ["SOURCE", "cell-0.nc"]
+    r = _job(toy, runs, "--park", "--checkpoints", "toy", "long")                         # and the checkpoint
+    assert r.returncode == 0, r.stderr
+    assert (parked / "checkpoints" / "cell.pt").read_text() == "epoch 0"
+    source = (parked / "SOURCE").read_text()
+    assert f"commit {first}" in source and "sub-path toy/long_0123abcd/shards" in source and "checkpoint files 1" in source
+    # the next session: a new commit on the repository, the machine's runs folder gone
+    (toy / "later.txt").write_text("later")
+    _git(toy, "-c", "user.name=t", "-c", "user.email=t@t", "add", "-A")
+    _git(toy, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "later")
+    shutil.rmtree(runs)
+    r = _job(toy, runs, "toy", "long")
+    assert r.returncode == 0, r.stderr
+    assert "1 parked cells and 1 checkpoint files" in r.stdout
+    assert (runs / "work_toy_long" / "seen.txt").read_text().split() == ["checkpoints/cell.pt", "shards/cell-0.nc"]
+    assert _git(runs / "src_toy_long", "rev-parse", "HEAD") == first                      # the shards' code, not HEAD's
+
+
+def test_refusals(toy, tmp_path):
+    runs = tmp_path / "runs"
+    r = _job(toy, runs, "--park", "toy", "long")
+    assert r.returncode == 1 and "no run of toy long" in r.stderr
+    r = _job(toy, runs, "toy")
+    assert r.returncode == 2 and "usage" in r.stderr
+    assert _job(toy, runs, "toy", "long").returncode == 0
+    big = next((runs / "work_toy_long").rglob("checkpoints")) / "big.pt"
+    with open(big, "wb") as f: f.truncate(21 * 2**20)                                       # over the 20 MB limit
+    r = _job(toy, runs, "--park", "--checkpoints", "toy", "long")
+    assert r.returncode == 1 and "over 20 MB" in r.stderr
