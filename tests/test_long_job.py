@@ -95,3 +95,14 @@ def test_refusals(toy, tmp_path):
     with open(big, "wb") as f: f.truncate(21 * 2**20)                                       # over the 20 MB limit
     r = _job(toy, runs, "--park", "--checkpoints", "toy", "long")
     assert r.returncode == 1 and "over 20 MB" in r.stderr
+
+
+def test_land_refuses_unfinished(tmp_path):
+    "scripts/land_run.sh lands only a run whose log ends with DONE."
+    runs = tmp_path / "runs"; runs.mkdir()
+    (runs / "toy_long.log").write_text("epoch 3 of 30\n")
+    env = {**os.environ, "DIFFGEO_RUNS": str(runs)}
+    for log in (True, False):
+        if not log: (runs / "toy_long.log").unlink()
+        r = subprocess.run(["bash", str(ROOT / "scripts" / "land_run.sh"), "toy", "long"], env=env, capture_output=True, text=True)
+        assert r.returncode == 1 and "has not finished" in r.stderr

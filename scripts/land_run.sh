@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Land a finished long (or paper) run of scripts/long_job.sh in this repository:
+#
+#   bash scripts/land_run.sh EXPERIMENT PROFILE
+#
+# It refuses unless the job's log ends with DONE. Then it copies the run's dataset from the job's checkout into results/,
+# redraws its figures here from the dataset alone (with this checkout's figure code), stores the ledger's tables and the
+# README's, deletes results/in_progress/EXPERIMENT_PROFILE, and prints what is left to do by hand: a section of the
+# experiment's notebook that prints the run from its file (no typed numbers), its stored outputs, the tests, the commit.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+[ $# -eq 2 ] || { echo "usage: land_run.sh EXPERIMENT PROFILE" >&2; exit 2; }
+exp=$1; prof=$2
+runs="${DIFFGEO_RUNS:-$HOME/diffgeo-runs}"
+src="$runs/src_${exp}_${prof}"; log="$runs/${exp}_${prof}.log"
+[ -f "$log" ] && [ "$(tail -n 1 "$log")" = "DONE" ] || { echo "$exp $prof has not finished: $log does not end with DONE" >&2; exit 1; }
+source "$root/scripts/setup.sh"
+cd "$root"
+python - "$exp" "$prof" "$src" <<'PY'
+import importlib, shutil, sys
+from pathlib import Path
+from diffgeo import results
+exp, prof, src = sys.argv[1], sys.argv[2], Path(sys.argv[3])
+E = importlib.import_module(f"diffgeo.experiments.{exp}").EXPERIMENT
+here = E.paths(prof).dataset
+there = src / here.relative_to(results.output_root())
+shutil.copy2(there, here)
+ds = E.load(here)
+print(f"copied {there} -> {here} (commit {ds.attrs.get('git_commit', '?')[:7]}, {ds.attrs.get('processor', '?')}, "
+      f"{results.core_hours(ds):.1f} core-hours)")
+E.main(prof, redraw=True, show=False)
+print("redrew", ", ".join(str(p.relative_to(results.output_root())) for p in E.paths(prof).figures.values()))
+PY
+python scripts/store_claims.py
+python scripts/readme.py
+rm -rf "results/in_progress/${exp}_${prof}"
+git status --short
+cat <<EOF
+Left to do by hand:
+  - a section in nbs/${exp}.ipynb that prints the run from its file (its numbers formatted from the dataset), and the prose;
+  - DIFFGEO_REDRAW=1 python scripts/store_outputs.py nbs/${exp}.ipynb; nbdev-clean;
+  - the tests (CI=true bash scripts/test.sh), then commit from a clean tree.
+EOF
