@@ -24,8 +24,8 @@ exp, prof, src = sys.argv[1], sys.argv[2], Path(sys.argv[3])
 E = importlib.import_module(f"diffgeo.experiments.{exp}").EXPERIMENT
 here = E.paths(prof).dataset
 there = src / here.relative_to(results.output_root())
+ds = E.load(there)                      # checked against the experiment's schema before it replaces anything
 shutil.copy2(there, here)
-ds = E.load(here)
 print(f"copied {there} -> {here} (commit {ds.attrs.get('git_commit', '?')[:7]}, {ds.attrs.get('processor', '?')}, "
       f"{results.core_hours(ds):.1f} core-hours)")
 E.main(prof, redraw=True, show=False)

@@ -6,6 +6,9 @@
 #   bash scripts/long_job.sh --park EXPERIMENT PROFILE     # copy the finished cells' shards into results/in_progress/
 #   bash scripts/long_job.sh --park --checkpoints EXPERIMENT PROFILE   # and the unfinished cells' training checkpoints
 #
+# Park after stopping the job, or while it runs (shards and checkpoints are written whole, then renamed); a finished job
+# (its log ends with DONE) is landed with scripts/land_run.sh instead.
+#
 # --checkpoints is for runs whose cells take hours (one-cell runs such as zavatoneveth_fig3): a checkpoint holds the
 # weights and optimiser state (megabytes each, committed into git), so park them only where a cell would otherwise be
 # lost at the session's end; checkpoint files over 20 MB are refused.
@@ -13,7 +16,7 @@
 # Where a run was parked (results/in_progress/EXPERIMENT_PROFILE/SOURCE names the commit and the work folder's sub-path),
 # the job checks out that commit (a sweep keeps only shards of the code it runs) and copies the shards into its work
 # folder first; otherwise it checks out this repository's HEAD. The run writes results/ and figures/ inside its checkout
-# (commit them from there: scripts/store_claims.py, scripts/readme.py) and its log to RUNS/EXPERIMENT_PROFILE.log.
+# (land them with scripts/land_run.sh once its log ends with DONE) and its log to RUNS/EXPERIMENT_PROFILE.log.
 # RUNS is $DIFFGEO_RUNS, or ~/diffgeo-runs; the data folder is $DIFFGEO_DATA.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -26,33 +29,48 @@ runs="${DIFFGEO_RUNS:-$HOME/diffgeo-runs}"
 src="$runs/src_${exp}_${prof}"; work="$runs/work_${exp}_${prof}"; parked="$root/results/in_progress/${exp}_${prof}"
 
 if [ "$park" = 1 ]; then
-  rundir=$(ls -d "$work/$exp/${prof}"_* 2>/dev/null | head -1 || true)
-  [ -n "$rundir" ] || { echo "no run of $exp $prof under $work" >&2; exit 1; }
+  log="$runs/${exp}_${prof}.log"
+  if [ -f "$log" ] && [ "$(tail -n 1 "$log")" = "DONE" ]; then
+    echo "$exp $prof has finished (its log ends with DONE): land it with scripts/land_run.sh $exp $prof instead" >&2; exit 1
+  fi
+  runsdirs=$(ls -d "$work/$exp/${prof}"_* 2>/dev/null || true)
+  [ -n "$runsdirs" ] || { echo "no run of $exp $prof under $work" >&2; exit 1; }
+  [ "$(echo "$runsdirs" | wc -l)" = 1 ] || { echo "more than one run of $exp $prof under $work (other settings or tags):" \
+    $runsdirs "; delete the ones that are not this job's" >&2; exit 1; }
+  rundir=$runsdirs
+  commit=$(git -C "$src" rev-parse HEAD 2>/dev/null || true)
+  [ -n "$commit" ] || { echo "no checkout of the job at $src: nothing says which code computed the run" >&2; exit 1; }
   shards="$rundir/shards"   # a sweep's finished cells (a one-cell run has none: park its checkpoints)
   [ -d "$shards" ] || [ "$ckpts" = 1 ] || { echo "no shards of $exp $prof under $work (a one-cell run: --park --checkpoints)" >&2; exit 1; }
-  mkdir -p "$parked"; cp "$shards"/*.nc "$parked"/ 2>/dev/null || true
+  ck="$rundir/checkpoints"
+  if [ "$ckpts" = 1 ] && [ -d "$ck" ]; then   # refused before anything is copied
+    big=$(find "$ck" -maxdepth 1 -type f -size +20M)
+    [ -z "$big" ] || { echo "checkpoints over 20 MB, not parked: $big" >&2; exit 1; }
+  fi
+  mkdir -p "$parked"
+  if [ -d "$shards" ]; then cp "$shards"/*.nc "$parked"/ 2>/dev/null || true; fi   # none yet is no error
+  rm -rf "$parked/checkpoints"   # only what this park asks for is restored
   kept=""
   if [ "$ckpts" = 1 ]; then
-    ck="$rundir/checkpoints"
-    big=$(find "$ck" -maxdepth 1 -type f -size +20M 2>/dev/null)
-    [ -z "$big" ] || { echo "checkpoints over 20 MB, not parked: $big" >&2; exit 1; }
-    rm -rf "$parked/checkpoints"; mkdir -p "$parked/checkpoints"
-    cp "$ck"/* "$parked/checkpoints"/ 2>/dev/null || true
+    mkdir -p "$parked/checkpoints"
+    if [ -d "$ck" ] && [ -n "$(ls -A "$ck")" ]; then cp "$ck"/* "$parked/checkpoints"/; fi
     kept="$(ls "$parked/checkpoints" | wc -l)"
   fi
-  printf 'commit %s\nsub-path %s\ncells %s done (parked %s)\n' "$(git -C "$src" rev-parse HEAD)" "${shards#$work/}" \
+  printf 'commit %s\nsub-path %s\ncells %s done (parked %s)\n' "$commit" "${shards#"$work"/}" \
     "$(ls "$parked"/*.nc 2>/dev/null | wc -l)" "$(date -u +%FT%TZ)" > "$parked/SOURCE"
   [ -z "$kept" ] || echo "checkpoint files $kept (of the unfinished cells, in checkpoints/)" >> "$parked/SOURCE"
   cat "$parked/SOURCE"; exit 0
 fi
 
 commit=$(git -C "$root" rev-parse HEAD)
-if [ -f "$parked/SOURCE" ]; then commit=$(awk '/^commit/ {print $2}' "$parked/SOURCE"); fi
+if [ -f "$parked/SOURCE" ]; then
+  commit=$(awk '/^commit/ {print $2}' "$parked/SOURCE"); sub=$(awk '/^sub-path/ {print $2}' "$parked/SOURCE")
+  [ -n "$commit" ] && [ -n "$sub" ] || { echo "$parked/SOURCE lacks its 'commit' or 'sub-path' line: cannot resume" >&2; exit 1; }
+fi
 mkdir -p "$runs"
 [ -d "$src/.git" ] || git clone -q "$root" "$src"
 git -C "$src" checkout -q "$commit"
 if [ -f "$parked/SOURCE" ]; then
-  sub=$(awk '/^sub-path/ {print $2}' "$parked/SOURCE")
   mkdir -p "$work/$sub" && { cp -n "$parked"/*.nc "$work/$sub"/ 2>/dev/null || true; }
   if [ -d "$parked/checkpoints" ]; then
     mkdir -p "$work/$(dirname "$sub")/checkpoints" && cp -n "$parked/checkpoints"/* "$work/$(dirname "$sub")/checkpoints"/ 2>/dev/null || true

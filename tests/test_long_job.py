@@ -21,7 +21,10 @@ class _Experiment:
         seen = sorted(str(p.relative_to(run)) for p in run.rglob("*") if p.is_file()) if run.exists() else []
         Path(work_dir).mkdir(parents=True, exist_ok=True)
         (Path(work_dir) / "seen.txt").write_text("\\n".join(seen))
-        for sub in ("shards", "checkpoints"): (run / sub).mkdir(parents=True, exist_ok=True)
+        (run / "checkpoints").mkdir(parents=True, exist_ok=True)
+        if profile == "one":                        # a one-cell run: a checkpoint, no shards
+            (run / "checkpoints" / "cell.pt").write_text("epoch 1"); return
+        (run / "shards").mkdir(exist_ok=True)
         n = len(list((run / "shards").glob("*.nc")))
         (run / "shards" / f"cell-{n}.nc").write_text("shard")
         (run / "checkpoints" / "cell.pt").write_text(f"epoch {n}")
@@ -57,10 +60,18 @@ def _job(repo, runs, *args):
                           text=True, timeout=300)
 
 
+def _stopped(repo, runs, *args):
+    "Run the toy job, then drop its log's DONE: a job stopped before it finished (the toy's own run always finishes)."
+    r = _job(repo, runs, *args)
+    log = runs / f"{args[-2]}_{args[-1]}.log"
+    if log.exists(): log.write_text("".join(l for l in log.read_text().splitlines(True) if l.strip() != "DONE"))
+    return r
+
+
 def test_park_wipe_resume(toy, tmp_path):
     runs = tmp_path / "runs"
     first = _git(toy, "rev-parse", "HEAD")
-    r = _job(toy, runs, "toy", "long")
+    r = _stopped(toy, runs, "toy", "long")
     assert r.returncode == 0, r.stderr
     assert (runs / "work_toy_long" / "seen.txt").read_text() == ""                       # a fresh start
     r = _job(toy, runs, "--park", "toy", "long")                                           # shards only
@@ -77,7 +88,7 @@ def test_park_wipe_resume(toy, tmp_path):
     _git(toy, "-c", "user.name=t", "-c", "user.email=t@t", "add", "-A")
     _git(toy, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "later")
     shutil.rmtree(runs)
-    r = _job(toy, runs, "toy", "long")
+    r = _stopped(toy, runs, "toy", "long")
     assert r.returncode == 0, r.stderr
     assert "1 parked cells and 1 checkpoint files" in r.stdout
     assert (runs / "work_toy_long" / "seen.txt").read_text().split() == ["checkpoints/cell.pt", "shards/cell-0.nc"]
@@ -90,11 +101,47 @@ def test_refusals(toy, tmp_path):
     assert r.returncode == 1 and "no run of toy long" in r.stderr
     r = _job(toy, runs, "toy")
     assert r.returncode == 2 and "usage" in r.stderr
-    assert _job(toy, runs, "toy", "long").returncode == 0
+    assert _stopped(toy, runs, "toy", "long").returncode == 0
     big = next((runs / "work_toy_long").rglob("checkpoints")) / "big.pt"
     with open(big, "wb") as f: f.truncate(21 * 2**20)                                       # over the 20 MB limit
     r = _job(toy, runs, "--park", "--checkpoints", "toy", "long")
     assert r.returncode == 1 and "over 20 MB" in r.stderr
+    big.unlink()
+    other = runs / "work_toy_long" / "toy" / "long_ffffffff"                                 # another settings' run folder
+    other.mkdir()
+    r = _job(toy, runs, "--park", "toy", "long")
+    assert r.returncode == 1 and "more than one run" in r.stderr
+    other.rmdir()
+    with open(runs / "toy_long.log", "a") as f: f.write("DONE\n")                          # finished: land, do not park
+    r = _job(toy, runs, "--park", "toy", "long")
+    assert r.returncode == 1 and "land_run.sh" in r.stderr
+    parked = toy / "results" / "in_progress" / "toy_long"
+    assert not parked.exists()                                                               # the refusals parked nothing
+    parked.mkdir(); (parked / "SOURCE").write_text("cells 3 done\n")                        # a SOURCE without its lines
+    r = _stopped(toy, runs, "toy", "long")
+    assert r.returncode == 1 and "lacks its 'commit' or 'sub-path'" in r.stderr
+
+
+def test_one_cell_run(toy, tmp_path):
+    "A one-cell run has checkpoints and no shards: plain --park refuses, --park --checkpoints keeps the checkpoint, and a "
+    "later plain --park of a sweep drops parked checkpoints."
+    runs = tmp_path / "runs"
+    assert _stopped(toy, runs, "toy", "one").returncode == 0
+    r = _job(toy, runs, "--park", "toy", "one")
+    assert r.returncode == 1 and "--park --checkpoints" in r.stderr
+    r = _job(toy, runs, "--park", "--checkpoints", "toy", "one")
+    assert r.returncode == 0, r.stderr
+    parked = toy / "results" / "in_progress" / "toy_one"
+    assert "cells 0 done" in (parked / "SOURCE").read_text() and (parked / "checkpoints" / "cell.pt").exists()
+    shutil.rmtree(runs)
+    r = _stopped(toy, runs, "toy", "one")
+    assert r.returncode == 0 and "0 parked cells and 1 checkpoint files" in r.stdout, r.stderr
+    assert (runs / "work_toy_one" / "seen.txt").read_text().split() == ["checkpoints/cell.pt"]
+    # a sweep parked with its checkpoints, then without: the stale checkpoints are not restored
+    assert _stopped(toy, runs, "toy", "long").returncode == 0
+    assert _job(toy, runs, "--park", "--checkpoints", "toy", "long").returncode == 0
+    assert _job(toy, runs, "--park", "toy", "long").returncode == 0
+    assert not (toy / "results" / "in_progress" / "toy_long" / "checkpoints").exists()
 
 
 def test_land_refuses_unfinished(tmp_path):
