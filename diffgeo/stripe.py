@@ -117,7 +117,7 @@ def _gradient(a:torch.Tensor, c:torch.Tensor, x1:torch.Tensor, beta:torch.Tensor
     sums u = a β, and x1 = [x, 1] [P, d + 1]: ∂L/∂β = aᵀc; [∂L/∂W, ∂L/∂b]_i = β_i Σ_μ 1[a_μi > 0] c_μ [x_μ/√d, 1]."""
     g_beta = a.t().mv(c)
     # [h, d + 1]: the second matrix product, as ((x1 c)ᵀ 1[a > 0])ᵀ: a [d + 1, P] × [P, h] product reads `a` row by row,
-    # in about half the time of aᵀ(x1 c) on one thread, with the same sums (bit-identical here; bench/bench_stripe_flow.py)
+    # in about half the time of aᵀ(x1 c) on one thread at large P, with the same sums (bit-identical here; bench/bench_stripe_flow.py)
     g = (x1 * c[:, None]).t().contiguous().mm(a.sign_()).t()
     d = x1.shape[1] - 1
     return beta[:, None] * g[:, :d] / math.sqrt(d), beta * g[:, d], g_beta
