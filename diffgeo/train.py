@@ -61,6 +61,8 @@ def seconds_per_step(
     repeats:int=3, # timed steps, after two warm-up steps
 ) -> float:
     """Seconds of one call of `step`, measured on `device`: the throughput the experiments' cost models predict from.
+    The fastest of the timed steps: the least disturbed by other work on the machine (a mean moved severalfold between
+    two plans on a busy 2-core CPU).
 
     Args:
         step: a function taking one optimiser step (forward, backward, update) on fixed inputs
@@ -70,10 +72,12 @@ def seconds_per_step(
     repeats = check_int(repeats, "repeats", low=1)
     sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
     for _ in range(2): step()
-    sync(); t0 = time.perf_counter()
-    for _ in range(repeats): step()
-    sync()
-    return (time.perf_counter() - t0) / repeats
+    best = math.inf
+    for _ in range(repeats):
+        sync(); t0 = time.perf_counter()
+        step()
+        sync(); best = min(best, time.perf_counter() - t0)
+    return best
 
 # %% ../nbs/31_train.ipynb #90c0b57a
 def host_to(

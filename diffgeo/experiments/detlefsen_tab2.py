@@ -7,8 +7,12 @@ Docs: https://diffgeo.github.io/diffgeo/detlefsen_tab2.html.md"""
 # %% ../../nbs/detlefsen_tab2.ipynb #fe324bb3
 from __future__ import annotations
 
+import functools
+import math
+
 import numpy as np
 import torch
+import torch.nn.functional as F
 import xarray as xr
 
 from .. import models, results, train
@@ -17,9 +21,9 @@ from ..distort import CANVAS, CPAB_OPTIONS, DISTORTIONS, RTS_OPTIONS, distorted_
 from ..scaffold import Experiment, Var
 
 # %% auto #0
-__all__ = ['MODELS', 'PAPER', 'FIG5_MODELS', 'ST_BASE_CHOICES', 'COMMON', 'VARIABLES', 'PROFILES', 'EXPERIMENT',
-           'PAPER_TEST_DIGITS', 'DESIGNED_FOR', 'build', 'cell', 'settings', 'finish', 'derive', 'table', 'draw',
-           'draw_fig5']
+__all__ = ['MODELS', 'PAPER', 'FIG5_MODELS', 'ST_BASE_CHOICES', 'COMMON', 'VARIABLES', 'PROFILES', 'EXPERIMENT', 'SIZES',
+           'PAPER_TEST_DIGITS', 'DESIGNED_FOR', 'build', 'cell', 'settings', 'finish', 'derive', 'seconds_per_step',
+           'cost', 'table', 'draw', 'draw_fig5']
 
 # %% ../../nbs/detlefsen_tab2.ipynb #d4f78bcd
 MODELS = {  # name: (classifier base, transformer, localisation net)
@@ -198,6 +202,46 @@ def derive(ds:xr.Dataset) -> xr.Dataset:
     ds["test_accuracy_std"] = ds.test_accuracy.std("seed", ddof=1)
     ds["train_seconds_mean"] = ds.train_seconds.mean("seed")
     return ds
+
+# %% ../../nbs/detlefsen_tab2.ipynb #3613f029
+#: (training, test) digits of each data set, for the cost model (no data loaded)
+SIZES = {"mnist5k": (4_000, 1_000), "mnist": (60_000, 10_000)}
+
+@functools.lru_cache(maxsize=None)
+def seconds_per_step(
+    model:str, # a key of `MODELS`
+    batch_size:int, # digits per step
+    device:str, # where to measure
+    st_base:str="cnn", # classifier of the ST networks (see `build`)
+    repeats:int=3, # timed steps (after two warm-up steps)
+) -> float:
+    """Seconds of one Adam step (forward, backward, update) of Table 2's network `model` on random 42×42 canvases, on `device`.
+
+    Args:
+        model: a key of `MODELS`
+        batch_size: digits per step
+        device: where to measure
+        st_base: classifier of the ST networks (see `build`)
+        repeats: timed steps (after two warm-up steps)
+    """
+    dev = torch.device(device)
+    net = build(model, st_base).to(dev)
+    opt = torch.optim.Adam(net.parameters(), lr=1e-4)
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.rand(batch_size, 1, CANVAS, CANVAS, generator=g).to(dev), torch.randint(10, (batch_size,), generator=g).to(dev)
+    def step():
+        opt.zero_grad(set_to_none=True); F.cross_entropy(net(x), y).backward(); opt.step()
+    return train.seconds_per_step(step, dev, repeats)
+
+@EXPERIMENT.cost
+def cost(settings:dict, cell:dict, device:torch.device) -> float:
+    "Predicted seconds of one cell on `device`: its training steps at the measured seconds per step, its test evaluations at a third of a step's time per digit."
+    n_train, n_test = SIZES[settings["dataset"]]
+    n, nt, batch = settings.get("n_train") or n_train, settings.get("n_test") or n_test, settings["batch_size"]
+    t = seconds_per_step(cell["model"], batch, str(device), settings["st_base"])
+    evaluations = (settings["epochs"] if settings["track_test"] else 1) * nt
+    return settings["epochs"] * math.ceil(n / batch) * t + evaluations * t / (3 * batch)
+
 
 # %% ../../nbs/detlefsen_tab2.ipynb #e3fd8a62
 def table(ds:xr.Dataset):
