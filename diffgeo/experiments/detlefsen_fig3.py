@@ -7,11 +7,13 @@ Docs: https://diffgeo.github.io/diffgeo/detlefsen_fig3.html.md"""
 # %% ../../nbs/detlefsen_fig3.ipynb #a65dfb68
 from __future__ import annotations
 
+import functools
 import math
 import time
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 import xarray as xr
 
 from .. import maps, models, results, train, transformers
@@ -21,8 +23,8 @@ from ..scaffold import Experiment, Var
 
 # %% auto #0
 __all__ = ['FAMILIES', 'REFERENCE', 'INVERTIBLE', 'COLORS', 'LABELS', 'KAPPA', 'PROBE_SIDE', 'TESS_SIZE', 'COMMON', 'PROFILES',
-           'VARIABLES', 'EXPERIMENT', 'TEST_DIGITS', 'probe_points', 'destructiveness', 'probe_steps', 'build', 'cell',
-           'settings', 'finish', 'derive', 'draw']
+           'VARIABLES', 'EXPERIMENT', 'SIZES', 'TEST_DIGITS', 'probe_points', 'destructiveness', 'probe_steps', 'build',
+           'cell', 'settings', 'finish', 'seconds_per_step', 'cost', 'derive', 'draw']
 
 # %% ../../nbs/detlefsen_fig3.ipynb #20bb9f2f
 FAMILIES = ("affine_diffeo", "cpab", "affine", "tps")  # the paper's order: invertible (blue, green), then not (yellow, red)
@@ -229,6 +231,45 @@ def finish(ds:xr.Dataset, p:dict) -> xr.Dataset:
     "Mark the families invertible by construction."
     ds["invertible"] = ("family", np.array([int(INVERTIBLE.get(f, -1)) for f in p["families"]]))
     return ds
+
+# %% ../../nbs/detlefsen_fig3.ipynb #239ebb84
+#: (training, test) digits of each data set, for the cost model (no data loaded)
+SIZES = {"mnist5k": (4_000, 1_000), "mnist": (60_000, 10_000)}
+
+@functools.lru_cache(maxsize=None)
+def seconds_per_step(
+    family:str, # a name of `FAMILIES`, or "none"
+    batch_size:int, # digits per step
+    device:str, # where to measure
+    repeats:int=3, # timed steps (after two warm-up steps)
+) -> float:
+    """Seconds of one Adam step (forward, backward, update) of `family`'s network (`build`) on random 42×42 canvases, on `device`.
+
+    Args:
+        family: a name of `FAMILIES`, or "none"
+        batch_size: digits per step
+        device: where to measure
+        repeats: timed steps (after two warm-up steps)
+    """
+    dev = torch.device(device)
+    net = build(family).to(dev)
+    opt = torch.optim.Adam(net.parameters(), lr=1e-4)
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.rand(batch_size, 1, 42, 42, generator=g).to(dev), torch.randint(10, (batch_size,), generator=g).to(dev)
+    def step():
+        opt.zero_grad(set_to_none=True); F.cross_entropy(net(x), y).backward(); opt.step()
+    return train.seconds_per_step(step, dev, repeats)
+
+@EXPERIMENT.cost
+def cost(settings:dict, cell:dict, device:torch.device) -> float:
+    "Predicted seconds of one cell on `device`: its training steps at the measured seconds per step, its probed and tested digits at a third of a step's time per digit."
+    n_train, n_test = SIZES[settings["dataset"]]
+    n, nt, batch = settings.get("n_train") or n_train, settings.get("n_test") or n_test, settings["batch_size"]
+    total = settings["epochs"] * math.ceil(n / batch)
+    t = seconds_per_step(cell["family"], batch, str(device))
+    probed = (len(probe_steps(total, settings["probe_every"])) * settings["n_probe"]) if cell["family"] != REFERENCE else 0
+    return total * t + (probed + nt) * t / (3 * batch)
+
 
 # %% ../../nbs/detlefsen_fig3.ipynb #8d620bfd
 @EXPERIMENT.derive
