@@ -7,21 +7,25 @@ Docs: https://diffgeo.github.io/diffgeo/zavatoneveth_fig3.html.md"""
 # %% ../../nbs/zavatoneveth_fig3.ipynb #94ee7806
 from __future__ import annotations
 
+import functools
+import math
+import time
+
 import torch
 import torch.nn.functional as F
 import xarray as xr
 from torch import nn
 
-from .. import data, models, results
-from ..core import resolve_device, seed_everything
+from .. import data, models, results, train
+from ..core import check_choice, resolve_device, seed_everything
 from .zavatoneveth import (SLICE_VARIABLES, check_snapshots, choose_anchors, draw_slices,  # the slice method
                                             measure_during_training, peak_gain, slice_dataset, slice_derive, slice_geometry,
                                             slice_points, snapshot_file)
 from ..scaffold import Experiment, Var
 
 # %% auto #0
-__all__ = ['COMMON', 'PROFILES', 'BLOCKS', 'VARIABLES', 'EXPERIMENT', 'ACCURACY', 'BLOCK_MUTATIONS', 'gelu_resnet',
-           'block_outputs', 'cell', 'derive', 'draw', 'draw_blocks']
+__all__ = ['COMMON', 'PROFILES', 'BLOCKS', 'VARIABLES', 'EXPERIMENT', 'SHAPES', 'ACCURACY', 'BLOCK_MUTATIONS', 'gelu_resnet',
+           'block_outputs', 'cell', 'seconds_per_step', 'seconds_per_point', 'cost', 'derive', 'draw', 'draw_blocks']
 
 # %% ../../nbs/zavatoneveth_fig3.ipynb #44e16f5e
 COMMON = dict(momentum=0.9, weight_decay=5e-4, n_lines=3, n_same=2, seed=0)
@@ -160,6 +164,47 @@ def cell(
     mean, std = torch.tensor(ds_data.mean)[:, None, None], torch.tensor(ds_data.std)[:, None, None]
     raw = (ds_data.test.images * std + mean).flatten(1).numpy()                        # for display: the unstandardised images
     return slice_dataset(rows, ds_data.test.labels, raw, lines, corners, weights, n_lines, line_divisions, BLOCKS)
+
+# %% ../../nbs/zavatoneveth_fig3.ipynb #fd2191e0
+#: (channels, side, training images, test images) of each data set, for the cost model (no data loaded)
+SHAPES = {"mnist5k": (1, 28, 4_000, 1_000), "cifar10": (3, 32, 50_000, 10_000)}
+
+@functools.lru_cache(maxsize=None)
+def seconds_per_step(arch:str, width:float, dataset:str, batch_size:int, device:str, repeats:int=3) -> float:
+    "Seconds of one SGD step (forward, backward, update) of the GELU ResNet on random images of `dataset`'s shape, on `device`."
+    c, side = SHAPES[check_choice(dataset, "dataset", SHAPES)][:2]
+    dev = torch.device(device)
+    net = gelu_resnet(arch, c, 10, max(side, models.MIN_SIZE), width).to(dev)
+    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(batch_size, c, side, side, generator=g).to(dev), torch.randint(10, (batch_size,), generator=g).to(dev)
+    def step():
+        opt.zero_grad(set_to_none=True); F.cross_entropy(net(x), y).backward(); opt.step()
+    return train.seconds_per_step(step, dev, repeats)
+
+@functools.lru_cache(maxsize=None)
+def seconds_per_point(arch:str, width:float, dataset:str, device:str, points:int=2) -> float:
+    "Seconds of the four blocks' log volume elements (`slice_geometry`) at one point, timed on `points` random images on `device`."
+    c, side = SHAPES[check_choice(dataset, "dataset", SHAPES)][:2]
+    dev = torch.device(device)
+    net = gelu_resnet(arch, c, 10, max(side, models.MIN_SIZE), width).to(dev)
+    x = torch.randn(points, c, side, side, generator=torch.Generator().manual_seed(0)).to(dev)
+    t0 = time.perf_counter()
+    slice_geometry(net, x, lambda m: lambda z: block_outputs(m, z), len(BLOCKS), chunk=8, memory=2**29)
+    if dev.type == "cuda": torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / points
+
+@EXPERIMENT.cost
+def cost(settings:dict, cell:dict, device:torch.device) -> float:
+    "Predicted seconds of the run on `device`: the training steps, and at each snapshot the slices' geometry and the test split (a test image at a third of a step's time per image)."
+    s, d = settings, settings["dataset"]
+    n = s["n_train"] or SHAPES[d][2]
+    points = (s["n_lines"] + s["n_same"]) * (s["line_divisions"] + 1) + (s["plane_divisions"] + 1) * (s["plane_divisions"] + 2) // 2
+    t = seconds_per_step(s["arch"], s["width"], d, s["batch_size"], str(device))
+    snaps = len(check_snapshots(s["snapshots"], s["epochs"]))
+    return (s["epochs"] * math.ceil(n / s["batch_size"]) * t
+            + snaps * (points * seconds_per_point(s["arch"], s["width"], d, str(device)) + SHAPES[d][3] * t / (3 * s["batch_size"])))
+
 
 # %% ../../nbs/zavatoneveth_fig3.ipynb #dfa8c93c
 @EXPERIMENT.derive
