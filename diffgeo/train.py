@@ -29,8 +29,8 @@ from . import results
 from .results import atomic_write, cf_attrs, resolve_path
 
 # %% auto #0
-__all__ = ['OPTIMIZERS', 'DEFAULTS', 'AMP', 'epochs_for_steps', 'seconds_per_step', 'host_to', 'augment', 'evaluate',
-           'TrainResult', 'mixed_precision', 'train', 'tracked_file', 'train_tracked']
+__all__ = ['OPTIMIZERS', 'DEFAULTS', 'AMP', 'epochs_for_steps', 'seconds_per_step', 'classifier_step_seconds', 'host_to',
+           'augment', 'evaluate', 'TrainResult', 'mixed_precision', 'train', 'tracked_file', 'train_tracked']
 
 # %% ../nbs/31_train.ipynb #654dc24f
 OPTIMIZERS = ("sgd", "adam")
@@ -62,7 +62,8 @@ def seconds_per_step(
 ) -> float:
     """Seconds of one call of `step`, measured on `device`: the throughput the experiments' cost models predict from.
     The fastest of the timed steps: the least disturbed by other work on the machine (a mean moved severalfold between
-    two plans on a busy 2-core CPU).
+    two plans on a busy 2-core CPU), and so a lower bound on what a training step costs in a run, which also loads
+    its data.
 
     Args:
         step: a function taking one optimiser step (forward, backward, update) on fixed inputs
@@ -78,6 +79,33 @@ def seconds_per_step(
         step()
         sync(); best = min(best, time.perf_counter() - t0)
     return best
+
+def classifier_step_seconds(
+    net:torch.nn.Module, # a classifier of images, on `device`, in training mode
+    shape:tuple, # (C, H, W) of its images
+    batch_size:int, # images per step
+    device:str|torch.device, # where it runs
+    optimizer:str="adam", # "adam" or "sgd" (with momentum), the update timed with the step
+    repeats:int=3, # timed steps, after two warm-up steps
+) -> float:
+    """`seconds_per_step` of one cross-entropy step of `net` on a fixed batch of random images: the unit of the experiments' cost models.
+
+    Args:
+        net: a classifier of images, on `device`, in training mode
+        shape: (C, H, W) of its images
+        batch_size: images per step
+        device: where it runs
+        optimizer: "adam" or "sgd" (with momentum), the update timed with the step
+        repeats: timed steps, after two warm-up steps
+    """
+    check_choice(optimizer, "optimizer", ("adam", "sgd"))
+    opt = torch.optim.Adam(net.parameters(), lr=1e-4) if optimizer == "adam" else torch.optim.SGD(net.parameters(), lr=1e-2, momentum=0.9)
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(check_int(batch_size, "batch_size", low=1), *shape, generator=g).to(device)
+    y = torch.randint(10, (batch_size,), generator=g).to(device)
+    def step():
+        opt.zero_grad(set_to_none=True); F.cross_entropy(net(x), y).backward(); opt.step()
+    return seconds_per_step(step, device, repeats)
 
 # %% ../nbs/31_train.ipynb #90c0b57a
 def host_to(

@@ -13,12 +13,11 @@ import time
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 import xarray as xr
 
 from .. import maps, models, results, train, transformers
 from ..core import check_choice, check_int, check_scalar, resolve_device, seed_everything
-from ..distort import distorted_mnist
+from ..distort import CANVAS, distorted_mnist
 from ..scaffold import Experiment, Var
 
 # %% auto #0
@@ -251,23 +250,18 @@ def seconds_per_step(
         device: where to measure
         repeats: timed steps (after two warm-up steps)
     """
-    dev = torch.device(device)
-    net = build(family).to(dev)
-    opt = torch.optim.Adam(net.parameters(), lr=1e-4)
-    g = torch.Generator().manual_seed(0)
-    x, y = torch.rand(batch_size, 1, 42, 42, generator=g).to(dev), torch.randint(10, (batch_size,), generator=g).to(dev)
-    def step():
-        opt.zero_grad(set_to_none=True); F.cross_entropy(net(x), y).backward(); opt.step()
-    return train.seconds_per_step(step, dev, repeats)
+    return train.classifier_step_seconds(build(family, (1, CANVAS, CANVAS)).to(device), (1, CANVAS, CANVAS), batch_size, device,
+                                         repeats=repeats)
 
 @EXPERIMENT.cost
 def cost(settings:dict, cell:dict, device:torch.device) -> float:
     "Predicted seconds of one cell on `device`: its training steps at the measured seconds per step, its probed and tested digits at a third of a step's time per digit."
     n_train, n_test = SIZES[settings["dataset"]]
-    n, nt, batch = settings.get("n_train") or n_train, settings.get("n_test") or n_test, settings["batch_size"]
+    n, nt = min(settings.get("n_train") or n_train, n_train), min(settings.get("n_test") or n_test, n_test)  # a split keeps what it has
+    batch = settings["batch_size"]
     total = settings["epochs"] * math.ceil(n / batch)
     t = seconds_per_step(cell["family"], batch, str(device))
-    probed = (len(probe_steps(total, settings["probe_every"])) * settings["n_probe"]) if cell["family"] != REFERENCE else 0
+    probed = len(probe_steps(total, settings["probe_every"])) * min(settings["n_probe"], nt) if cell["family"] != REFERENCE else 0
     return total * t + (probed + nt) * t / (3 * batch)
 
 

@@ -12,7 +12,6 @@ import math
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 import xarray as xr
 
 from .. import models, results, train
@@ -224,20 +223,14 @@ def seconds_per_step(
         st_base: classifier of the ST networks (see `build`)
         repeats: timed steps (after two warm-up steps)
     """
-    dev = torch.device(device)
-    net = build(model, st_base).to(dev)
-    opt = torch.optim.Adam(net.parameters(), lr=1e-4)
-    g = torch.Generator().manual_seed(0)
-    x, y = torch.rand(batch_size, 1, CANVAS, CANVAS, generator=g).to(dev), torch.randint(10, (batch_size,), generator=g).to(dev)
-    def step():
-        opt.zero_grad(set_to_none=True); F.cross_entropy(net(x), y).backward(); opt.step()
-    return train.seconds_per_step(step, dev, repeats)
+    return train.classifier_step_seconds(build(model, st_base).to(device), (1, CANVAS, CANVAS), batch_size, device, repeats=repeats)
 
 @EXPERIMENT.cost
 def cost(settings:dict, cell:dict, device:torch.device) -> float:
     "Predicted seconds of one cell on `device`: its training steps at the measured seconds per step, its test evaluations at a third of a step's time per digit."
     n_train, n_test = SIZES[settings["dataset"]]
-    n, nt, batch = settings.get("n_train") or n_train, settings.get("n_test") or n_test, settings["batch_size"]
+    n, nt = min(settings.get("n_train") or n_train, n_train), min(settings.get("n_test") or n_test, n_test)  # a split keeps what it has
+    batch = settings["batch_size"]
     t = seconds_per_step(cell["model"], batch, str(device), settings["st_base"])
     evaluations = (settings["epochs"] if settings["track_test"] else 1) * nt
     return settings["epochs"] * math.ceil(n / batch) * t + evaluations * t / (3 * batch)

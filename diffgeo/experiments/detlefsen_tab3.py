@@ -12,7 +12,6 @@ import math
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 import xarray as xr
 
 from .. import data, models, results, train
@@ -215,14 +214,8 @@ def seconds_per_step(
         repeats: timed steps (after two warm-up steps)
     """
     c, side = SHAPES[check_choice(dataset, "dataset", SHAPES)][:2]
-    dev = torch.device(device)
-    net = build(model, dataset, (c, side, side)).to(dev)
-    opt = torch.optim.Adam(net.parameters(), lr=1e-4)
-    g = torch.Generator().manual_seed(0)
-    x, y = torch.randn(batch_size, c, side, side, generator=g).to(dev), torch.randint(10, (batch_size,), generator=g).to(dev)
-    def step():
-        opt.zero_grad(set_to_none=True); F.cross_entropy(net(x), y).backward(); opt.step()
-    return train.seconds_per_step(step, dev, repeats)
+    return train.classifier_step_seconds(build(model, dataset, (c, side, side)).to(device), (c, side, side), batch_size, device,
+                                         repeats=repeats)
 
 @EXPERIMENT.cost
 def cost(settings:dict, cell:dict, device:torch.device) -> float:

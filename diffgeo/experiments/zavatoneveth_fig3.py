@@ -167,43 +167,40 @@ def cell(
 
 # %% ../../nbs/zavatoneveth_fig3.ipynb #fd2191e0
 #: (channels, side, training images, test images) of each data set, for the cost model (no data loaded)
-SHAPES = {"mnist5k": (1, 28, 4_000, 1_000), "cifar10": (3, 32, 50_000, 10_000)}
+SHAPES = {"mnist5k": (1, 28, 4_000, 1_000), "mnist": (1, 28, 60_000, 10_000), "fashionmnist": (1, 28, 60_000, 10_000),
+          "cifar10": (3, 32, 50_000, 10_000), "svhn": (3, 32, 73_257, 26_032)}
 
 @functools.lru_cache(maxsize=None)
 def seconds_per_step(arch:str, width:float, dataset:str, batch_size:int, device:str, repeats:int=3) -> float:
     "Seconds of one SGD step (forward, backward, update) of the GELU ResNet on random images of `dataset`'s shape, on `device`."
     c, side = SHAPES[check_choice(dataset, "dataset", SHAPES)][:2]
-    dev = torch.device(device)
-    net = gelu_resnet(arch, c, 10, max(side, models.MIN_SIZE), width).to(dev)
-    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
-    g = torch.Generator().manual_seed(0)
-    x, y = torch.randn(batch_size, c, side, side, generator=g).to(dev), torch.randint(10, (batch_size,), generator=g).to(dev)
-    def step():
-        opt.zero_grad(set_to_none=True); F.cross_entropy(net(x), y).backward(); opt.step()
-    return train.seconds_per_step(step, dev, repeats)
+    net = gelu_resnet(arch, c, 10, max(side, models.MIN_SIZE), width).to(device)
+    return train.classifier_step_seconds(net, (c, side, side), batch_size, device, "sgd", repeats)
 
 @functools.lru_cache(maxsize=None)
-def seconds_per_point(arch:str, width:float, dataset:str, device:str, points:int=2) -> float:
-    "Seconds of the four blocks' log volume elements (`slice_geometry`) at one point, timed on `points` random images on `device`."
+def seconds_per_point(arch:str, width:float, dataset:str, device:str, points:int=8) -> float:
+    "Seconds of the four blocks' log volume elements (`slice_geometry`, as the cell calls it) at one point: one chunk of `points` random images on `device`, after a warm-up on one."
     c, side = SHAPES[check_choice(dataset, "dataset", SHAPES)][:2]
     dev = torch.device(device)
     net = gelu_resnet(arch, c, 10, max(side, models.MIN_SIZE), width).to(dev)
     x = torch.randn(points, c, side, side, generator=torch.Generator().manual_seed(0)).to(dev)
-    t0 = time.perf_counter()
-    slice_geometry(net, x, lambda m: lambda z: block_outputs(m, z), len(BLOCKS), chunk=8, memory=2**29)
-    if dev.type == "cuda": torch.cuda.synchronize()
+    geometry = lambda z: slice_geometry(net, z, lambda m: lambda q: block_outputs(m, q), len(BLOCKS), chunk=8, memory=2**29)
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    geometry(x[:1]); sync()
+    t0 = time.perf_counter(); geometry(x); sync()
     return (time.perf_counter() - t0) / points
 
 @EXPERIMENT.cost
 def cost(settings:dict, cell:dict, device:torch.device) -> float:
     "Predicted seconds of the run on `device`: the training steps, and at each snapshot the slices' geometry and the test split (a test image at a third of a step's time per image)."
-    s, d = settings, settings["dataset"]
-    n = s["n_train"] or SHAPES[d][2]
+    s, d = settings, check_choice(settings["dataset"], "dataset", SHAPES)
+    n = min(s["n_train"] or SHAPES[d][2], SHAPES[d][2])
     points = (s["n_lines"] + s["n_same"]) * (s["line_divisions"] + 1) + (s["plane_divisions"] + 1) * (s["plane_divisions"] + 2) // 2
     t = seconds_per_step(s["arch"], s["width"], d, s["batch_size"], str(device))
-    snaps = len(check_snapshots(s["snapshots"], s["epochs"]))
+    snaps = check_snapshots(s["snapshots"], s["epochs"])
     return (s["epochs"] * math.ceil(n / s["batch_size"]) * t
-            + snaps * (points * seconds_per_point(s["arch"], s["width"], d, str(device)) + SHAPES[d][3] * t / (3 * s["batch_size"])))
+            + len(snaps) * (points * seconds_per_point(s["arch"], s["width"], d, str(device)) + SHAPES[d][3] * t / (3 * s["batch_size"]))
+            + (0 in snaps) * n * t / (3 * s["batch_size"]))          # the training loss at epoch 0: one pass over the split
 
 
 # %% ../../nbs/zavatoneveth_fig3.ipynb #dfa8c93c
