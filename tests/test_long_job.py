@@ -38,7 +38,7 @@ def _git(cwd, *args):
 
 @pytest.fixture
 def toy(tmp_path):
-    "A git repository holding long_job.sh, a setup.sh that only puts this interpreter first, and the stub package."
+    "A git repository holding long_job.sh, a setup.sh that only puts this interpreter first, the stub package and a stub torch."
     repo = tmp_path / "repo"
     (repo / "scripts").mkdir(parents=True)
     shutil.copy(ROOT / "scripts" / "long_job.sh", repo / "scripts" / "long_job.sh")
@@ -47,6 +47,7 @@ def toy(tmp_path):
     (repo / "diffgeo" / "__init__.py").write_text("")
     (repo / "diffgeo" / "experiments" / "__init__.py").write_text("")
     (repo / "diffgeo" / "experiments" / "toy.py").write_text(TOY)
+    (repo / "torch.py").write_text("def set_num_threads(n): pass\n")   # the job's own `import torch`, in milliseconds
     (repo / "results" / "in_progress").mkdir(parents=True)
     (repo / "results" / "in_progress" / "README.md").write_text("parked runs\n")
     _git(repo, "init", "-q"); _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "add", "-A")
