@@ -40,6 +40,9 @@ if [ "$park" = 1 ]; then
   rundir=$runsdirs
   commit=$(git -C "$src" rev-parse HEAD 2>/dev/null || true)
   [ -n "$commit" ] || { echo "no checkout of the job at $src: nothing says which code computed the run" >&2; exit 1; }
+  git -C "$root" merge-base --is-ancestor "$commit" HEAD 2>/dev/null || { echo "the job's commit $commit is not in this" \
+    "branch's history (amended or rebased since?): a fresh clone could not resume it; name a commit of the branch with the" \
+    "same tree in SOURCE" >&2; exit 1; }
   shards="$rundir/shards"   # a sweep's finished cells (a one-cell run has none: park its checkpoints)
   [ -d "$shards" ] || [ "$ckpts" = 1 ] || { echo "no shards of $exp $prof under $work (a one-cell run: --park --checkpoints)" >&2; exit 1; }
   ck="$rundir/checkpoints"
