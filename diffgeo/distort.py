@@ -17,8 +17,9 @@ from . import cpab, data
 from .core import check_choice, check_images, check_int, check_scalar, progress
 
 # %% auto #0
-__all__ = ['CANVAS', 'DISTORTIONS', 'RTS_OPTIONS', 'CPAB_OPTIONS', 'FIG5_DIGITS', 'rts_params', 'rts_warp', 'cpab_params',
-           'place', 'cpab_warp', 'distort', 'tolerance', 'distorted_mnist', 'fig5_indices']
+__all__ = ['CANVAS', 'DISTORTIONS', 'RTS_OPTIONS', 'CPAB_OPTIONS', 'SPLIT_SIZES', 'FIG5_DIGITS', 'rts_params', 'rts_warp',
+           'cpab_params', 'place', 'cpab_warp', 'distort', 'tolerance', 'distorted_mnist', 'split_sizes',
+           'fig5_indices']
 
 # %% ../nbs/21_distort.ipynb #188220e3
 CANVAS = 42  # side of the distorted images (Table 1)
@@ -323,6 +324,23 @@ def distorted_mnist(
         images, _ = distort(s.images, distortion, _split_seed(data_seed, distortion, split))
         out.append(data.Split(images, s.labels))
     return tuple(out)
+
+#: (training, test) digits of each MNIST the splits are drawn from
+SPLIT_SIZES = {"mnist5k": (4_000, 1_000), "mnist": (60_000, 10_000)}
+
+def split_sizes(
+    dataset:str, # "mnist5k" or "mnist"
+    n_train:int|None=None, n_test:int|None=None, # as for `distorted_mnist`
+) -> tuple[int, int]: # the training and test digits `distorted_mnist` returns, without loading anything
+    """How many training and test digits `distorted_mnist(…, dataset, n_train=…, n_test=…)` holds: a subset never exceeds its split.
+
+    Args:
+        dataset: "mnist5k" or "mnist"
+    Returns:
+        the training and test digits `distorted_mnist` returns, without loading anything
+    """
+    train, test = SPLIT_SIZES[check_choice(dataset, "dataset", tuple(SPLIT_SIZES))]
+    return min(n_train or train, train), min(n_test or test, test)
 
 FIG5_DIGITS = (8, 9, 2)  # the classes of the three digits of Fig. 5
 

@@ -17,13 +17,13 @@ import xarray as xr
 
 from .. import maps, models, results, train, transformers
 from ..core import check_choice, check_int, check_scalar, resolve_device, seed_everything
-from ..distort import CANVAS, distorted_mnist
+from ..distort import CANVAS, distorted_mnist, split_sizes
 from ..scaffold import Experiment, Var
 
 # %% auto #0
 __all__ = ['FAMILIES', 'REFERENCE', 'INVERTIBLE', 'COLORS', 'LABELS', 'KAPPA', 'PROBE_SIDE', 'TESS_SIZE', 'COMMON', 'PROFILES',
-           'VARIABLES', 'EXPERIMENT', 'SIZES', 'TEST_DIGITS', 'probe_points', 'destructiveness', 'probe_steps', 'build',
-           'cell', 'settings', 'finish', 'seconds_per_step', 'cost', 'derive', 'draw']
+           'VARIABLES', 'EXPERIMENT', 'TEST_DIGITS', 'probe_points', 'destructiveness', 'probe_steps', 'build', 'cell',
+           'settings', 'finish', 'seconds_per_step', 'cost', 'derive', 'draw']
 
 # %% ../../nbs/detlefsen_fig3.ipynb #20bb9f2f
 FAMILIES = ("affine_diffeo", "cpab", "affine", "tps")  # the paper's order: invertible (blue, green), then not (yellow, red)
@@ -232,9 +232,6 @@ def finish(ds:xr.Dataset, p:dict) -> xr.Dataset:
     return ds
 
 # %% ../../nbs/detlefsen_fig3.ipynb #239ebb84
-#: (training, test) digits of each data set, for the cost model (no data loaded)
-SIZES = {"mnist5k": (4_000, 1_000), "mnist": (60_000, 10_000)}
-
 @functools.lru_cache(maxsize=None)
 def seconds_per_step(
     family:str, # a name of `FAMILIES`, or "none"
@@ -256,8 +253,7 @@ def seconds_per_step(
 @EXPERIMENT.cost
 def cost(settings:dict, cell:dict, device:torch.device) -> float:
     "Predicted seconds of one cell on `device`: its training steps at the measured seconds per step, its probed and tested digits at a third of a step's time per digit."
-    n_train, n_test = SIZES[settings["dataset"]]
-    n, nt = min(settings.get("n_train") or n_train, n_train), min(settings.get("n_test") or n_test, n_test)  # a split keeps what it has
+    n, nt = split_sizes(settings["dataset"], settings.get("n_train"), settings.get("n_test"))
     batch = settings["batch_size"]
     total = settings["epochs"] * math.ceil(n / batch)
     t = seconds_per_step(cell["family"], batch, str(device))

@@ -16,11 +16,11 @@ import xarray as xr
 
 from .. import models, results, train
 from ..core import check_choice, check_scalar, resolve_device, seed_everything
-from ..distort import CANVAS, CPAB_OPTIONS, DISTORTIONS, RTS_OPTIONS, distorted_mnist, fig5_indices
+from ..distort import CANVAS, CPAB_OPTIONS, DISTORTIONS, RTS_OPTIONS, distorted_mnist, fig5_indices, split_sizes
 from ..scaffold import Experiment, Var
 
 # %% auto #0
-__all__ = ['MODELS', 'PAPER', 'FIG5_MODELS', 'ST_BASE_CHOICES', 'COMMON', 'VARIABLES', 'PROFILES', 'EXPERIMENT', 'SIZES',
+__all__ = ['MODELS', 'PAPER', 'FIG5_MODELS', 'ST_BASE_CHOICES', 'COMMON', 'VARIABLES', 'PROFILES', 'EXPERIMENT',
            'PAPER_TEST_DIGITS', 'DESIGNED_FOR', 'build', 'cell', 'settings', 'finish', 'derive', 'seconds_per_step',
            'cost', 'table', 'draw', 'draw_fig5']
 
@@ -203,9 +203,6 @@ def derive(ds:xr.Dataset) -> xr.Dataset:
     return ds
 
 # %% ../../nbs/detlefsen_tab2.ipynb #3613f029
-#: (training, test) digits of each data set, for the cost model (no data loaded)
-SIZES = {"mnist5k": (4_000, 1_000), "mnist": (60_000, 10_000)}
-
 @functools.lru_cache(maxsize=None)
 def seconds_per_step(
     model:str, # a key of `MODELS`
@@ -228,8 +225,7 @@ def seconds_per_step(
 @EXPERIMENT.cost
 def cost(settings:dict, cell:dict, device:torch.device) -> float:
     "Predicted seconds of one cell on `device`: its training steps at the measured seconds per step, its test evaluations at a third of a step's time per digit."
-    n_train, n_test = SIZES[settings["dataset"]]
-    n, nt = min(settings.get("n_train") or n_train, n_train), min(settings.get("n_test") or n_test, n_test)  # a split keeps what it has
+    n, nt = split_sizes(settings["dataset"], settings.get("n_train"), settings.get("n_test"))
     batch = settings["batch_size"]
     t = seconds_per_step(cell["model"], batch, str(device), settings["st_base"])
     evaluations = (settings["epochs"] if settings["track_test"] else 1) * nt
