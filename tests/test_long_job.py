@@ -154,3 +154,19 @@ def test_land_refuses_unfinished(tmp_path):
         if not log: (runs / "toy_long.log").unlink()
         r = subprocess.run(["bash", str(ROOT / "scripts" / "land_run.sh"), "toy", "long"], env=env, capture_output=True, text=True)
         assert r.returncode == 1 and "has not finished" in r.stderr
+
+
+def test_resume_in_a_clone_older_than_the_commit(toy, tmp_path):
+    "The runs folder survived the session but its clone predates the parked commit: the job fetches it, not fails."
+    runs = tmp_path / "runs"
+    assert _stopped(toy, runs, "toy", "long").returncode == 0                             # clones the first commit
+    (toy / "later.txt").write_text("later")
+    _git(toy, "-c", "user.name=t", "-c", "user.email=t@t", "add", "-A")
+    _git(toy, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "later")
+    later = _git(toy, "rev-parse", "HEAD")
+    parked = toy / "results" / "in_progress" / "toy_long"
+    parked.mkdir()
+    (parked / "SOURCE").write_text(f"commit {later}\nsub-path toy/long_0123abcd/shards\ncells 0 done\n")
+    r = _stopped(toy, runs, "toy", "long")
+    assert r.returncode == 0, r.stderr
+    assert _git(runs / "src_toy_long", "rev-parse", "HEAD") == later
