@@ -29,8 +29,9 @@ from . import results
 from .results import atomic_write, cf_attrs, resolve_path
 
 # %% auto #0
-__all__ = ['OPTIMIZERS', 'DEFAULTS', 'AMP', 'epochs_for_steps', 'seconds_per_step', 'classifier_step_seconds', 'host_to',
-           'augment', 'evaluate', 'TrainResult', 'mixed_precision', 'train', 'tracked_file', 'train_tracked']
+__all__ = ['OPTIMIZERS', 'DEFAULTS', 'MEMORY_FORMATS', 'AMP', 'epochs_for_steps', 'seconds_per_step', 'uses_channels_last',
+           'classifier_step_seconds', 'host_to', 'augment', 'evaluate', 'TrainResult', 'mixed_precision', 'train',
+           'tracked_file', 'train_tracked']
 
 # %% ../nbs/31_train.ipynb #654dc24f
 OPTIMIZERS = ("sgd", "adam")
@@ -80,6 +81,34 @@ def seconds_per_step(
         sync(); best = min(best, time.perf_counter() - t0)
     return best
 
+MEMORY_FORMATS = ("auto", "contiguous", "channels_last")   # `train`'s layouts of 4-D weights and batches
+
+def uses_channels_last(
+    model:nn.Module, # the network
+    device:str|torch.device, # where it runs
+    memory_format:str="auto", # a value of `MEMORY_FORMATS`
+) -> bool:
+    """Whether `train` runs `model` in the channels-last layout (NHWC): asked for, or by "auto" on the CPU for a network
+    with 2-D convolutions, where PyTorch's kernels of convolution, pooling and batch norm are faster in it (see *Memory
+    layout* below). Only the layout changes, not the arithmetic's meaning: a convolution's sums may round otherwise.
+
+    Args:
+        model: the network
+        device: where it runs
+        memory_format: a value of `MEMORY_FORMATS`
+    """
+    check_choice(memory_format, "memory_format", MEMORY_FORMATS)
+    if memory_format != "auto": return memory_format == "channels_last"
+    return torch.device(device).type == "cpu" and any(isinstance(m, nn.Conv2d) for m in model.modules())
+
+@contextlib.contextmanager
+def _layout(model:nn.Module, nhwc:bool):
+    "Within the block, `model`'s 4-D weights in channels-last layout where `nhwc`; NCHW again afterwards, also on an error."
+    if not nhwc: yield; return
+    model.to(memory_format=torch.channels_last)
+    try: yield
+    finally: model.to(memory_format=torch.contiguous_format)
+
 def classifier_step_seconds(
     net:torch.nn.Module, # a classifier of images, on `device`, in training mode
     shape:tuple, # (C, H, W) of its images
@@ -103,9 +132,11 @@ def classifier_step_seconds(
     g = torch.Generator().manual_seed(0)
     x = torch.rand(check_int(batch_size, "batch_size", low=1), *shape, generator=g).to(device)
     y = torch.randint(10, (batch_size,), generator=g).to(device)
+    nhwc = uses_channels_last(net, device)                     # timed in the layout `train` will use
+    if nhwc: x = x.contiguous(memory_format=torch.channels_last)
     def step():
         opt.zero_grad(set_to_none=True); F.cross_entropy(net(x), y).backward(); opt.step()
-    return seconds_per_step(step, device, repeats)
+    with _layout(net, nhwc): return seconds_per_step(step, device, repeats)
 
 # %% ../nbs/31_train.ipynb #90c0b57a
 def host_to(
@@ -277,6 +308,7 @@ def train(
     progress:bool=True, # show a progress bar over epochs
     on_epoch=None, # called as `on_epoch(epoch, row)` after each epoch is saved (e.g. logging)
     amp:str|None=None, # mixed precision: "bf16" or "fp16" (with loss scaling); None: full precision, or `mixed_precision`'s
+    memory_format:str="auto", # "channels_last" (NHWC weights and batches), "contiguous" (NCHW) or "auto" (`uses_channels_last`); the model comes back in NCHW
     code_changed:str|None=None, # a checkpoint written by other code: "recompute" (train afresh), "reuse" (resume it), "error"; None: `results.code_change_policy()`
 ) -> TrainResult:
     """Train `model` with cross-entropy as in App. E.1; return the best-validation-epoch network and its history.
@@ -304,6 +336,7 @@ def train(
         progress: show a progress bar over epochs
         on_epoch: called as `on_epoch(epoch, row)` after each epoch is saved (e.g. logging)
         amp: mixed precision: "bf16" or "fp16" (with loss scaling); None: full precision, or `mixed_precision`'s
+        memory_format: "channels_last" (NHWC weights and batches), "contiguous" (NCHW) or "auto" (`uses_channels_last`); the model comes back in NCHW
         code_changed: a checkpoint written by other code: "recompute" (train afresh), "reuse" (resume it), "error"; None: `results.code_change_policy()`
     """
     check_choice(optimizer, "optimizer", OPTIMIZERS)
@@ -317,6 +350,7 @@ def train(
     check_scalar(hp["lr"], "lr", low=0, low_open=True)
     dev = module_device(model)
     if dev is None: raise ValueError("model has no parameters to train.")
+    nhwc = uses_channels_last(model, dev, memory_format)
     amp = amp if amp is not None else _AMP.get()
     if amp is not None: check_choice(amp, "amp", tuple(AMP))
     scaler = torch.amp.GradScaler(dev.type, enabled=amp == "fp16")
@@ -343,23 +377,24 @@ def train(
         state = saved["state"]
     bar = _progress(range(state["epoch"], epochs), "epochs", total=epochs - state["epoch"]) if progress else range(state["epoch"], epochs)
     data = _on_device(train_split, dev)
-    for epoch in bar:
-        aug = augment_fn if augment_fn is not None else partial(augment, pad=pad, flip=flip, fill=fill)
-        row = _epoch(model, opt, sched, scaler, data, batch_size, aug, penalty, seed, epoch, amp)
-        validate = val_split is not None and ((epoch + 1) % val_every == 0 or epoch + 1 == epochs)
-        if validate:
-            with mixed_precision(amp): row.update({f"val_{k}": v for k, v in evaluate(model, val_split).items()})
-        elif val_split is not None: row.update(val_loss=math.nan, val_error=math.nan)
-        state["rows"].append(row); state["epoch"] = epoch + 1
-        score = row["val_error"] if validate else -epoch if val_split is None else math.inf  # without validation: the latest epoch
-        if score < state["best_error"]:
-            state.update(best=copy.deepcopy(model.state_dict()), best_epoch=epoch + 1, best_error=score)
-        if path is not None:
-            blob = {"config": config, "code": code, "model": model.state_dict(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "state": state}
-            if scaler.is_enabled(): blob["scaler"] = scaler.state_dict()
-            atomic_write(path, lambda tmp: torch.save(blob, tmp))
-        if progress: bar.set_postfix({k: f"{v:.3g}" for k, v in row.items() if "error" in k})
-        if on_epoch is not None: on_epoch(epoch + 1, row)
+    with _layout(model, nhwc):
+        for epoch in bar:
+            aug = augment_fn if augment_fn is not None else partial(augment, pad=pad, flip=flip, fill=fill)
+            row = _epoch(model, opt, sched, scaler, data, batch_size, aug, penalty, seed, epoch, amp, nhwc)
+            validate = val_split is not None and ((epoch + 1) % val_every == 0 or epoch + 1 == epochs)
+            if validate:
+                with mixed_precision(amp): row.update({f"val_{k}": v for k, v in evaluate(model, val_split).items()})
+            elif val_split is not None: row.update(val_loss=math.nan, val_error=math.nan)
+            state["rows"].append(row); state["epoch"] = epoch + 1
+            score = row["val_error"] if validate else -epoch if val_split is None else math.inf  # without validation: the latest epoch
+            if score < state["best_error"]:
+                state.update(best=copy.deepcopy(model.state_dict()), best_epoch=epoch + 1, best_error=score)
+            if path is not None:
+                blob = {"config": config, "code": code, "model": model.state_dict(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "state": state}
+                if scaler.is_enabled(): blob["scaler"] = scaler.state_dict()
+                atomic_write(path, lambda tmp: torch.save(blob, tmp))
+            if progress: bar.set_postfix({k: f"{v:.3g}" for k, v in row.items() if "error" in k})
+            if on_epoch is not None: on_epoch(epoch + 1, row)
     model.load_state_dict(state["best"])
     return TrainResult(model, _history(state["rows"]), state["best_epoch"])
 
@@ -369,7 +404,7 @@ def _name_of(fn) -> str|None:
     if not callable(fn): raise TypeError(f"expected a callable or None, got {type(fn).__name__}.")
     return str(getattr(fn, "name", None) or getattr(fn, "__name__", type(fn).__name__))
 
-def _epoch(model, opt, sched, scaler, data, batch_size, aug, penalty, seed, epoch, amp) -> dict:
+def _epoch(model, opt, sched, scaler, data, batch_size, aug, penalty, seed, epoch, amp, nhwc=False) -> dict:
     "One pass over the images and labels `data` (on the model's device) in a seeded random order; returns running loss and error."
     images, labels = data
     gen = torch.Generator().manual_seed(int(seed) * 1_000_003 + epoch)   # draws on the CPU, the same for every device
@@ -383,6 +418,7 @@ def _epoch(model, opt, sched, scaler, data, batch_size, aug, penalty, seed, epoc
     for i in range(0, len(order), batch_size):
         idx = host_to(order[i:i + batch_size], images.device)
         x = aug(images[idx], gen)
+        if nhwc and x.dim() == 4: x = x.contiguous(memory_format=torch.channels_last)
         y = labels[idx]
         with _autocast(images.device, amp):
             out = model(x)
