@@ -11,17 +11,18 @@ What is measured (CPU, float32): the best wall-clock time of one optimiser step 
 update: `train`'s step, with the optimiser each experiment uses) on a fixed random batch, for
 
 - reference: the network and its batch in NCHW, PyTorch's default (`memory_format="contiguous"`);
-- ours: the network's 4-D weights and its batch channels-last (`memory_format="channels_last"`, what "auto" picks here);
+- ours: the network's 4-D weights and its batch channels-last (`memory_format="channels_last"`; "auto" picks it on the
+  CPU for the networks without batch norm, whose NHWC kernel is much less accurate: see `diffgeo.train`, *Memory layout*);
 - floor: the forward pass alone, channels-last, without autograd: the least a step can cost (a step also runs the
   backward pass, about twice the forward's work).
 
 The three are timed in turn within each round of repeats, so that they see the same machine state; the ratios are
 what to compare between machines. A check first runs one step of each layout from the same weights and prints the
-largest difference of the updated weights over the largest change of a weight in the step (|dw|/|step|: rounding,
-the convolutions' and batch norms' sums in another order; the same dropout masks in both). It is about 1e-6 for the
-small CNN; with Adam's first step, which divides by the gradient's size, and for ResNet18, whose gradient at
-initialisation moves by percents under a 1e-6 relative change of the input (in float64: ReLUs flip), it is
-percents: two trajectories, not a wrong step.
+largest difference of the updated weights over the largest change of a weight in the step (|dw|/|step|; the same
+seed before each, so the same dropout masks on 2-D activations). Adam's first step divides by the gradient's size, so
+weights with a gradient near zero move by percents of the step between the layouts; with SGD the column is the
+gradients' difference, 1e-8 to 1e-4 here except for ResNet18, percents: its NHWC batch norm is the less accurate
+kernel, and its gradient at initialisation moves by percents under any 1e-6 change (ReLUs flip).
 """
 import argparse
 import copy
@@ -48,7 +49,7 @@ CASES = [
 
 def stepper(net, x, y, optimizer, nhwc):
     if nhwc:
-        net = net.to(memory_format=torch.channels_last); x = x.contiguous(memory_format=torch.channels_last)
+        net = net.to(memory_format=torch.channels_last); x = x.to(memory_format=torch.channels_last)
     opt = torch.optim.Adam(net.parameters(), 1e-4) if optimizer == "adam" else torch.optim.SGD(net.parameters(), 1e-2, momentum=0.9)
     def step():
         opt.zero_grad(set_to_none=True); F.cross_entropy(net(x), y).backward(); opt.step()
@@ -70,21 +71,23 @@ def main():
         base = build().train()
         g = torch.Generator().manual_seed(0)
         x, y = torch.rand(batch, *shape, generator=g), torch.randint(10, (batch,), generator=g)
-        # the check: one step from the same weights in each layout
+        # the check: one step from the same weights in each layout (the same seed before each)
         (s1, n1), (s2, n2) = stepper(copy.deepcopy(base), x, y, optimizer, False), stepper(copy.deepcopy(base), x, y, optimizer, True)
-        torch.manual_seed(1); s1(); torch.manual_seed(1); s2()          # the same dropout masks in both
+        torch.manual_seed(1); s1(); torch.manual_seed(1); s2()          # the same seed before each
         step = max((a - w).abs().max().item() for a, w in zip(n1.parameters(), base.parameters()))
         dw = max((a - b).abs().max().item() for a, b in zip(n1.parameters(), n2.parameters())) / step
         ref, _ = stepper(copy.deepcopy(base), x, y, optimizer, False)
         ours, net = stepper(copy.deepcopy(base), x, y, optimizer, True)
-        xl = x.contiguous(memory_format=torch.channels_last)
+        xl = x.to(memory_format=torch.channels_last)
         def floor():
             with torch.no_grad(): net(xl)
         t_ref, t_ours, t_floor = best_times([ref, ours, floor], reps)
         print(f"{name:<36} {batch:>5} {1e3 * t_ref:>9.1f} {1e3 * t_ours:>9.1f} {1e3 * t_floor:>9.1f} {t_ref / t_ours:>9.2f}x "
               f"{t_ours / t_floor:>10.2f}x {dw:>12.1e}", flush=True)
         print(f"  done {name}", file=sys.stderr, flush=True)
-    print("\nNCHW/NHWC > 1: the channels-last step is faster. floor: the forward pass alone (no autograd), channels-last.")
+    print("\nNCHW/NHWC > 1: the channels-last step is faster. floor: the forward pass alone (no autograd), channels-last.\n"
+          "train's memory_format='auto' takes NHWC on the CPU only for the networks without batch norm (its NHWC kernel is\n"
+          "the less accurate): here all but ResNet18 and EfficientNetB0.")
 
 
 if __name__ == "__main__":

@@ -30,8 +30,8 @@ from .results import atomic_write, cf_attrs, resolve_path
 
 # %% auto #0
 __all__ = ['OPTIMIZERS', 'DEFAULTS', 'MEMORY_FORMATS', 'AMP', 'epochs_for_steps', 'seconds_per_step', 'uses_channels_last',
-           'classifier_step_seconds', 'host_to', 'augment', 'evaluate', 'TrainResult', 'mixed_precision', 'train',
-           'tracked_file', 'train_tracked']
+           'training_layout', 'classifier_step_seconds', 'host_to', 'augment', 'evaluate', 'TrainResult',
+           'mixed_precision', 'train', 'tracked_file', 'train_tracked']
 
 # %% ../nbs/31_train.ipynb #654dc24f
 OPTIMIZERS = ("sgd", "adam")
@@ -89,8 +89,8 @@ def uses_channels_last(
     memory_format:str="auto", # a value of `MEMORY_FORMATS`
 ) -> bool:
     """Whether `train` runs `model` in the channels-last layout (NHWC): asked for, or by "auto" on the CPU for a network
-    with 2-D convolutions, where PyTorch's kernels of convolution, pooling and batch norm are faster in it (see *Memory
-    layout* below). Only the layout changes, not the arithmetic's meaning: a convolution's sums may round otherwise.
+    with 2-D convolutions and no batch norm. PyTorch's CPU kernels of convolution and pooling are faster in it; its
+    batch norm there is 16-50x less accurate, so networks with one stay in NCHW (see *Memory layout* below).
 
     Args:
         model: the network
@@ -99,15 +99,41 @@ def uses_channels_last(
     """
     check_choice(memory_format, "memory_format", MEMORY_FORMATS)
     if memory_format != "auto": return memory_format == "channels_last"
-    return torch.device(device).type == "cpu" and any(isinstance(m, nn.Conv2d) for m in model.modules())
+    mods = list(model.modules())
+    return (torch.device(device).type == "cpu" and any(isinstance(m, nn.Conv2d) for m in mods)
+            and not any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in mods))
+
+def _nchw(x:torch.Tensor) -> torch.Tensor: return x
+
+def _nhwc(x:torch.Tensor) -> torch.Tensor:
+    "A 4-D `x` channels-last (`to`, not `contiguous`: with one channel both layouts are contiguous, and only `to` gives it the strides a convolution reads its layout from)."
+    return x.to(memory_format=torch.channels_last) if x.dim() == 4 else x
 
 @contextlib.contextmanager
-def _layout(model:nn.Module, nhwc:bool):
-    "Within the block, `model`'s 4-D weights in channels-last layout where `nhwc`; NCHW again afterwards, also on an error."
-    if not nhwc: yield; return
-    model.to(memory_format=torch.channels_last)
-    try: yield
-    finally: model.to(memory_format=torch.contiguous_format)
+def training_layout(
+    model:nn.Module, # the network
+    device:str|torch.device, # where it runs
+    memory_format:str="auto", # a value of `MEMORY_FORMATS`
+):
+    """Within the block, `model`'s 4-D weights in the layout `train` gives them (`uses_channels_last`), NCHW again
+    afterwards (also on an error); yields the function that puts a batch in that layout. For timing a step as `train`
+    takes it.
+
+    Args:
+        model: the network
+        device: where it runs
+        memory_format: a value of `MEMORY_FORMATS`
+
+    Args:
+        model: the network
+        device: where it runs
+        memory_format: a value of `MEMORY_FORMATS`
+    """
+    if not uses_channels_last(model, device, memory_format): yield _nchw; return
+    try:
+        model._apply(_nhwc)
+        yield _nhwc
+    finally: model._apply(lambda t: t.contiguous() if t.dim() == 4 else t)
 
 def classifier_step_seconds(
     net:torch.nn.Module, # a classifier of images, on `device`, in training mode
@@ -132,11 +158,11 @@ def classifier_step_seconds(
     g = torch.Generator().manual_seed(0)
     x = torch.rand(check_int(batch_size, "batch_size", low=1), *shape, generator=g).to(device)
     y = torch.randint(10, (batch_size,), generator=g).to(device)
-    nhwc = uses_channels_last(net, device)                     # timed in the layout `train` will use
-    if nhwc: x = x.contiguous(memory_format=torch.channels_last)
-    def step():
-        opt.zero_grad(set_to_none=True); F.cross_entropy(net(x), y).backward(); opt.step()
-    with _layout(net, nhwc): return seconds_per_step(step, device, repeats)
+    with training_layout(net, device) as layout:                # timed in the layout `train` will use
+        x = layout(x)
+        def step():
+            opt.zero_grad(set_to_none=True); F.cross_entropy(net(x), y).backward(); opt.step()
+        return seconds_per_step(step, device, repeats)
 
 # %% ../nbs/31_train.ipynb #90c0b57a
 def host_to(
@@ -350,7 +376,7 @@ def train(
     check_scalar(hp["lr"], "lr", low=0, low_open=True)
     dev = module_device(model)
     if dev is None: raise ValueError("model has no parameters to train.")
-    nhwc = uses_channels_last(model, dev, memory_format)
+    check_choice(memory_format, "memory_format", MEMORY_FORMATS)
     amp = amp if amp is not None else _AMP.get()
     if amp is not None: check_choice(amp, "amp", tuple(AMP))
     scaler = torch.amp.GradScaler(dev.type, enabled=amp == "fp16")
@@ -377,10 +403,10 @@ def train(
         state = saved["state"]
     bar = _progress(range(state["epoch"], epochs), "epochs", total=epochs - state["epoch"]) if progress else range(state["epoch"], epochs)
     data = _on_device(train_split, dev)
-    with _layout(model, nhwc):
+    with training_layout(model, dev, memory_format) as layout:
         for epoch in bar:
             aug = augment_fn if augment_fn is not None else partial(augment, pad=pad, flip=flip, fill=fill)
-            row = _epoch(model, opt, sched, scaler, data, batch_size, aug, penalty, seed, epoch, amp, nhwc)
+            row = _epoch(model, opt, sched, scaler, data, batch_size, aug, penalty, seed, epoch, amp, layout)
             validate = val_split is not None and ((epoch + 1) % val_every == 0 or epoch + 1 == epochs)
             if validate:
                 with mixed_precision(amp): row.update({f"val_{k}": v for k, v in evaluate(model, val_split).items()})
@@ -404,7 +430,7 @@ def _name_of(fn) -> str|None:
     if not callable(fn): raise TypeError(f"expected a callable or None, got {type(fn).__name__}.")
     return str(getattr(fn, "name", None) or getattr(fn, "__name__", type(fn).__name__))
 
-def _epoch(model, opt, sched, scaler, data, batch_size, aug, penalty, seed, epoch, amp, nhwc=False) -> dict:
+def _epoch(model, opt, sched, scaler, data, batch_size, aug, penalty, seed, epoch, amp, layout=_nchw) -> dict:
     "One pass over the images and labels `data` (on the model's device) in a seeded random order; returns running loss and error."
     images, labels = data
     gen = torch.Generator().manual_seed(int(seed) * 1_000_003 + epoch)   # draws on the CPU, the same for every device
@@ -418,7 +444,7 @@ def _epoch(model, opt, sched, scaler, data, batch_size, aug, penalty, seed, epoc
     for i in range(0, len(order), batch_size):
         idx = host_to(order[i:i + batch_size], images.device)
         x = aug(images[idx], gen)
-        if nhwc and x.dim() == 4: x = x.contiguous(memory_format=torch.channels_last)
+        x = layout(x)
         y = labels[idx]
         with _autocast(images.device, amp):
             out = model(x)

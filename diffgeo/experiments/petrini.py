@@ -194,9 +194,10 @@ def seconds_per_step(
     opt = torch.optim.SGD(net.parameters(), lr=1e-3)
     g = torch.Generator().manual_seed(0)
     x, y = torch.randn(batch_size, shape[0], shape[1], shape[1], generator=g).to(dev), torch.randint(10, (batch_size,), generator=g).to(dev)
-    def step():
-        opt.zero_grad(set_to_none=True); F.cross_entropy(net(train.augment(x, g)), y).backward(); opt.step()
-    return train.seconds_per_step(step, dev, repeats)
+    with train.training_layout(net, dev) as layout:            # the layout `train` gives it
+        def step():
+            opt.zero_grad(set_to_none=True); F.cross_entropy(net(layout(train.augment(x, g))), y).backward(); opt.step()
+        return train.seconds_per_step(step, dev, repeats)
 
 # %% ../../nbs/paper_petrini.ipynb #301b53ad
 def cost(settings:dict, cell:dict, device:torch.device) -> float:
