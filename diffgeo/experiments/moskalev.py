@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import os
 
+import torch
+
 from .. import invariance, results, train
 from ..core import seed_everything
 
 # %% auto #0
-__all__ = ['GROUPS', 'fit', 'tune_nu']
+__all__ = ['GROUPS', 'fit', 'tune_nu', 'Measured']
 
 # %% ../../nbs/paper_moskalev.ipynb #94c0af7f
 #: The paper's groups: name -> a function that builds it
@@ -84,3 +86,26 @@ def tune_nu(
         return invariance.invariance_measures(trained[v].model, tm.val.images, tm.val.labels, group, steps=steps).SI_f.item()
     nu, tried = invariance.choose_nu(validation_si, nus, si_target)
     return nu, tried, trained[nu]
+
+# %% ../../nbs/paper_moskalev.ipynb #4bd44dcc
+class Measured:
+    """What a long cell has finished (a model's measures, a search for ν), kept in its work folder until the cell ends,
+    with the code that made it: an interrupted cell resumes without redoing them (with `fit`'s and `tune_nu`'s
+    per-epoch checkpoints in the same folder, without retraining either). A `folder` of None keeps nothing."""
+    def __init__(self, folder, prefix): self.folder, self.prefix = folder, prefix
+    def _path(self, name): return self.folder / f"{self.prefix}_{name}.done.pt"
+    def save(self, name, **parts):
+        "Keep `parts` under `name`."
+        if self.folder is None: return
+        blob = {"code": results.code_version(), "parts": parts}
+        results.atomic_write(self._path(name), lambda tmp: torch.save(blob, tmp))
+    def load(self, name, keys) -> tuple|None:
+        "The parts saved under `name`, or None if none were, or other code saved them (unless code changes are reused)."
+        if self.folder is None or not self._path(name).exists(): return None
+        blob = torch.load(self._path(name), weights_only=False)
+        if blob["code"]["source_hash"] != results.code_version()["source_hash"] and results.code_change_policy() != "reuse": return None
+        return tuple(blob["parts"][k] for k in keys)
+    def clear(self):
+        "Remove the cell's saved parts and checkpoints (every file of the folder whose name starts with the prefix): its shard holds them now."
+        if self.folder is None: return
+        for f in self.folder.glob(f"{self.prefix}_*"): f.unlink(missing_ok=True)

@@ -7,18 +7,23 @@ Docs: https://diffgeo.github.io/diffgeo/moskalev_fig5.html.md"""
 # %% ../../nbs/moskalev_fig5.ipynb #8e684457
 from __future__ import annotations
 
+import functools
+import math
+import time
+
 import numpy as np
 import torch
+import torch.nn.functional as F
 import xarray as xr
 
 from .. import data, invariance, results, train
 from ..core import check_int, progress, resolve_device, seed_everything
-from .moskalev import GROUPS, fit, tune_nu
+from .moskalev import GROUPS, Measured, fit, tune_nu
 from ..scaffold import Experiment, Var
 
 # %% auto #0
-__all__ = ['MODELS', 'COMMON', 'NUS', 'PROFILES', 'VARIABLES', 'EXPERIMENT', 'linear_spectral_decay', 'cell', 'derive', 'draw',
-           'check_regression']
+__all__ = ['MODELS', 'COMMON', 'NUS', 'PROFILES', 'VARIABLES', 'EXPERIMENT', 'SIDE', 'N_CLASSES', 'linear_spectral_decay', 'cell',
+           'cost', 'derive', 'draw', 'check_regression']
 
 # %% ../../nbs/moskalev_fig5.ipynb #89775e1f
 MODELS = ("DA", "IR-kl", "IR-l2", "IR-l2_normalized")
@@ -104,6 +109,7 @@ def cell(
     linear_images:int, # training images in its invariance error
     device:str="cpu", # cpu | cuda | auto
     data_root:str|None=None, # data folder for "mnist" (None: $DIFFGEO_DATA)
+    checkpoint_dir:str|None=None, # folder of per-epoch checkpoints and of each finished model's measures, deleted when the cell ends (None: none)
 ) -> xr.Dataset:
     """Fig. 5: σ_max of the input–logit Jacobian on test images for DA and the three IR forms, per group and seed; Proposition 3.1.
 
@@ -120,6 +126,7 @@ def cell(
         linear_images: training images in its invariance error
         device: cpu | cuda | auto
         data_root: data folder for "mnist" (None: $DIFFGEO_DATA)
+        checkpoint_dir: folder of per-epoch checkpoints and of each finished model's measures, deleted when the cell ends (None: none)
     """
     seeds = [check_int(s, "seed", low=0) for s in seeds]
     if set(nus) != {m.split("-", 1)[1] for m in MODELS[1:]}: raise ValueError(f"nus must give a grid for each form {MODELS[1:]}, got {sorted(nus)}.")
@@ -132,23 +139,38 @@ def cell(
     grid = np.full((len(MODELS), width), np.nan)
     search, nu = np.full((len(groups), len(MODELS), width), np.nan), np.zeros((len(groups), len(MODELS)))
     lin = []
+    work = None if checkpoint_dir is None else results.resolve_path(checkpoint_dir)
+    done = Measured(work, "fig5")
     for gi, name in enumerate(groups):
         G = GROUPS[name]()
         tm = invariance.transforming(raw, G, n_train, n_val, n_test, leave_out, seed=0)
         lin.append(linear_spectral_decay(tm.train.images[:linear_images], G, len(tm.classes), linear_steps))
         for mi, model in enumerate(MODELS):
             kind, form = (model, "l2") if model == "DA" else ("IR", model.split("-", 1)[1])
-            tuned = None
+            tuned, values = None, []
+            def search_nu():
+                return tune_nu(G, tm, values, si_target, seeds[0], epochs, lr, batch_size, steps, dev, form,
+                               checkpoint_dir=work, prefix=f"fig5_{name}_{form}_")
             if kind == "IR":
                 values = sorted(float(v) for v in nus[form]); grid[mi, :len(values)] = values
-                nu[gi, mi], tried, tuned = tune_nu(G, tm, values, si_target, seeds[0], epochs, lr, batch_size, steps, dev, form)
-                search[gi, mi, :len(values)] = [tried.get(v, np.nan) for v in values]
+                got = done.load(f"{name}_{model}_tune", ("nu", "tried"))
+                if got is None:
+                    v, tried, tuned = search_nu()
+                    done.save(f"{name}_{model}_tune", nu=v, tried=tried); got = (v, tried)
+                nu[gi, mi] = got[0]
+                search[gi, mi, :len(values)] = [got[1].get(v, np.nan) for v in values]
             for si, seed in enumerate(progress(seeds, desc=f"{name} {model}")):
-                res = tuned if tuned is not None and seed == seeds[0] else fit(kind, G, tm, nu[gi, mi], seed, epochs, lr, batch_size, dev, form)
-                m = invariance.invariance_measures(res.model, tm.test.images, tm.test.labels, G, steps=steps)
-                si_f[gi, mi, si], li_f[gi, mi, si] = m.SI_f.item(), m.LI_f.item()
-                acc[gi, mi, si] = 1 - train.evaluate(res.model, tm.test)["error"]
-                sigma[gi, mi, si] = invariance.sigma_max(res.model, tm.test.images.to(dev)).numpy()
+                got = done.load(f"{name}_{model}_seed{seed}", ("SI_f", "LI_f", "acc", "sigma"))
+                if got is None:
+                    if kind == "IR" and seed == seeds[0] and tuned is None: tuned = search_nu()[2]   # resumed after the search: its checkpoints
+                    ckpt = None if work is None else work / f"fig5_{name}_{model}_seed{seed}.pt"
+                    res = tuned if tuned is not None and seed == seeds[0] else fit(kind, G, tm, nu[gi, mi], seed, epochs, lr, batch_size, dev, form, ckpt)
+                    m = invariance.invariance_measures(res.model, tm.test.images, tm.test.labels, G, steps=steps)
+                    got = (m.SI_f.item(), m.LI_f.item(), 1 - train.evaluate(res.model, tm.test)["error"],
+                           invariance.sigma_max(res.model, tm.test.images.to(dev)).numpy())
+                    done.save(f"{name}_{model}_seed{seed}", SI_f=got[0], LI_f=got[1], acc=got[2], sigma=got[3])
+                si_f[gi, mi, si], li_f[gi, mi, si], acc[gi, mi, si], sigma[gi, mi, si] = got
+    done.clear()
     run = ("group", "model", "seed")
     return xr.Dataset(
         {"sigma": (run + ("sample",), sigma), "test_accuracy": (run, acc), "SI_f": (run, si_f), "LI_f": (run, li_f),
@@ -158,6 +180,47 @@ def cell(
          "linear_sigma_flow": (("group", "step"), np.stack([b for _, b in lin]))},
         coords={"group": list(groups), "model": list(MODELS), "seed": seeds, "sample": np.arange(n_test),
                 "nu_index": np.arange(width), "step": np.arange(1, linear_steps + 1)})
+
+# %% ../../nbs/moskalev_fig5.ipynb #992917e9
+SIDE, N_CLASSES = 36, 9   # the Transforming images (padded to 36, a multiple of 3) and their classes without the 9
+
+@functools.lru_cache(maxsize=None)
+def _rates(group:str, batch_size:int, steps:int, device:str) -> dict:
+    "Seconds on `device`: an Adam step of DA and of each IR form on `batch_size` random images, and per test image the invariance measures (`steps` saliency steps) and σ_max."
+    G, dev, g = GROUPS[group](), torch.device(device), torch.Generator().manual_seed(0)
+    x = torch.rand(batch_size, 1, SIDE, SIDE, generator=g).to(dev)
+    y = torch.randint(N_CLASSES, (batch_size,), generator=g).to(dev)
+    out = {}
+    for model in MODELS:
+        net = invariance.perceptron((1, SIDE, SIDE), N_CLASSES).to(dev)
+        opt = torch.optim.Adam(net.parameters(), lr=1e-4)
+        pen = None if model == "DA" else invariance.InvariancePenalty(G, 1.0, model.split("-", 1)[1])
+        def step():
+            xa = G.random(x, g); o = net(xa); loss = F.cross_entropy(o, y)
+            if pen is not None: loss = loss + pen(net, xa, o, g)
+            opt.zero_grad(set_to_none=True); loss.backward(); opt.step()
+        out[model] = train.seconds_per_step(step, dev)
+    k = min(32, batch_size)
+    t0 = time.perf_counter(); invariance.invariance_measures(net, x[:k].cpu(), y[:k].cpu(), G, steps=steps)
+    out["measures"] = (time.perf_counter() - t0) / k
+    t0 = time.perf_counter(); invariance.sigma_max(net, x[:k]); out["sigma"] = (time.perf_counter() - t0) / k
+    return out
+
+@EXPERIMENT.cost
+def cost(settings:dict, cell:dict, device:torch.device) -> float:
+    "Predicted seconds of the run's one cell on `device`: every training of the grids at the measured step times, the validations at a third of a step per image, and the measures."
+    s, seeds = settings, len(settings["seeds"])
+    epoch_steps = s["epochs"] * math.ceil(s["n_train"] / s["batch_size"])
+    total = 0.0
+    for group in s["groups"]:
+        r = _rates(group, s["batch_size"], s["steps"], str(device))
+        for model in MODELS:
+            fits = seeds if model == "DA" else len(s["nus"][model.split("-", 1)[1]]) + seeds - 1
+            validate = s["epochs"] * s["n_val"] * r[model] / (3 * s["batch_size"])
+            total += fits * (epoch_steps * r[model] + validate)
+            searched = 0 if model == "DA" else len(s["nus"][model.split("-", 1)[1]])
+            total += (seeds * s["n_test"] + searched * s["n_val"]) * r["measures"] + seeds * s["n_test"] * r["sigma"]
+    return total
 
 # %% ../../nbs/moskalev_fig5.ipynb #f062b6b7
 @EXPERIMENT.derive

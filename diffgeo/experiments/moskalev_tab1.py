@@ -13,7 +13,7 @@ import xarray as xr
 
 from .. import data, invariance, results, train
 from ..core import check_int, progress, resolve_device
-from .moskalev import GROUPS, fit, tune_nu   # the paper's recipe, shared by its figures
+from .moskalev import GROUPS, Measured, fit, tune_nu   # the paper's recipe, shared by its figures
 from ..scaffold import Experiment, Var
 
 # %% auto #0
@@ -87,25 +87,6 @@ def realigned_saliency(
     maps = [invariance.saliency(model, group.act(x, k), y, steps) for k in range(group.order)]
     return torch.stack([group.act(m[:, None], group.inverse(k))[:, 0] for k, m in enumerate(maps)], 1)
 
-class _Measured:
-    "What a cell has finished (a seed's measures, the search for ν), kept in the work folder until the cell ends, with the code that made it."
-    def __init__(self, folder, prefix): self.folder, self.prefix = folder, prefix
-    def _path(self, name): return self.folder / f"{self.prefix}_{name}.done.pt"
-    def save(self, name, **parts):
-        if self.folder is None: return
-        blob = {"code": results.code_version(), "parts": parts}
-        results.atomic_write(self._path(name), lambda tmp: torch.save(blob, tmp))
-    def load(self, name, keys) -> tuple|None:
-        "The parts saved under `name`, or None if none were, or other code saved them (unless code changes are reused)."
-        if self.folder is None or not self._path(name).exists(): return None
-        blob = torch.load(self._path(name), weights_only=False)
-        if blob["code"]["source_hash"] != results.code_version()["source_hash"] and results.code_change_policy() != "reuse": return None
-        return tuple(blob["parts"][k] for k in keys)
-    def clear(self):
-        "Remove this cell's saved parts and checkpoints: its shard holds them now."
-        if self.folder is None: return
-        for f in self.folder.glob(f"{self.prefix}_*"): f.unlink(missing_ok=True)
-
 @EXPERIMENT.cell
 def cell(
     group:str, # a name in `GROUPS`
@@ -156,7 +137,7 @@ def cell(
     acc, best = np.full(len(seeds), np.nan), np.full(len(seeds), np.nan)
     nu, nu_si, tuned = np.nan, np.full(len(nus), np.nan), None
     work = None if checkpoint_dir is None else results.resolve_path(checkpoint_dir)
-    done = _Measured(work, f"{group}_{model}")
+    done = Measured(work, f"{group}_{model}")
     if model == "IR":
         nu, nu_si = done.load("tune", ("nu", "nu_si")) or (np.nan, None)
         if nu_si is None:
