@@ -23,9 +23,9 @@ from ..scaffold import Var
 # %% auto #0
 __all__ = ['SLICE_VARIABLES', 'BOUNDARY_COLOR', 'BOUNDARY_MUTATIONS', 'choose_anchors', 'slice_geometry', 'snapshot_file',
            'measure_during_training', 'check_snapshots', 'slice_points', 'slice_dataset', 'predictive_entropy',
-           'peak_gain', 'slice_derive', 'ternary', 'draw_boundaries', 'triangle_panel', 'drawn_lines', 'draw_slices',
-           'last_epoch', 'mean_sd_segments', 'genuine_segments', 'signed', 'separated', 'too_few_segments',
-           'boundary_vs_control', 'boundary_passes', 'triangle', 'accuracy', 'controls_bumped']
+           'peak_gain', 'slice_derive', 'ternary', 'draw_boundaries', 'triangle_panel', 'last_epoch',
+           'genuine_segments', 'drawn_lines', 'draw_slices', 'mean_sd_segments', 'signed', 'separated',
+           'too_few_segments', 'boundary_vs_control', 'boundary_passes', 'triangle', 'accuracy', 'controls_bumped']
 
 # %% ../../nbs/paper_zavatoneveth.ipynb #1cda2439
 SLICE_VARIABLES = {
@@ -315,22 +315,40 @@ def triangle_panel(
     fig.colorbar(im, ax=ax, shrink=0.8, label=label)
 
 # %% ../../nbs/paper_zavatoneveth.ipynb #7d1301b3
+def last_epoch(v:xr.DataArray) -> xr.DataArray:
+    "`v` at the last snapshot."
+    return v.sel(epoch=v.epoch.max())
+
+def genuine_segments(ds:xr.Dataset) -> tuple[xr.DataArray, xr.DataArray]:
+    """Masks over `line` at the last epoch: segments between classes along which the prediction changes (they cross a
+    decision boundary), and genuine controls, as in the paper's Fig. I.22: same class, both ends correctly classified, and
+    the prediction the same all along."""
+    pred = last_epoch(ds.line_pred)
+    changes = (pred != pred.isel(t=0)).any("t")
+    ends_right = xr.DataArray((pred.isel(t=[0, -1]).values == ds.line_label.values).all(1), dims="line", coords={"line": ds.line})
+    return (ds.same_class == 0) & changes, (ds.same_class == 1) & ~changes & ends_right
+
 def drawn_lines(
-    ds:xr.Dataset, # a slices' dataset (its `same_class`)
-    n_between:int=3, # segments between classes to draw, the first ones
-    n_same:int=2, # same-class controls to draw, the first ones
+    ds:xr.Dataset, # a slices' dataset (its `same_class`, and `line_pred` and `line_label` where it has them)
+    n_between:int=3, # segments between classes to draw
+    n_same:int=2, # same-class controls to draw
 ) -> list: # indices into `line`: the segments between classes first, then the controls
-    """The segments a figure draws: the paper's figure shows three; a dataset may hold many more, for the claims.
+    """The segments a figure draws: the paper's figure shows three; a dataset may hold many more, for the claims. Those
+    the claims compare come first, in their order (`genuine_segments`: between classes and crossing a decision boundary;
+    genuine controls), then the others, so that the figure shows what the ledger grades.
 
     Args:
-        ds: a slices' dataset (its `same_class`)
-        n_between: segments between classes to draw, the first ones
-        n_same: same-class controls to draw, the first ones
+        ds: a slices' dataset (its `same_class`, and `line_pred` and `line_label` where it has them)
+        n_between: segments between classes to draw
+        n_same: same-class controls to draw
     Returns:
         indices into `line`: the segments between classes first, then the controls
     """
     same = ds.same_class.values.astype(bool)
-    return [*np.flatnonzero(~same)[:n_between].tolist(), *np.flatnonzero(same)[:n_same].tolist()]
+    cross, control = ((m.values.astype(bool) for m in genuine_segments(ds)) if {"line_pred", "line_label"} <= set(ds.variables)
+                      else (~same, same))
+    first = lambda preferred, kind: [*np.flatnonzero(preferred & kind), *np.flatnonzero(~preferred & kind)]
+    return [*first(cross, ~same)[:n_between], *first(control, same)[:n_same]]
 
 # %% ../../nbs/paper_zavatoneveth.ipynb #50a34af9
 def draw_slices(
@@ -380,25 +398,10 @@ def draw_slices(
     if title: fig.suptitle(title)
     return fig
 
-# %% ../../nbs/paper_zavatoneveth.ipynb #aa4285f8
-def last_epoch(v:xr.DataArray) -> xr.DataArray:
-    "`v` at the last snapshot."
-    return v.sel(epoch=v.epoch.max())
-
 # %% ../../nbs/paper_zavatoneveth.ipynb #1995b19d
 def mean_sd_segments(v:xr.DataArray) -> str:
     "Mean ± s.d. of `v` over its segments, for the claims' notes."
     return claims.mean_sd(v.values, ".1f", dim="segment")
-
-# %% ../../nbs/paper_zavatoneveth.ipynb #f820264a
-def genuine_segments(ds:xr.Dataset) -> tuple[xr.DataArray, xr.DataArray]:
-    """Masks over `line` at the last epoch: segments between classes along which the prediction changes (they cross a
-    decision boundary), and genuine controls, as in the paper's Fig. I.22: same class, both ends correctly classified, and
-    the prediction the same all along."""
-    pred = last_epoch(ds.line_pred)
-    changes = (pred != pred.isel(t=0)).any("t")
-    ends_right = xr.DataArray((pred.isel(t=[0, -1]).values == ds.line_label.values).all(1), dims="line", coords={"line": ds.line})
-    return (ds.same_class == 0) & changes, (ds.same_class == 1) & ~changes & ends_right
 
 # %% ../../nbs/paper_zavatoneveth.ipynb #628ea89d
 def signed(x:float) -> str:
