@@ -1,5 +1,6 @@
 """One training step of the papers' convolutional networks in PyTorch's default layout (NCHW) and in the channels-last
-layout (NHWC) that `diffgeo.train.train` takes on the CPU (`memory_format="auto"`), side by side in one process.
+layout (NHWC) that `diffgeo.train.train` takes on the CPU for those without batch norm (`memory_format="auto"`), side
+by side in one process.
 
 Usage:
 

@@ -123,17 +123,12 @@ def training_layout(
         model: the network
         device: where it runs
         memory_format: a value of `MEMORY_FORMATS`
-
-    Args:
-        model: the network
-        device: where it runs
-        memory_format: a value of `MEMORY_FORMATS`
     """
     if not uses_channels_last(model, device, memory_format): yield _nchw; return
     try:
         model._apply(_nhwc)
         yield _nhwc
-    finally: model._apply(lambda t: t.contiguous() if t.dim() == 4 else t)
+    finally: model._apply(lambda t: t.to(memory_format=torch.contiguous_format) if t.dim() == 4 else t)   # `to`: see `_nhwc`
 
 def classifier_step_seconds(
     net:torch.nn.Module, # a classifier of images, on `device`, in training mode

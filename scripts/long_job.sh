@@ -72,7 +72,7 @@ if [ -f "$parked/SOURCE" ]; then
 fi
 mkdir -p "$runs"
 [ -d "$src/.git" ] || git clone -q "$root" "$src"
-git -C "$src" cat-file -e "$commit^{commit}" 2>/dev/null || git -C "$src" fetch -q "$root"   # a clone older than the commit
+git -C "$src" cat-file -e "$commit^{commit}" 2>/dev/null || git -C "$src" fetch -q origin   # a clone older than the commit: every branch
 git -C "$src" checkout -q "$commit"
 if [ -f "$parked/SOURCE" ]; then
   mkdir -p "$work/$sub" && { cp -n "$parked"/*.nc "$work/$sub"/ 2>/dev/null || true; }

@@ -162,8 +162,9 @@ def cell(
             for si, seed in enumerate(progress(seeds, desc=f"{name} {model}")):
                 got = done.load(f"{name}_{model}_seed{seed}", ("SI_f", "LI_f", "acc", "sigma"))
                 if got is None:
-                    if kind == "IR" and seed == seeds[0] and tuned is None: tuned = search_nu()[2]   # resumed after the search: its checkpoints
                     ckpt = None if work is None else work / f"fig5_{name}_{model}_seed{seed}.pt"
+                    if kind == "IR" and seed == seeds[0] and tuned is None:    # resumed after the search: the chosen ν's model, from its checkpoint
+                        ckpt = None if work is None else work / f"fig5_{name}_{form}_IR_nu{nu[gi, mi]:g}_seed{seed}.pt"
                     res = tuned if tuned is not None and seed == seeds[0] else fit(kind, G, tm, nu[gi, mi], seed, epochs, lr, batch_size, dev, form, ckpt)
                     m = invariance.invariance_measures(res.model, tm.test.images, tm.test.labels, G, steps=steps)
                     got = (m.SI_f.item(), m.LI_f.item(), 1 - train.evaluate(res.model, tm.test)["error"],

@@ -229,20 +229,20 @@ def draw_blocks(ds:xr.Dataset):
     fig = plt.figure(figsize=(3.2 * len(BLOCKS), 6.6), layout="constrained")
     gs = fig.add_gridspec(2, len(BLOCKS), height_ratios=[1.1, 1])
     palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    colors = [palette[k % len(palette)] for k in (1, 2, 4, 3, 5, 7, 9)]  # segments: not the palette's blue (near the boundaries') nor orange next to vermilion
+    colors = [palette[k % len(palette)] for k in (1, 2, 4, 3, 5, 7)]  # segments: not the palette's blue (near the boundaries') nor orange next to vermilion
     share = None
     for j, b in enumerate(BLOCKS):
         triangle_panel(fig, fig.add_subplot(gs[0, j]), ds, last.plane_block_log_volume.sel(block=b).values, f"{b}", item="class")
         ax = fig.add_subplot(gs[1, j], sharey=share)
         share = share or ax
-        for i in drawn_lines(ds):
+        for k, i in enumerate(drawn_lines(ds)):                      # coloured by position: line numbers can repeat a colour
             v = last.line_block_log_volume.sel(block=b, line=i)
-            ax.plot(ds.t, v - v.mean(), ls="--" if ds.same_class[i] else "-", lw=1.4, color=colors[i % len(colors)])
+            ax.plot(ds.t, v - v.mean(), ls="--" if ds.same_class[i] else "-", lw=1.4, color=colors[k % len(colors)])
         ax.set(xlabel="t along the segment", ylabel="log √det g − its mean" if j == 0 else None)
         if j: ax.tick_params(labelleft=False)  # one scale for the four blocks, labelled on the first
-    handles = [Line2D([], [], color=colors[i % len(colors)], ls="--" if ds.same_class[i] else "-", lw=1.4,
+    handles = [Line2D([], [], color=colors[k % len(colors)], ls="--" if ds.same_class[i] else "-", lw=1.4,
                       label=f"segment {i}: class {a} → {c}" + (" (same class)" if ds.same_class[i] else ""))
-               for i, (a, c) in ((i, ds.line_label.values[i]) for i in drawn_lines(ds))]
+               for k, (i, (a, c)) in enumerate((i, ds.line_label.values[i]) for i in drawn_lines(ds))]
     handles.append(Line2D([], [], color=BOUNDARY_COLOR, lw=1.2, label="triangle: decision boundaries"))
     fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 4))
     fig.suptitle(f"GELU ResNet at epoch {int(last.epoch)}: log volume element of each block's output")
