@@ -147,15 +147,13 @@ def cell(
         lin.append(linear_spectral_decay(tm.train.images[:linear_images], G, len(tm.classes), linear_steps))
         for mi, model in enumerate(MODELS):
             kind, form = (model, "l2") if model == "DA" else ("IR", model.split("-", 1)[1])
-            tuned, values = None, []
-            def search_nu():
-                return tune_nu(G, tm, values, si_target, seeds[0], epochs, lr, batch_size, steps, dev, form,
-                               checkpoint_dir=work, prefix=f"fig5_{name}_{form}_")
+            tuned = None
             if kind == "IR":
                 values = sorted(float(v) for v in nus[form]); grid[mi, :len(values)] = values
                 got = done.load(f"{name}_{model}_tune", ("nu", "tried"))
                 if got is None:
-                    v, tried, tuned = search_nu()
+                    v, tried, tuned = tune_nu(G, tm, values, si_target, seeds[0], epochs, lr, batch_size, steps, dev, form,
+                                              checkpoint_dir=work, prefix=f"fig5_{name}_{form}_")
                     done.save(f"{name}_{model}_tune", nu=v, tried=tried); got = (v, tried)
                 nu[gi, mi] = got[0]
                 search[gi, mi, :len(values)] = [got[1].get(v, np.nan) for v in values]
@@ -216,10 +214,10 @@ def cost(settings:dict, cell:dict, device:torch.device) -> float:
     for group in s["groups"]:
         r = _rates(group, s["batch_size"], s["steps"], str(device))
         for model in MODELS:
-            fits = seeds if model == "DA" else len(s["nus"][model.split("-", 1)[1]]) + seeds - 1
+            searched = 0 if model == "DA" else len(s["nus"][model.split("-", 1)[1]])   # the ν search's trainings (its seed-0 model reused)
+            fits = seeds if model == "DA" else searched + seeds - 1
             validate = s["epochs"] * s["n_val"] * r[model] / (3 * s["batch_size"])
             total += fits * (epoch_steps * r[model] + validate)
-            searched = 0 if model == "DA" else len(s["nus"][model.split("-", 1)[1]])
             total += (seeds * s["n_test"] + searched * s["n_val"]) * r["measures"] + seeds * s["n_test"] * r["sigma"]
     return total
 
