@@ -310,3 +310,47 @@ def test_the_docs_build_runs_no_cell_that_needs_the_papermill_parameters(path):
             todo += list(ast.iter_child_nodes(n))
         assert not used & params, (f"{path.name}: the docs build runs the cell starting {c.source[:60]!r} (it holds an import "
                                    f"or is exported), which reads the papermill parameters {sorted(used & params)}; move the import out")
+
+
+# ------------------------------------------------------------------------------------------------ statuses in prose
+
+#: A status typed beside a claim's key: "(`key`: reproduced)", "(`key`, partly)", "`key` stays *partly*", "`key` not".
+_TYPED_AFTER = re.compile(r"^`[\s,:;]*(?:stays\s+|is\s+)?\*?(reproduced|partly|not)\b(?!\s+(?:a|an|the|by|in|on|at|as|to|only|for|from|with)\b)", re.I)
+#: ... or just before it: "the ledger's `partly` records for `key`", "*not* (`key`)".
+_TYPED_BEFORE = re.compile(r"(?:`(?:reproduced|partly|not)`|\*(?:reproduced|partly|not)\*)[^.`]{0,30}`$", re.I)
+
+
+def typed_statuses(text: str, keys: set[str]) -> list[str]:
+    "The places in `text` where a claim's status is typed beside its key (`keys`: the ledger's claim keys)."
+    found = []
+    for m in re.finditer(r"`([A-Za-z0-9_]+)`", text):
+        if m.group(1) not in keys: continue
+        if _TYPED_AFTER.search(text[m.end() - 1:m.end() + 30]) or _TYPED_BEFORE.search(text[max(0, m.start() - 60):m.start() + 1]):
+            found.append(text[max(0, m.start() - 40):m.end() + 40].replace("\n", " "))
+    return found
+
+
+def _claim_keys() -> set[str]:
+    from diffgeo import claims
+    from diffgeo.scaffold import REGISTRY
+    claims.registered()
+    return {k for e in REGISTRY.values() for k in getattr(e, "claims", {})}
+
+
+def test_typed_statuses_are_found():
+    "The check below finds a status typed beside a claim's key, and leaves prose that only names the claim alone."
+    keys = {"triangle", "accuracy"}
+    for bad in ("(`triangle`, reproduced)", "(`triangle`: partly)", "`triangle` stays *partly*,", "(`accuracy` partly, `x` not)",
+                "which is what the ledger's `partly`\nrecords for `triangle`", "the run says *not* (`accuracy`)"):
+        assert typed_statuses(bad, keys), bad
+    for fine in ("(`triangle`)", "the ledger's `triangle` below", "`accuracy` is not a claim of Fig. 3", "`triangle`, not the block contrast",
+                 "criterion must say *not*. `accuracy` above"):
+        assert not typed_statuses(fine, keys), fine
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_prose_types_no_claim_status(path):
+    "Claim statuses come from the ledger (`claims.show`, stored and checked current), never typed: a status typed in prose goes stale when a dataset or a criterion changes."
+    keys = _claim_keys()
+    found = [s for c in read(path).cells if c.cell_type == "markdown" for s in typed_statuses(c.source, keys)]
+    assert not found, f"{path.name}: a claim status typed beside its key; name the claim and let the ledger's table grade it: {found}"
