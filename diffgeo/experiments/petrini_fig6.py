@@ -275,7 +275,8 @@ def draw_fig13(ds:xr.Dataset):
         m0 = ds.R_f_logmean.sel(arch=arch, state="trained").isel(c=0, interpolation=0).sel(P=fit[0]).item()
         ax.plot(fit, m0 * (fit / fit[0]) ** -1.0, "k:", lw=1)
         k = ds.slope_R_f.sel(arch=arch).isel(c=0, interpolation=0)
-        _loglog(ax, y=False); ax.set_title(f"{arch}: fitted slope {k.mean().item():.2f} ± {k.std().item():.2f}".replace("-", "−"))
+        _loglog(ax, y=False); ax.set_title(f"{arch}: fitted slope {k.mean().item():.2f}".replace("-", "−")
+                                            + (f" ± {k.std(ddof=1).item():.2f}" if k.size > 1 else ""))
     _share_log_y(axes)
     axes[0].set_ylabel(f"$R_f$ (c = {ds.c.values[0]:g})")
     h = [Line2D([], [], color=c, lw=2, marker="o", ms=4, label=f"{i}, trained") for i, c in colors.items()]
@@ -358,7 +359,7 @@ def quoted(ds:xr.Dataset) -> list[str]:
         f"{n(R.sel(arch='LeNet') > 1)} of its {R.sel(arch='LeNet').size}", f"({span(R.sel(arch='LeNet'), '.2f')})",
         f"{n(R.sel(arch='ResNet18') < 1)} of {R.sel(arch='ResNet18').size}", f"({span(R.sel(arch='ResNet18'), '.2f')})",
         f"seed mean {span(lm.sel(arch='ResNet18'), '.2f')}",
-        ", ".join(f"{v:.2f}".replace("-", "−") for v in res.values), f"{res.mean().item():.2f} ± {res.std().item():.2f}".replace("-", "−"),
+        ", ".join(f"{v:.2f}".replace("-", "−") for v in res.values), f"{res.mean().item():.2f} ± {res.std(ddof=1).item():.2f}".replace("-", "−"),
         f"{span(G.sel(arch='ResNet18'), '.3f')}", f"{span(D.sel(arch='ResNet18'), '.4f')}",
         f"slopes {span(sl('D_f', 'ResNet18'), '.2f')}", f"slopes of $G_f$ {span(sl('G_f', 'FullConnL4'), '.2f')}",
         f"{span(sl('G_f', 'LeNet'), '.2f')} (LeNet)", f"{span(sl('G_f', 'ResNet18'), '.2f')} (ResNet18)",

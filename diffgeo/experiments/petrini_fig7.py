@@ -191,11 +191,12 @@ def draw(ds:xr.Dataset):
     right.plot(P, np.exp(np.log(ds.R_f_limit).mean("seed")), "o", mfc="none", color="k", label="small-noise limit")
     fit = P[ds.in_fit.values > 0]
     right.axvspan(fit[0], fit[-1], color=cycle_color("C2"), alpha=0.08, label="fitted range")
-    k, sd = ds.slope.mean().item(), ds.slope.std().item()
+    k, n = ds.slope.mean().item(), ds.sizes["seed"]
+    sd = f" ± {ds.slope.std(ddof=1).item():.2f} (mean ± s.d. over {n} seeds, thin: each seed)" if n > 1 else " (one seed)"
     guide = mean.sel(P=fit[0]).item() * (fit / fit[0]) ** -1.0
     right.plot(fit, guide, "k--", lw=1, label="slope −1")
     right.set(xscale="log", yscale="log", xlabel="training set size P", ylabel="$R_f$",
-              title=f"d = {ds.d.item()}: fitted slope {k:.2f} ± {sd:.2f} (mean ± s.d. over {ds.sizes['seed']} seeds, thin: each seed)".replace("-", "−"))
+              title=f"d = {ds.d.item()}: fitted slope {k:.2f}".replace("-", "−") + sd)
     right.set_xticks(P, [f"{p:d}" for p in P])  # the measured sizes, plainly, and no minor labels to collide
     right.xaxis.set_minor_locator(NullLocator())
     right.legend(fontsize=8)
@@ -209,7 +210,7 @@ def check_regression(ds:xr.Dataset):
     assert (abs(ds.R_f / ds.R_f_limit - 1) < 0.1).all(), "R_f and its small-noise limit differ by more than 10%"
     first = ds.isel(P=0)
     assert (first.R_f > 0.5).all(), "R_f at the smallest P is not in the memorisation regime (> 0.5)"
-    mean, spread = ds.slope.mean().item(), ds.slope.std().item()
+    mean, spread = ds.slope.mean().item(), ds.slope.std(ddof=1).item()
     assert abs(mean + 1) < 2 * spread, f"the fitted slope {mean:.2f} ± {spread:.2f} does not cover -1"
     assert ((ds.slope > -1.2) & (ds.slope < -0.85)).all(), "a seed's slope lies outside [-1.2, -0.85]"
     local = ds.local_slope.mean("seed")
@@ -228,7 +229,7 @@ def quoted(ds:xr.Dataset) -> list[str]:
         f"to within {np.ceil(100 * float(abs(ds.R_f / ds.R_f_limit - 1).max())):.0f}%",
         f"At $P={first.P.item()}$", f"$R_f$ is {span(first.R_f, '.2f')}", f"test error is {span(first.test_error, '.2f')}",
         f"Over ${fit[0]}\\le P\\le{fit[-1]}$",
-        f"{ds.slope.mean().item():.2f} ± {ds.slope.std().item():.2f}".replace("-", "−") + f" (mean ± standard deviation over {ds.sizes['seed']} seeds",
+        f"{ds.slope.mean().item():.2f} ± {ds.slope.std(ddof=1).item():.2f}".replace("-", "−") + f" (mean ± standard deviation over {ds.sizes['seed']} seeds",
         span(ds.slope, ".2f"),
         *(f"{s:.2f} from {lo} to {hi}".replace("-", "−") for s, lo, hi in zip(local, ds.P.values[:-1], ds.P.values[1:]) if lo >= fit[0]),
         f"from {span(first.test_error, '.2f')} at $P={first.P.item()}$ to {span(last.test_error, '.3f')} at $P={last.P.item()}$",
