@@ -314,10 +314,14 @@ def test_the_docs_build_runs_no_cell_that_needs_the_papermill_parameters(path):
 
 # ------------------------------------------------------------------------------------------------ statuses in prose
 
-#: A status typed beside a claim's key: "(`key`: reproduced)", "(`key`, partly)", "`key` stays *partly*", "`key` not".
-_TYPED_AFTER = re.compile(r"^`[\s,:;]*(?:stays\s+|is\s+)?\*?(reproduced|partly|not)\b(?!\s+(?:a|an|the|by|in|on|at|as|to|only|for|from|with)\b)", re.I)
-#: ... or just before it: "the ledger's `partly` records for `key`", "*not* (`key`)".
-_TYPED_BEFORE = re.compile(r"(?:`(?:reproduced|partly|not)`|\*(?:reproduced|partly|not)\*)[^.`]{0,30}`$", re.I)
+#: Words and punctuation that may stand between a claim's key and a status typed after it.
+_CONNECT = r"(?:\s*[:,;\u2014\u2013(-]\s*|\s+(?:is|stays|remains|was|therefore|still|now|marked|as)\b)*\s*"
+#: A status typed after a claim's key: "(`key`: reproduced)", "(`key`, partly)", "`key` stays *partly*", "`key` is therefore
+#: partly reproduced", "`key` (reproduced)", "`key` not)"; "not" only where it ends the phrase or reads "not reproduced", so
+#: that "`key` is not above the controls" or "`key`, not `other`" pass.
+_TYPED_AFTER = re.compile(r"^`" + _CONNECT + r"\**(?:(?:reproduced|partly)\b|not\**\s*(?:reproduced\b|[),;.]|$))", re.I)
+#: ... or just before it: "the ledger's `partly` records for `key`", "*not* (`key`)", "reproduced (`key`)".
+_TYPED_BEFORE = re.compile(r"(?:(?:`(?:reproduced|partly|not)`|\*+(?:reproduced|partly|not)\*+)[^.`]{0,30}|\b(?:reproduced|partly)\s*\()`$", re.I)
 
 
 def typed_statuses(text: str, keys: set[str]) -> list[str]:
@@ -340,11 +344,16 @@ def _claim_keys() -> set[str]:
 def test_typed_statuses_are_found():
     "The check below finds a status typed beside a claim's key, and leaves prose that only names the claim alone."
     keys = {"triangle", "accuracy"}
-    for bad in ("(`triangle`, reproduced)", "(`triangle`: partly)", "`triangle` stays *partly*,", "(`accuracy` partly, `x` not)",
-                "which is what the ledger's `partly`\nrecords for `triangle`", "the run says *not* (`accuracy`)"):
+    for bad in ("(`triangle`, reproduced)", "(`triangle`: partly)", "`triangle` stays *partly*,", "(`accuracy` partly, `triangle` not)",
+                "which is what the ledger's `partly`\nrecords for `triangle`", "the run says *not* (`accuracy`)",
+                "(`triangle`: reproduced on both runs)", "`triangle` is reproduced in every seed", "`accuracy`: **partly**",
+                "`triangle` \u2014 partly", "`triangle` (reproduced)", "`triangle` was reproduced", "`triangle` remains partly reproduced",
+                "`accuracy` is therefore *partly* reproduced.", "the ledger marks `triangle` as reproduced", "reproduced (`triangle`)",
+                "`triangle` is not reproduced here"):
         assert typed_statuses(bad, keys), bad
     for fine in ("(`triangle`)", "the ledger's `triangle` below", "`accuracy` is not a claim of Fig. 3", "`triangle`, not the block contrast",
-                 "criterion must say *not*. `accuracy` above"):
+                 "criterion must say *not*. `accuracy` above", "`triangle` is not above the controls", "`triangle`; not every seed agrees",
+                 "`accuracy` not met", "`triangle`, not `accuracy`, is the test", "with `accuracy` not set"):
         assert not typed_statuses(fine, keys), fine
 
 
