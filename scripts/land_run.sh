@@ -35,9 +35,13 @@ python scripts/store_claims.py
 python scripts/readme.py
 rm -rf "results/in_progress/${exp}_${prof}"
 git status --short
+nb=$(python -c "import importlib, sys; print(importlib.import_module(f'diffgeo.experiments.{sys.argv[1]}').EXPERIMENT.notebook)" "$exp")
+if grep -q "is being made\\|being made on one thread\\|will hold the committed run" "nbs/$nb"; then
+  echo "nbs/$nb still says the run is in progress ('is being made', 'will hold the committed run'): say what was run, in the past tense"
+fi
 cat <<EOF
 Left to do by hand:
-  - a section in nbs/${exp}.ipynb that prints the run from its file (its numbers formatted from the dataset), and the prose;
-  - DIFFGEO_REDRAW=1 python scripts/store_outputs.py nbs/${exp}.ipynb; nbdev-clean;
+  - a section in nbs/$nb that prints the run from its file (its numbers formatted from the dataset), and the prose;
+  - DIFFGEO_REDRAW=1 python scripts/store_outputs.py nbs/$nb; nbdev-clean;
   - the tests (CI=true bash scripts/test.sh), then commit from a clean tree.
 EOF
