@@ -5,7 +5,7 @@
 #      notebook once, at profile=smoke, through papermill: tests/test_experiments.py), two workers with one torch
 #      thread each;
 #   3. the portable kernel pass: the numerical library notebooks and tests (`pytest -m kernels`, the modules listed
-#      in tests/conftest.py) again, with PyTorch's, numba's, MKL's and oneDNN's CPU dispatch forced to their portable
+#      in tests/conftest.py, less those marked kernel_free) again, with PyTorch's, numba's, MKL's and oneDNN's CPU dispatch forced to their portable
 #      paths (ATEN_CPU_CAPABILITY=default, NUMBA_CPU_NAME=generic, MKL_CBWR=COMPATIBLE, ONEDNN_MAX_CPU_ISA=SSE41).
 #      A tolerance that only this CPU's SIMD kernels meet fails here, on the developer's machine, rather than on a
 #      user's CPU: every x86-64 machine can select these paths, so every machine checks the same second path.
@@ -39,6 +39,11 @@ if [ "$(snapshot | sha1sum)" != "$before" ]; then
 fi
 echo "nbdev-clean, nbdev-export and README leave no diff"
 
+# Byte-compile the package once, after nbdev-export rewrote it: where PYTHONDONTWRITEBYTECODE is set (this workplace sets
+# it) no process caches what it compiles, and every notebook kernel, pytest worker and subprocess of the tests would
+# compile diffgeo's modules again (__pycache__/ is ignored by git; Python checks each file against its source's mtime).
+python -m compileall -q diffgeo
+
 export OMP_NUM_THREADS=1 DIFFGEO_PROGRESS=0
 library='^(fig5|template|petrini_|detlefsen_|zavatoneveth_|moskalev_|rousseau_)'   # experiment notebooks: pytest runs them
 numerical='^(0[5-9]|[1-4][0-9]|6[0-9])_'   # the numerical layers, maps (05) to the measures (40-49) and riemann (60)
@@ -57,5 +62,5 @@ export ATEN_CPU_CAPABILITY=default NUMBA_CPU_NAME=generic MKL_CBWR=COMPATIBLE ON
 python -c 'import torch; print(f"portable kernel pass: PyTorch {torch.backends.cpu.get_cpu_capability()}, numba generic, MKL compatible, oneDNN SSE4.1")'
 nbdev-test --n-workers 2 --timing --file-re "$numerical"
 took "nbdev-test, portable kernels"
-python -m pytest -q "${xdist[@]}" "$@" -m kernels     # after "$@": a -m given to the script selects the native pass only
+python -m pytest -q "${xdist[@]}" "$@" -m "kernels and not kernel_free"     # after "$@": a -m given to the script selects the native pass only
 took "pytest -m kernels, portable kernels"

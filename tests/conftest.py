@@ -21,6 +21,11 @@ KERNEL_MODULES = {"test_cpab", "test_diffeo", "test_distort", "test_exp_detlefse
                   "test_riemann", "test_stability", "test_stripe", "test_transformers"}
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "kernel_free: a test of a KERNEL_MODULES module whose outcome no CPU kernel decides "
+                            "(names, imports, resume logic): scripts/test.sh's portable pass skips it")
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.stem in KERNEL_MODULES: item.add_marker(pytest.mark.kernels)

@@ -67,6 +67,7 @@ def test_bad_inputs():
                          seeds=[0], nus=[1.0], si_target=0.95, lr=1e-3, batch_size=16, steps=2, betas=[0.5, 1.0])
 
 
+@pytest.mark.kernel_free   # the resume logic; its numbers are compared within one kernel path: the portable pass skips it
 @pytest.mark.filterwarnings("ignore:no ν in")
 def test_table1_cell_resumes_without_the_seeds_it_measured(tmp_path, monkeypatch):
     "An IR cell stopped while measuring its second seed resumes from the work folder: no search, no seed measured twice, the same result."
@@ -89,6 +90,7 @@ def test_table1_cell_resumes_without_the_seeds_it_measured(tmp_path, monkeypatch
     assert not list(tmp_path.iterdir())                     # the cell's work files are gone with it
 
 
+@pytest.mark.kernel_free   # the resume logic; its numbers are compared within one kernel path: the portable pass skips it
 @pytest.mark.filterwarnings("ignore:no ν in")
 def test_fig5_cell_resumes_without_the_models_it_measured(tmp_path, monkeypatch):
     "Fig. 5's one cell stopped after an IR form's search, while measuring its first seed, resumes from the work folder: no "

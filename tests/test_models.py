@@ -200,6 +200,7 @@ def test_other_sizes_channels_classes(name):
     assert y.shape == (2, 7) and torch.isfinite(y).all()
 
 
+@pytest.mark.kernel_free   # names and imports, no numerics: the portable kernel pass skips it
 def test_probe_layers_names():
     assert probe_layers("FullConnL4") == ["relu1", "relu2", "relu3", "out"]
     assert probe_layers("fullconn_l2") == ["relu1", "out"]
@@ -232,6 +233,7 @@ def test_cuda_matches_cpu_weights(name):
     assert y.shape == (2, 10) and torch.isfinite(y).all()
 
 
+@pytest.mark.kernel_free   # names and imports, no numerics: the portable kernel pass skips it
 def test_importing_models_leaves_torchvision_alone():
     "diffgeo.models imports torchvision where a network needs it: importing it (every experiment notebook does) loads neither torchvision nor torch._dynamo."
     import subprocess, sys
