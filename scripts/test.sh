@@ -19,13 +19,26 @@ cd "$root"
 t0=$SECONDS
 took() { echo "-- $1: $((SECONDS - t0)) s since the start"; }
 
-# numba compiles the CPAB and Gaussian kernels on first use, once per kernel path (native, then NUMBA_CPU_NAME=generic):
-# about 45 s of CPU each on a fresh clone. Compile them into numba's cache on the second core while the single-threaded
-# steps below (nbdev-clean/export, README, Slurm's install under CI) run, instead of inside the timed passes.
-warm='import torch; from diffgeo import cpab, diffeo; t = cpab.Tessellation((3, 3), zero_boundary=True); th = cpab.sample(t, 2).requires_grad_(True); cpab.warp(torch.rand(2, 1, 8, 8), th, t).sum().backward(); diffeo.deform(torch.rand(2, 1, 8, 8), 1e-3, 3, "gaussian")'
-( OMP_NUM_THREADS=1 python -c "$warm"; OMP_NUM_THREADS=1 NUMBA_CPU_NAME=generic python -c "$warm" ) > /dev/null 2>&1 &
-warm_pid=$!
-trap '{ pkill -P "$warm_pid"; kill "$warm_pid"; } 2> /dev/null || true' EXIT
+# numba compiles the CPAB and Gaussian kernels on first use, once per kernel path (native, then NUMBA_CPU_NAME=generic)
+# and once per signature (the Gaussian kernel: per dtype and window size 2r, the 8 pairs the tests use): on a
+# fresh clone about 45 s of CPU for CPAB and 3 s per Gaussian signature, per path. Two background streams (CPAB; the
+# Gaussian kernel and the positions) compile them into numba's cache while the single-threaded steps below run
+# (nbdev-clean/export, README, Slurm's install under CI); the native pass waits for their native halves, so that no
+# notebook or test compiles a kernel a second time beside them, and the generic halves overlap the native pass.
+warm_cpab='import torch; from diffgeo import cpab; t = cpab.Tessellation((3, 3), zero_boundary=True); th = cpab.sample(t, 2).requires_grad_(True); cpab.warp(torch.rand(2, 1, 8, 8), th, t).sum().backward()'
+warm_gauss='import torch; from diffgeo import diffeo, maps
+for dt, sigmas in ((torch.float32, (0.3, 0.5, 2.0, 4.0)), (torch.float64, (0.3, 0.5, 1.5, 4.0))):   # the windows the tests use
+    x, p = torch.rand(2, 1, 8, 8, dtype=dt), 7 * torch.rand(1, 8, 8, dtype=dt)
+    for sigma in sigmas: maps.sample_gaussian(x, p, p, sigma)   # 2r = 4, 6, 16 or 12, 30
+    diffeo.deform(x, 1e-3, 3, "gaussian")'
+warm_dir="$(mktemp -d)"
+warm() {  # warm NAME CODE: the native half, a mark, the generic half
+  OMP_NUM_THREADS=1 python -c "$2" > /dev/null 2>&1 || true; touch "$warm_dir/$1"   # a failure here shows in the tests
+  OMP_NUM_THREADS=1 NUMBA_CPU_NAME=generic python -c "$2" > /dev/null 2>&1 || true
+}
+warm cpab "$warm_cpab" & warm_pids=$!
+warm gauss "$warm_gauss" & warm_pids="$warm_pids $!"
+trap '{ for p in $warm_pids; do pkill -P "$p"; kill "$p"; done; rm -rf "$warm_dir"; } 2> /dev/null || true' EXIT
 
 snapshot() { git status --porcelain --untracked-files=all; git diff; }
 before="$(snapshot | sha1sum)"
@@ -52,6 +65,8 @@ xdist=(-n 2 --dist loadgroup)                     # two workers; the Slurm test'
 case "${CI:-}" in ""|0|false|False|FALSE) ci="" ;; *) ci=1 ;; esac
 if [ -n "$ci" ] || [ "${DIFFGEO_TEST_SLURM:-}" = 1 ]; then bash scripts/install_slurm.sh; fi
 python -c 'import torch; print(f"native kernels: PyTorch {torch.backends.cpu.get_cpu_capability()}")'
+for _ in $(seq 600); do [ -e "$warm_dir/cpab" ] && [ -e "$warm_dir/gauss" ] && break; sleep 0.5; done   # the native kernels compiled
+took "numba's native kernels compiled"
 nbdev-test --n-workers 2 --timing --skip-file-re "$library"
 took "nbdev-test, native"
 python -m pytest -q "${xdist[@]}" "$@"
