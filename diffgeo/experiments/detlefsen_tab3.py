@@ -264,15 +264,18 @@ def draw(ds:xr.Dataset):
     import matplotlib.pyplot as plt
     t = table(ds)
     sets = list(ds.dataset.values)
-    fig = plt.figure(figsize=(4.5 + 3.6 * len(sets) + 4.5, 0.42 * len(t) + 2.4), layout="constrained")
-    left, right = fig.subfigures(1, 2, width_ratios=[2.6 * len(sets) + 1.5, 4.5])
+    wide = (3.0 + 4.2 * len(sets), 1.5 + 3.0 * len(sets))   # inches of the table and of the dot plots
+    fig = plt.figure(figsize=(sum(wide), 0.42 * len(t) + 2.4), layout="constrained")
+    left, right = fig.subfigures(1, 2, width_ratios=wide)
     ax = left.subplots()
     ax.axis("off")
-    header = [f"{who}\n{what}" for who, what in t.columns]
+    header = [f"{who}\n{what}".replace(", mean", ",\nmean") for who, what in t.columns]   # "mean ± s.e. over k seeds" on a line of its own
+    lines = max(h.count("\n") + 1 for h in header)
     tab = ax.table(cellText=t.values, rowLabels=list(t.index), colLabels=header, loc="center", cellLoc="center")
     tab.auto_set_font_size(False); tab.set_fontsize(8); tab.scale(1, 1.5)
+    tab.auto_set_column_width(list(range(-1, len(header))))   # each column as wide as its widest text
     for (r, _), cell in tab.get_celld().items():
-        if r == 0: cell.set_height(cell.get_height() * 1.6)  # two-line column labels
+        if r == 0: cell.set_height(cell.get_height() * 0.8 * lines)  # column labels of two or three lines
     for j, (who, what) in enumerate(t.columns):
         if "accuracy" not in what: continue
         d = who.removeprefix("ours: ").removeprefix("paper: ")
@@ -285,21 +288,21 @@ def draw(ds:xr.Dataset):
     seeds = f"{ds.sizes['seed']} seeds" if ds.sizes["seed"] > 1 else "one seed"
     ax.set_title(f"Table 3, ours beside the paper's (ours: {seeds}; epochs {ep}; Adam lr {p['lr']:g}, batch {p['batch_size']})",
                  fontsize=9)
-    ax = right.subplots()
+    axes = np.atleast_1d(right.subplots(1, len(sets), sharey=True))   # a panel per data set: each at its own accuracy scale
     y = np.arange(ds.sizes["model"])[::-1]
     one = ds.sizes["seed"] == 1
-    for k, d in enumerate(sets):
+    for k, (d, ax) in enumerate(zip(sets, axes)):
         s = ds.sel(dataset=d)
         c = f"C{k}"
         a, n = s.accuracy_mean.values, s.n_test.isel(seed=0).values
         err = np.sqrt(a * (1 - a) / n) if one else s.accuracy_se.values  # one seed: the binomial error of the test set
         bars = f"binomial s.e. of {int(n.max())} test images" if one else f"s.e. over {ds.sizes['seed']} seeds"
-        ax.errorbar(a, y + 0.12 * k, xerr=err, fmt="o", color=c, label=f"ours: {d} ({bars})", capsize=2)
-        ax.plot(s.paper_accuracy, y + 0.12 * k, "o", mfc="none", color=c, label=f"paper: {PAPER_COLUMN[d]} (Table 3)")
-    ax.set_yticks(y, ds.model.values)
-    ax.set(xlabel="test accuracy", title="ours (filled) and the paper's (open)")
-    ax.grid(axis="x", alpha=0.3)
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncols=1, frameon=False)
+        ax.errorbar(a, y, xerr=err, fmt="o", color=c, label=f"ours: {d} ({bars})", capsize=2)
+        ax.plot(s.paper_accuracy, y, "o", mfc="none", color=c, label=f"paper: {PAPER_COLUMN[d]} (Table 3)")
+        ax.set(xlabel="test accuracy", title=f"{d}: ours (filled), the paper's (open)")
+        ax.grid(axis="x", alpha=0.3)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncols=1, frameon=False)
+    axes[0].set_yticks(y, ds.model.values)
     jpeg = sorted({str(v) for v in np.ravel(ds.data_source.values) if "jpeg" in str(v).lower()})
     if jpeg: left.text(0.02, 0.02, "CIFAR-10 from a JPEG re-encoding: accuracies a little below the original's", fontsize=7)
     return fig
