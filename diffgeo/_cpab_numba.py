@@ -302,7 +302,8 @@ def backward_kernel(P, A, E, edges, nbr, nx, ny, h, n_steps, K, eps, rec_c, rec_
         seg_c = np.empty(cap, np.int64); seg_x = np.empty(cap); seg_y = np.empty(cap); seg_t = np.empty(cap)
         a = np.empty((K, 2)); bb = np.empty((K, 3)); coef = np.empty(K)
         for i in range(N):
-            _, _, n, _ = _nb_trajectory(P[b, i, 0], P[b, i, 1], b, A, E, edges, nbr, nx, ny, h, n_steps, K, eps,
+            # b as int64: prange's index reached this call as uint64 and as int64, which compiled _nb_trajectory twice
+            _, _, n, _ = _nb_trajectory(P[b, i, 0], P[b, i, 1], np.int64(b), A, E, edges, nbr, nx, ny, h, n_steps, K, eps,
                                         w, s, sd, sb, dds, neg, seg_c, seg_x, seg_y, seg_t,
                                         rec_c, rec_x, rec_y, rec_t, i, rec_n[b, i] if rec_n[b, i] >= 0 else -2)
             l0, l1 = lam_end[b, i, 0], lam_end[b, i, 1]
