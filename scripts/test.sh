@@ -5,8 +5,9 @@
 #      notebook once, at profile=smoke, through papermill: tests/test_experiments.py), two workers with one torch
 #      thread each;
 #   3. the portable kernel pass: the numerical library notebooks and tests (`pytest -m kernels`, the modules listed
-#      in tests/conftest.py, less those marked kernel_free) again, with PyTorch's, numba's, MKL's and oneDNN's CPU dispatch forced to their portable
-#      paths (ATEN_CPU_CAPABILITY=default, NUMBA_CPU_NAME=generic, MKL_CBWR=COMPATIBLE, ONEDNN_MAX_CPU_ISA=SSE41).
+#      in tests/conftest.py, less those marked kernel_free) again, with PyTorch's, numba's, MKL's and oneDNN's CPU
+#      dispatch forced to their portable paths (ATEN_CPU_CAPABILITY=default, NUMBA_CPU_NAME=generic, MKL_CBWR=COMPATIBLE,
+#      ONEDNN_MAX_CPU_ISA=SSE41).
 #      A tolerance that only this CPU's SIMD kernels meet fails here, on the developer's machine, rather than on a
 #      user's CPU: every x86-64 machine can select these paths, so every machine checks the same second path.
 #      DIFFGEO_KERNEL_PASSES=native skips it (a quick run; CI and the README's command keep it).
