@@ -4,8 +4,11 @@ resume, parameters a user can list)."""
 import importlib
 import json
 import os
+import shutil
+import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import matplotlib
@@ -24,13 +27,45 @@ NAMES = sorted(e.name for e in experiments())   # every module of diffgeo.experi
 EXPERIMENTS = {n: REGISTRY[n] for n in NAMES}
 
 
-def _papermill(exp, out, *args):
-    cmd = [sys.executable, "-m", "papermill", str(ROOT / "nbs" / exp.notebook), str(out / "executed.ipynb"), "-k", "python3", *args]
-    # DIFFGEO_CHECK_LEGIBLE: `Experiment.main` refuses an illegible figure (diffgeo.style.check_legible), so every
-    # figure must read on the smoke run's tiny data too (tests/test_figures.py checks the committed datasets)
-    env = {**os.environ, "DIFFGEO_PROGRESS": "0", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1", "DIFFGEO_CHECK_LEGIBLE": "1"}
+#: The environment of every papermill run of these tests (the kernel's too).
+# DIFFGEO_CHECK_LEGIBLE: `Experiment.main` refuses an illegible figure (diffgeo.style.check_legible), so every figure must
+# read on the smoke run's tiny data too (tests/test_figures.py checks the committed datasets)
+ENV = {"DIFFGEO_PROGRESS": "0", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1", "DIFFGEO_CHECK_LEGIBLE": "1"}
+
+
+def _env(**extra) -> dict:
+    env = {**os.environ, **ENV, **extra}
     env.pop("IN_TEST", None)
-    res = subprocess.run(cmd, cwd=out, env=env, capture_output=True, text=True, timeout=900)
+    return env
+
+
+@pytest.fixture(scope="session")
+def kernel(tmp_path_factory):
+    """The kernel of this worker's papermill runs, as (name, environment): `fork`, an ipykernel forked from a process that
+    has torch, xarray and matplotlib imported (tests/kernel_fork.py; 4-8 s less per notebook on 2 cores), or `python3`
+    where fork is not available or DIFFGEO_TEST_KERNEL=python3 asks for the plain kernel."""
+    if os.environ.get("DIFFGEO_TEST_KERNEL", "fork") == "python3" or not hasattr(socket, "send_fds"):
+        yield "python3", _env(); return
+    d = tmp_path_factory.mktemp("kernel")
+    sock = Path(tempfile.mkdtemp(prefix="diffgeo-kernel-")) / "fork.sock"   # a short path: AF_UNIX allows about 100 bytes
+    spec = d / "kernels" / "fork"
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({"argv": [sys.executable, str(ROOT / "tests" / "kernel_fork.py"), "connect", str(sock),
+                                                            "{connection_file}"], "display_name": "fork", "language": "python"}))
+    server = subprocess.Popen([sys.executable, str(ROOT / "tests" / "kernel_fork.py"), "serve", str(sock)], env=_env(),
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout.readline().strip() == "ready", f"tests/kernel_fork.py's server did not start (exit {server.poll()})"
+        yield "fork", _env(JUPYTER_PATH=str(d))
+    finally:
+        server.kill(); server.wait()
+        shutil.rmtree(sock.parent, ignore_errors=True)
+
+
+def _papermill(exp, out, kernel, *args, timeout=900):
+    name, env = kernel
+    cmd = [sys.executable, "-m", "papermill", str(ROOT / "nbs" / exp.notebook), str(out / "executed.ipynb"), "-k", name, *args]
+    res = subprocess.run(cmd, cwd=out, env=env, capture_output=True, text=True, timeout=timeout)
     if res.returncode:   # papermill's own report (the failing cell and its traceback) ends its stderr
         pytest.fail(f"papermill {exp.notebook} {' '.join(args)} failed (exit {res.returncode}):\n{res.stderr[-4000:]}", pytrace=False)
     return res
@@ -50,10 +85,10 @@ def test_every_experiment_module_is_registered():
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_notebook_smoke(name, tmp_path):
+def test_notebook_smoke(name, tmp_path, kernel):
     "papermill -p profile smoke writes the dataset and every declared figure under out_dir, and nothing elsewhere; every figure is legible (checked by `main`)."
     exp = EXPERIMENTS[name]
-    _papermill(exp, tmp_path, "-p", "profile", "smoke", "-p", "out_dir", "run")
+    _papermill(exp, tmp_path, kernel, "-p", "profile", "smoke", "-p", "out_dir", "run")
     paths = exp.paths("smoke", tmp_path / "run")
     ds = exp.load(paths.dataset)  # the schema and the experiment's name are checked
     results.check_cf(ds)
@@ -140,14 +175,48 @@ def test_fig5_resumes_from_shards(tmp_path):
     assert a.attrs["start_time"] == b.attrs["start_time"]  # the cells' own compute times, not the merge's
 
 
-def test_template_notebook(tmp_path):
-    "The template experiment runs as it stands, so a copy starts from working code."
-    cmd = [sys.executable, "-m", "papermill", str(ROOT / "nbs" / "template.ipynb"), str(tmp_path / "executed.ipynb"), "-k", "python3",
-           "-p", "profile", "smoke", "-p", "out_dir", "run"]
-    subprocess.run(cmd, check=True, cwd=tmp_path, env={**os.environ, "DIFFGEO_PROGRESS": "0", "MPLBACKEND": "Agg", "DIFFGEO_CHECK_LEGIBLE": "1"},
-                   capture_output=True, timeout=300)   # the template's figure is checked too: a copy starts legible
+def test_template_notebook(tmp_path, kernel):
+    "The template experiment runs as it stands, so a copy starts from working code (its figure is checked too: a copy starts legible)."
+    from types import SimpleNamespace
+    _papermill(SimpleNamespace(notebook="template.ipynb"), tmp_path, kernel, "-p", "profile", "smoke", "-p", "out_dir", "run", timeout=300)
     assert (tmp_path / "run" / "results" / "petrini_template.nc").exists()
     assert (tmp_path / "run" / "figures" / "petrini_template.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+_PROBE = """import os, sys
+preloaded = "torch" in sys.modules
+import matplotlib, torch
+print(repr((os.getcwd(), sys.path[0], sys.argv[0], __name__, matplotlib.get_backend(), torch.get_num_threads(),
+            {k: v for k, v in os.environ.items() if not k.startswith(("JPY_", "JUPYTER_"))})))
+print(preloaded)"""
+
+
+def _probe(tmp_path, kernel, name, fail=False):
+    "Run a one-cell notebook that prints what a notebook could see of its kernel; its two printed lines."
+    import nbformat
+    d = tmp_path / name
+    d.mkdir()
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(_PROBE + ("\nraise ValueError('on purpose')" if fail else ""))])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, d / "probe.ipynb")
+    res = subprocess.run([sys.executable, "-m", "papermill", "probe.ipynb", "out.ipynb", "-k", kernel[0]], cwd=d, env=kernel[1],
+                         capture_output=True, text=True, timeout=120)
+    if fail: return res
+    assert res.returncode == 0, res.stderr[-3000:]
+    return "".join(nbformat.read(d / "out.ipynb", as_version=4).cells[0].outputs[0]["text"]).splitlines()
+
+
+def test_the_forked_kernel_is_an_ordinary_kernel(tmp_path, kernel):
+    "What a notebook sees in tests/kernel_fork.py's kernel (directory, path, argv, environment, threads, backend) is what it sees in a plain one."
+    if kernel[0] != "fork": pytest.skip("the plain kernel runs the notebooks here")
+    plain = _probe(tmp_path, ("python3", kernel[1]), "plain")
+    forked = _probe(tmp_path, kernel, "forked")
+    assert forked[0].replace("/forked'", "/plain'") == plain[0]
+    assert (plain[1], forked[1]) == ("False", "True")    # the libraries were imported before the notebook in the forked one only
+    res = _probe(tmp_path, kernel, "failing", fail=True)  # a failing cell fails the run, as in a plain kernel
+    assert res.returncode != 0 and "on purpose" in res.stderr
+    other = _probe(tmp_path, ("fork", {**kernel[1], "MPLBACKEND": "pdf"}), "other")  # an environment the preloads did not see
+    assert other[1] == "False" and "'pdf'" in other[0]
 
 
 def test_fig5_probe_ratios_as_the_prose_says():
