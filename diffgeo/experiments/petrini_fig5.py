@@ -460,7 +460,8 @@ def _boot_sd(ds:xr.Dataset, stat, n:int=1000) -> float:
     rng, A = np.random.default_rng(0), ds.sizes["arch"]
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        v = [stat(err[i], lambda k, i=i: tr[k + "_logmean"].values[i]) for i in (rng.integers(0, A, A) for _ in range(n))]
+        cols = {k[:-len("_logmean")]: tr[k].values for k in tr.data_vars if k.endswith("_logmean")}   # read once, not per resample
+        v = [stat(err[i], lambda k, i=i: cols[k][i]) for i in (rng.integers(0, A, A) for _ in range(n))]
     return float(np.nanstd(v, ddof=1))
 
 def _quote(ds:xr.Dataset, ours:float, per:xr.DataArray, stat) -> str:
