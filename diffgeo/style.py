@@ -17,8 +17,8 @@ from matplotlib.text import Text
 from matplotlib.ticker import LogLocator
 
 # %% auto #0
-__all__ = ['FAMILIES', 'FAMILY_COLORS', 'RC', 'family_color', 'cycle_color', 'style', 'Legibility', 'legibility', 'check_legible',
-           'log_ticks', 'point_label', 'place_labels', 'thin_ticks', 'tidy_labels']
+__all__ = ['FAMILIES', 'FAMILY_COLORS', 'RC', 'family_color', 'cycle_color', 'style', 'Legibility', 'layout', 'legibility',
+           'check_legible', 'log_ticks', 'point_label', 'place_labels', 'thin_ticks', 'tidy_labels']
 
 # %% ../nbs/06_style.ipynb #8b77f661
 #: The families of `models.ARCHS`, each with one colour of seaborn's colour-blind palette, in every figure
@@ -115,6 +115,24 @@ def _labelled(ax, n:str) -> bool:
 
 def _has_data(ax) -> bool: return bool(ax.lines or ax.collections or ax.images or ax.patches or ax.containers)
 
+def layout(
+    fig, # a matplotlib Figure
+):
+    """Lay `fig` out as drawing it would (its layout engine, ticks, text positions) without painting a pixel; returns the
+    canvas's renderer, whose text extents are those of a full draw. The measuring passes below (`legibility`,
+    `thin_ticks`, `place_labels`) need the layout only: painting was about half of each of their draws.
+
+    Args:
+        fig: a matplotlib Figure
+
+    Args:
+        fig: a matplotlib Figure
+    """
+    r = fig.canvas.get_renderer()
+    with getattr(r, "_draw_disabled", contextlib.nullcontext)():   # matplotlib's own `draw_without_rendering`, on this renderer
+        fig.draw(r)
+    return r
+
 def legibility(
     fig, # a matplotlib Figure
     slack:float=1.0, # pixels two texts may share each way before they overlap
@@ -126,8 +144,7 @@ def legibility(
         slack: pixels two texts may share each way before they overlap
     """
     if not isinstance(fig, mpl.figure.Figure): raise TypeError(f"fig must be a matplotlib Figure, got {type(fig).__name__}.")
-    fig.canvas.draw()
-    r = fig.canvas.get_renderer()
+    r = layout(fig)
     boxes = [(t.get_text(), role, t.get_window_extent(r)) for t, role in _texts(fig)]
     res = Legibility()
     for i, (ta, ra, a) in enumerate(boxes):
@@ -281,8 +298,7 @@ def place_labels(
         gap: points between a marker and its label
     """
     from matplotlib.transforms import Bbox
-    fig.canvas.draw()  # the final layout
-    r = fig.canvas.get_renderer()
+    r = layout(fig)  # the final layout
     px = fig.dpi / 72
     ticks = [t.get_window_extent(r) for t in _fixed_texts(fig)]  # the texts a label must not touch, in every panel
     for ax in fig.axes:
@@ -335,8 +351,7 @@ def thin_ticks(
         pad: points kept free between neighbouring tick labels
     """
     import matplotlib.pyplot as plt
-    fig.canvas.draw()
-    r = fig.canvas.get_renderer()
+    r = layout(fig)
     for ax in fig.axes:
         for axis, lo, hi in ((ax.xaxis, "x0", "x1"), (ax.yaxis, "y0", "y1")):
             ticks = [tk for tk in axis.get_major_ticks() if tk.label1.get_visible() and tk.label1.get_text()]
