@@ -39,7 +39,12 @@ warm() {  # warm NAME CODE: the native half, a mark, the generic half
 }
 warm cpab "$warm_cpab" & warm_pids=$!
 warm gauss "$warm_gauss" & warm_pids="$warm_pids $!"
-trap '{ for p in $warm_pids; do pkill -P "$p"; kill "$p"; done; rm -rf "$warm_dir"; } 2> /dev/null || true' EXIT
+# Slurm's packages (where CI is set: the header) install in the background too, mostly waiting on the registry and the disk; the
+# native pytest run, which holds the Slurm test, waits for them. An early exit waits for apt-get rather than kill it.
+case "${CI:-}" in ""|0|false|False|FALSE) ci="" ;; *) ci=1 ;; esac
+slurm_pid=""
+if [ -n "$ci" ] || [ "${DIFFGEO_TEST_SLURM:-}" = 1 ]; then bash scripts/install_slurm.sh & slurm_pid=$!; fi
+trap '{ for p in $warm_pids; do pkill -P "$p"; kill "$p"; done; rm -rf "$warm_dir"; [ -z "$slurm_pid" ] || wait "$slurm_pid"; } 2> /dev/null || true' EXIT
 
 snapshot() { git status --porcelain --untracked-files=all; git diff; }
 before="$(snapshot | sha1sum)"
@@ -63,13 +68,12 @@ library='^(fig5|template|petrini_|detlefsen_|zavatoneveth_|moskalev_|rousseau_)'
 numerical='^(0[5-9]|[1-4][0-9]|6[0-9])_'   # the numerical layers, maps (05) to the measures (40-49) and riemann (60)
 xdist=(-n 2 --dist loadgroup)                     # two workers; the Slurm test's cluster stays on one (its xdist_group)
 
-case "${CI:-}" in ""|0|false|False|FALSE) ci="" ;; *) ci=1 ;; esac
-if [ -n "$ci" ] || [ "${DIFFGEO_TEST_SLURM:-}" = 1 ]; then bash scripts/install_slurm.sh; fi
 python -c 'import torch; print(f"native kernels: PyTorch {torch.backends.cpu.get_cpu_capability()}")'
 for _ in $(seq 600); do [ -e "$warm_dir/cpab" ] && [ -e "$warm_dir/gauss" ] && break; sleep 0.5; done   # the native kernels compiled
 took "numba's native kernels compiled"
 nbdev-test --n-workers 2 --timing --skip-file-re "$library"
 took "nbdev-test, native"
+if [ -n "$slurm_pid" ]; then wait "$slurm_pid" || true; slurm_pid=""; took "Slurm's packages installed"; fi
 python -m pytest -q "${xdist[@]}" "$@"
 took "pytest, native"
 
