@@ -1,6 +1,7 @@
 """Every declared figure of every experiment is drawn from each committed dataset of that experiment (its file alone) and can be read:
 no overlapping text, a label on every axis that shows numbers and on every colour bar, no empty panel
-(`diffgeo.style.legibility`, with the renderer's own text extents; no image comparison); and drawing it leaves numpy's global random generator alone, so that it is the same picture each time.
+(`diffgeo.style.legibility`, with the renderer's own text extents; no image comparison); and drawing it leaves numpy's
+global random generator alone, so that it is the same picture each time.
 
 `ILLEGIBLE` lists the figures not yet repaired; the test fails as soon as one of them passes, so the list only shrinks."""
 import functools
