@@ -41,11 +41,14 @@ def _env(**extra) -> dict:
 
 @pytest.fixture(scope="session")
 def kernel(tmp_path_factory):
-    """The kernel of this worker's papermill runs, as (name, environment): `fork`, an ipykernel forked from a process that
-    has torch, xarray and matplotlib imported (tests/kernel_fork.py; 4-8 s less per notebook on 2 cores), or `python3`
-    where fork is not available or DIFFGEO_TEST_KERNEL=python3 asks for the plain kernel."""
-    if os.environ.get("DIFFGEO_TEST_KERNEL", "fork") == "python3" or not hasattr(socket, "send_fds"):
-        yield "python3", _env(); return
+    """The kernel of this worker's papermill runs, as (name, environment, why): `fork`, an ipykernel forked from a process
+    that has torch, xarray and matplotlib imported (tests/kernel_fork.py; 4-8 s less per notebook on 2 cores), or
+    `python3` where DIFFGEO_TEST_KERNEL=python3 asks for the plain kernel or fork is not available (`why` says which;
+    test_the_forked_kernel_is_an_ordinary_kernel fails where the server should have started and did not)."""
+    if os.environ.get("DIFFGEO_TEST_KERNEL", "fork") == "python3":
+        yield "python3", _env(), "asked for (DIFFGEO_TEST_KERNEL=python3)"; return
+    if not hasattr(socket, "send_fds"):
+        yield "python3", _env(), "asked for (no socket.send_fds on this platform)"; return
     d = tmp_path_factory.mktemp("kernel")
     sock = Path(tempfile.mkdtemp(prefix="diffgeo-kernel-")) / "fork.sock"   # a short path: AF_UNIX allows about 100 bytes
     spec = d / "kernels" / "fork"
@@ -55,15 +58,15 @@ def kernel(tmp_path_factory):
     server = subprocess.Popen([sys.executable, str(ROOT / "tests" / "kernel_fork.py"), "serve", str(sock)], env=_env(),
                               stdout=subprocess.PIPE, text=True)
     try:
-        assert server.stdout.readline().strip() == "ready", f"tests/kernel_fork.py's server did not start (exit {server.poll()})"
-        yield "fork", _env(JUPYTER_PATH=str(d))
+        if server.stdout.readline().strip() == "ready": yield "fork", _env(JUPYTER_PATH=str(d)), ""
+        else: yield "python3", _env(), f"tests/kernel_fork.py's server did not start (exit {server.poll()})"
     finally:
         server.kill(); server.wait()
         shutil.rmtree(sock.parent, ignore_errors=True)
 
 
 def _papermill(exp, out, kernel, *args, timeout=900):
-    name, env = kernel
+    name, env, _ = kernel
     cmd = [sys.executable, "-m", "papermill", str(ROOT / "nbs" / exp.notebook), str(out / "executed.ipynb"), "-k", name, *args]
     res = subprocess.run(cmd, cwd=out, env=env, capture_output=True, text=True, timeout=timeout)
     if res.returncode:   # papermill's own report (the failing cell and its traceback) ends its stderr
@@ -208,7 +211,9 @@ def _probe(tmp_path, kernel, name, fail=False):
 
 def test_the_forked_kernel_is_an_ordinary_kernel(tmp_path, kernel):
     "What a notebook sees in tests/kernel_fork.py's kernel (directory, path, argv, environment, threads, backend) is what it sees in a plain one."
-    if kernel[0] != "fork": pytest.skip("the plain kernel runs the notebooks here")
+    if kernel[0] != "fork":
+        if kernel[2].startswith("asked for"): pytest.skip(f"the plain kernel runs the notebooks here, {kernel[2]}")
+        pytest.fail(kernel[2])
     plain = _probe(tmp_path, ("python3", kernel[1]), "plain")
     forked = _probe(tmp_path, kernel, "forked")
     assert forked[0].replace("/forked'", "/plain'") == plain[0]
@@ -217,6 +222,11 @@ def test_the_forked_kernel_is_an_ordinary_kernel(tmp_path, kernel):
     assert res.returncode != 0 and "on purpose" in res.stderr
     other = _probe(tmp_path, ("fork", {**kernel[1], "MPLBACKEND": "pdf"}), "other")  # an environment the preloads did not see
     assert other[1] == "False" and "'pdf'" in other[0]
+    pad = {f"DIFFGEO_TEST_PAD{i}": "x" * 30_000 for i in range(3)}   # a request of 90 kB (a socket read returns about 36) is read whole
+    big = _probe(tmp_path, ("fork", {**kernel[1], **pad}), "big")
+    assert big[1] == "True"
+    again = _probe(tmp_path, kernel, "again")   # the server serves on after all of these
+    assert again[1] == "True"
 
 
 def test_fig5_probe_ratios_as_the_prose_says():

@@ -231,11 +231,12 @@ def _fit(err:np.ndarray, x:np.ndarray) -> tuple[float, float, float]:
     le, lx = np.log10(err[ok]), np.log10(x[ok])
     # the least-squares line and the correlation in closed form (np.polyfit and np.corrcoef gave the same to rounding, at
     # ten times the cost: the ledger's bootstraps fit thousands of resamples)
+    if np.ptp(lx) == 0: return math.nan, math.nan, math.nan   # one value of x (a resample of one network): no line
     dx, de = lx - lx.mean(), le - le.mean()
     sxx, sxe, see = dx @ dx, dx @ de, de @ de
-    if sxx == 0: return math.nan, math.nan, math.nan   # one value of x: no line
     b = sxe / sxx
-    return 10 ** (le.mean() - b * lx.mean()), float(b), float(sxe / math.sqrt(sxx * see)) if see > 0 else math.nan
+    rho = float(np.clip(sxe / math.sqrt(sxx * see), -1, 1)) if np.ptp(le) > 0 else math.nan
+    return 10 ** (le.mean() - b * lx.mean()), float(b), rho
 
 @EXPERIMENT.derive
 def derive(ds:xr.Dataset) -> xr.Dataset:
