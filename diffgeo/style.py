@@ -124,9 +124,6 @@ def layout(
 
     Args:
         fig: a matplotlib Figure
-
-    Args:
-        fig: a matplotlib Figure
     """
     r = fig.canvas.get_renderer()
     with getattr(r, "_draw_disabled", contextlib.nullcontext)():   # matplotlib's own `draw_without_rendering`, on this renderer
