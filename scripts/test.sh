@@ -2,8 +2,9 @@
 # The tests, in three steps:
 #   1. nbdev-clean and nbdev-export leave no diff, README.md matches nbs/index.ipynb;
 #   2. the native pass: nbdev-test on the library notebooks and pytest on every test (which runs every experiment
-#      notebook once, at profile=smoke, through papermill: tests/test_experiments.py), two workers with one torch
-#      thread each;
+#      notebook once, at profile=smoke, through papermill: tests/test_experiments.py, in Jupyter kernels forked from a
+#      process with torch and the other heavy libraries imported, tests/kernel_fork.py; DIFFGEO_TEST_KERNEL=python3 for
+#      plain ones), two workers with one torch thread each;
 #   3. the portable kernel pass: the numerical library notebooks and tests (`pytest -m kernels`, the modules listed
 #      in tests/conftest.py, less those marked kernel_free) again, with PyTorch's, numba's, MKL's and oneDNN's CPU
 #      dispatch forced to their portable paths (ATEN_CPU_CAPABILITY=default, NUMBA_CPU_NAME=generic, MKL_CBWR=COMPATIBLE,
