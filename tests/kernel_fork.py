@@ -14,10 +14,11 @@ Nothing of diffgeo is imported in the server, so each notebook imports the packa
 environment differs from the server's in a variable read at import time (MPLBACKEND, OMP_*, MKL_*, NUMBA_*, ATEN_*,
 ONEDNN_*, TORCH_*, PYTHON*, HOME, LANG, ...), or the server cannot be reached, the `connect` process replaces itself
 with a plain `python -m ipykernel_launcher` (exec): the preloaded libraries could not have seen that environment.
-The server has one thread when it forks (checked, native threads included), so no lock is copied held. What a notebook
-could still tell apart: numpy's global generator is reseeded from the OS in each kernel as in a fresh process, but
-every forked kernel shares the server's string-hash seed (PYTHONHASHSEED), so a set of strings iterates in the same
-order in each; the kernel ends by `os._exit` after the interpreter's exit functions (no module teardown).
+The server has one thread when it forks (checked, native threads included: where it has more it refuses, and the
+kernels are plain), so no lock is copied held. What a notebook could still tell apart: numpy's global generator is
+reseeded from the OS in each kernel as in a fresh process, but every forked kernel shares the server's string-hash seed
+(PYTHONHASHSEED), so a set of strings iterates in the same order in each; the kernel ends by `os._exit` after the
+interpreter's exit functions (no module teardown).
 
     python tests/kernel_fork.py serve SOCKET          # the server: preload, then fork a kernel per connection
     python tests/kernel_fork.py connect SOCKET FILE   # the kernelspec's argv: a kernel on connection file FILE
@@ -75,7 +76,9 @@ def _threads() -> int:
 def serve(path:str) -> None:
     import importlib
     for m in PRELOAD: importlib.import_module(m)
-    assert _threads() == 1, f"the preloads started {_threads() - 1} threads: forking is unsafe"
+    if _threads() != 1:   # a lock held by another thread would be copied held: plain kernels instead, saying why
+        print(f"refused: the preloads started {_threads() - 1} threads on this machine, so forking is unsafe", flush=True)
+        return
     env0, parent = _import_env(os.environ), os.getppid()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)   # the kernels are reaped by the kernel; no zombies
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
