@@ -243,13 +243,19 @@ class Experiment:
         self._settings = fn; return fn
 
     def figure(self, name:str) -> Callable:
-        "Declare `fn(ds) -> Figure` the draw function of figure `name`; the declared function checks its dataset first and draws in the project's style (`style.style`)."
+        "Declare `fn(ds) -> Figure` the draw function of figure `name`; the declared function checks its dataset first and draws in the project's style (`style.style`), with numpy's global generator seeded (and restored after)."
         def register(fn):
             @functools.wraps(fn)
             def draw(ds:xr.Dataset, *args, **kwargs):
+                import numpy as np
                 from diffgeo.style import style
                 self.check(ds)
-                with style(): return fn(ds, *args, **kwargs)
+                # numpy's global generator seeded for the drawing and restored after it: a library that jitters with it
+                # (seaborn's stripplot) draws the same figure from the same dataset every time, and the caller's draws go on
+                state = np.random.get_state(); np.random.seed(0)
+                try:
+                    with style(): return fn(ds, *args, **kwargs)
+                finally: np.random.set_state(state)
             self.figures[name] = draw
             return draw
         return register

@@ -67,12 +67,12 @@ def kernel(tmp_path_factory):
         shutil.rmtree(sock.parent, ignore_errors=True)
 
 
-def _papermill(exp, out, kernel, *args, timeout=900):
+def _papermill(notebook:str, out, kernel, *args, timeout=900):
     name, env, _ = kernel
-    cmd = [sys.executable, "-m", "papermill", str(ROOT / "nbs" / exp.notebook), str(out / "executed.ipynb"), "-k", name, *args]
+    cmd = [sys.executable, "-m", "papermill", str(ROOT / "nbs" / notebook), str(out / "executed.ipynb"), "-k", name, *args]
     res = subprocess.run(cmd, cwd=out, env=env, capture_output=True, text=True, timeout=timeout)
     if res.returncode:   # papermill's own report (the failing cell and its traceback) ends its stderr
-        pytest.fail(f"papermill {exp.notebook} {' '.join(args)} failed (exit {res.returncode}):\n{res.stderr[-4000:]}", pytrace=False)
+        pytest.fail(f"papermill {notebook} {' '.join(args)} failed (exit {res.returncode}):\n{res.stderr[-4000:]}", pytrace=False)
     return res
 
 
@@ -93,7 +93,7 @@ def test_every_experiment_module_is_registered():
 def test_notebook_smoke(name, tmp_path, kernel):
     "papermill -p profile smoke writes the dataset and every declared figure under out_dir, and nothing elsewhere; every figure is legible (checked by `main`)."
     exp = EXPERIMENTS[name]
-    _papermill(exp, tmp_path, kernel, "-p", "profile", "smoke", "-p", "out_dir", "run")
+    _papermill(exp.notebook, tmp_path, kernel, "-p", "profile", "smoke", "-p", "out_dir", "run")
     paths = exp.paths("smoke", tmp_path / "run")
     ds = exp.load(paths.dataset)  # the schema and the experiment's name are checked
     results.check_cf(ds)
@@ -182,8 +182,7 @@ def test_fig5_resumes_from_shards(tmp_path):
 
 def test_template_notebook(tmp_path, kernel):
     "The template experiment runs as it stands, so a copy starts from working code (its figure is checked too: a copy starts legible)."
-    from types import SimpleNamespace
-    _papermill(SimpleNamespace(notebook="template.ipynb"), tmp_path, kernel, "-p", "profile", "smoke", "-p", "out_dir", "run", timeout=300)
+    _papermill("template.ipynb", tmp_path, kernel, "-p", "profile", "smoke", "-p", "out_dir", "run", timeout=300)
     assert (tmp_path / "run" / "results" / "petrini_template.nc").exists()
     assert (tmp_path / "run" / "figures" / "petrini_template.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

@@ -1,7 +1,7 @@
 """Every declared figure of every experiment is drawn from each committed dataset of that experiment (its file alone) and can be read:
 no overlapping text, a label on every axis that shows numbers and on every colour bar, no empty panel
 (`diffgeo.style.legibility`, with the renderer's own text extents; no image comparison); and drawing it leaves numpy's
-global random generator alone, so that it is the same picture each time.
+global random generator as it was (the scaffold seeds it for the drawing, so that it is the same picture each time).
 
 `ILLEGIBLE` lists the figures not yet repaired; the test fails as soon as one of them passes, so the list only shrinks."""
 import functools
@@ -62,12 +62,12 @@ def test_figure_is_legible(name, file, figure):
         fig = REGISTRY[name].figures[figure](ds)
         res = legibility(fig)
     plt.close(fig)
-    # a figure is a function of its dataset: a draw from numpy's global generator (seaborn's jitter, say) would make each
-    # drawing differ; seed a generator of its own, or save and restore the global state around a library that uses it
+    # a figure is a function of its dataset: the scaffold draws it with numpy's global generator seeded (seaborn's jitter
+    # draws from it) and gives the caller's state back
     after = np.random.get_state(legacy=False)
     assert (np.array_equal(after["state"]["key"], key) and after["state"]["pos"] == before["state"]["pos"]
             and after["has_gauss"] == before["has_gauss"] and after["gauss"] == before["gauss"]), \
-        f"{name}/{figure} drew from numpy's global random generator"
+        f"{name}/{figure}: drawing it moved numpy's global random generator"
     _SEEN.setdefault((name, figure), []).append(bool(res))
     if (name, figure) in ILLEGIBLE: pytest.xfail(f"not yet repaired (ILLEGIBLE): {res}" if not res else "legible on this dataset")
     assert res, f"{name}/{figure} from {file}: {res}"

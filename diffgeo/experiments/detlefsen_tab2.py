@@ -266,9 +266,7 @@ def draw(ds:xr.Dataset):
         sns.barplot(sub, x="test_accuracy", y="model", order=names, orient="h", errorbar="se" if n_seeds > 1 else None,
                     color="tab:blue", alpha=0.45, width=0.6, capsize=0.2, err_kws={"linewidth": 1}, ax=ax)
         if n_seeds > 1:
-            state = np.random.get_state(); np.random.seed(0)   # seaborn jitters with numpy's global generator: the same figure every time
-            try: sns.stripplot(sub, x="test_accuracy", y="model", order=names, orient="h", color="tab:blue", size=3, jitter=0.15, ax=ax)
-            finally: np.random.set_state(state)
+            sns.stripplot(sub, x="test_accuracy", y="model", order=names, orient="h", color="tab:blue", size=3, jitter=0.15, ax=ax)  # jitter: seeded by the scaffold
         ax.plot(ds.paper_accuracy.sel(distortion=d).values, y, "D", mfc="none", mec="k")
         for yi, m in zip(y, ds.test_accuracy_mean.sel(distortion=d).values):
             ax.annotate(f"{m:.3f}", (0, yi), xytext=(4, 0), textcoords="offset points", ha="left", va="center", fontsize=7)
