@@ -111,8 +111,10 @@ def _trajectory(x, y, b, Ab, Eb, edges, nbr, nx, ny, h, n_steps, K, eps, w, s, s
     Q = rec_c.shape[2]
     replay, record = Q > 0 and n_rec >= 0, Q > 0 and n_rec == -1
     q = 0
+    c, inside = 0, False
     for step in range(n_steps):
-        c = _nb_locate(x, y, nx, ny)
+        if not inside: c = _nb_locate(x, y, nx, ny)   # a full step that ended inside its cell (no edge flagged) stays there
+        inside = False
         xn = Eb[b, c, 0, 0] * x + Eb[b, c, 0, 1] * y + Eb[b, c, 0, 2]
         yn = Eb[b, c, 1, 0] * x + Eb[b, c, 1, 1] * y + Eb[b, c, 1, 2]
         vx0, vy0 = Ab[b, c, 0, 0] * x + Ab[b, c, 0, 1] * y + Ab[b, c, 0, 2], Ab[b, c, 1, 0] * x + Ab[b, c, 1, 1] * y + Ab[b, c, 1, 2]
@@ -125,6 +127,7 @@ def _trajectory(x, y, b, Ab, Eb, edges, nbr, nx, ny, h, n_steps, K, eps, w, s, s
             seg_c[n], seg_x[n], seg_y[n], seg_t[n] = c, x, y, -1.0
             n += 1
             x, y = xn, yn
+            inside = True                                  # no edge flagged: (xn, yn) lies in the closed cell c
             continue
         if replay:
             while rec_c[b, pi, q] >= 0:
