@@ -198,6 +198,10 @@ def check_mapping(cpab, tess, T, P, theta_lib):
             print(f"  prior covariance (length_scale {ls}, output_variance {ov}): max |P S_lib P^T - S_ours| = "
                   f"{np.abs(S_lib - S_ours).max():.1e} (max |S_ours| {np.abs(S_ours).max():.2f}; libcpab's "
                   "covariance is float32)")
+            if ov != 1:   # libcpab multiplies its kernel by output_variance**2 (a standard deviation), we by output_variance
+                S_sq = cpab.covariance(tess, length_scale=ls, output_variance=ov ** 2).double().numpy()
+                print(f"    libcpab squares output_variance: against ours at output_variance {ov ** 2:g}, "
+                      f"max |P S_lib P^T - S_ours| = {np.abs(S_lib - S_sq).max():.1e}")
 
 
 # ---------------------------------------------------------------- main
