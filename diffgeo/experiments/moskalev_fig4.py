@@ -7,18 +7,23 @@ Docs: https://diffgeo.github.io/diffgeo/moskalev_fig4.html.md"""
 # %% ../../nbs/moskalev_fig4.ipynb #9e60fa23
 from __future__ import annotations
 
+import functools
+import math
+import time
+
 import numpy as np
 import torch
+import torch.nn.functional as F
 import xarray as xr
 
-from .. import data, invariance, results
+from .. import data, invariance, results, train
 from ..core import check_choice, check_int, progress, resolve_device
 from .moskalev import GROUPS, fit, tune_nu
 from ..scaffold import Experiment, Var
 
 # %% auto #0
-__all__ = ['MODELS', 'TARGETS', 'BETAS', 'COMMON', 'PROFILES', 'PHOTOS', 'VARIABLES', 'EXPERIMENT', 'image_patches',
-           'drift_target', 'cell', 'derive', 'draw', 'check_regression']
+__all__ = ['MODELS', 'TARGETS', 'BETAS', 'COMMON', 'PROFILES', 'PHOTOS', 'VARIABLES', 'EXPERIMENT', 'SIDE', 'N_CLASSES',
+           'image_patches', 'drift_target', 'cell', 'cost', 'derive', 'draw', 'check_regression']
 
 # %% ../../nbs/moskalev_fig4.ipynb #b6c10dbc
 MODELS = ("WT", "DA", "IR")
@@ -186,6 +191,49 @@ def cell(
          "example": (("group", "beta", "y", "x"), example)},
         coords={"group": list(groups), "model": list(MODELS), "seed": seeds, "beta": betas, "sample": np.arange(n_test),
                 "y": np.arange(example.shape[-2]), "x": np.arange(example.shape[-1])})
+
+# %% ../../nbs/moskalev_fig4.ipynb #4d33a6de
+SIDE, N_CLASSES = 36, 9   # the Transforming images (padded to 36, a multiple of 3) and their classes without the 9
+
+@functools.lru_cache(maxsize=None)
+def _rates(group:str, batch_size:int, steps:int, device:str) -> dict:
+    "Seconds on `device`: an Adam step of WT, DA and IR on `batch_size` random images; per image the validation SI (`steps` saliency steps) and the drift measures."
+    G, dev, g = GROUPS[group](), torch.device(device), torch.Generator().manual_seed(0)
+    x = torch.rand(batch_size, 1, SIDE, SIDE, generator=g).to(dev)
+    y = torch.randint(N_CLASSES, (batch_size,), generator=g).to(dev)
+    out = {}
+    for model in MODELS:
+        net = invariance.perceptron((1, SIDE, SIDE), N_CLASSES, group=G if model == "WT" else None).to(dev)
+        opt = torch.optim.Adam(net.parameters(), lr=1e-4)
+        pen = invariance.InvariancePenalty(G, 1.0, "l2") if model == "IR" else None
+        def step():
+            xa = G.random(x, g); o = net(xa); loss = F.cross_entropy(o, y)
+            if pen is not None: loss = loss + pen(net, xa, o, g)
+            opt.zero_grad(set_to_none=True); loss.backward(); opt.step()
+        out[model] = train.seconds_per_step(step, dev)
+        k = min(32, batch_size)
+        t0 = time.perf_counter(); invariance.invariance_measures(net, x[:k], y[:k], G, saliency_maps=False)
+        out[f"drift_{model}"] = (time.perf_counter() - t0) / k
+    t0 = time.perf_counter(); invariance.invariance_measures(net, x[:k], y[:k], G, steps=steps)
+    out["validation_si"] = (time.perf_counter() - t0) / k
+    return out
+
+@EXPERIMENT.cost
+def cost(settings:dict, cell:dict, device:torch.device) -> float:
+    "Predicted seconds of the run's one cell on `device`: every training of the grid at the measured step times, the per-epoch validations at a third of a step per image, the ν search's validation SI and the drift measures."
+    s, seeds = settings, len(settings["seeds"])
+    epoch_steps = s["epochs"] * math.ceil(s["n_train"] / s["batch_size"])
+    total = 0.0
+    for group in s["groups"]:
+        r = _rates(group, s["batch_size"], s["steps"], str(device))
+        searched = len(s["nus"])
+        total += searched * s["n_val"] * r["validation_si"]
+        for model in MODELS:
+            fits = searched + seeds - 1 if model == "IR" else seeds
+            validate = s["epochs"] * s["n_val"] * r[model] / (3 * s["batch_size"])
+            total += fits * (epoch_steps * r[model] + validate)
+            total += seeds * len(s["betas"]) * s["n_test"] * r[f"drift_{model}"]
+    return total
 
 # %% ../../nbs/moskalev_fig4.ipynb #ac6560ad
 @EXPERIMENT.derive
