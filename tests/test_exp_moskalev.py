@@ -114,3 +114,28 @@ def test_fig5_cell_resumes_without_the_models_it_measured(tmp_path, monkeypatch)
     assert len(calls) == 2 + 2 * 3                          # IR-kl's two seeds, then the other two forms' search (one ν) and two seeds
     xr.testing.assert_identical(again, ref)
     assert not list(tmp_path.iterdir())                     # the cell's work files are gone with it
+
+
+@pytest.mark.kernel_free   # the resume logic; its numbers are compared within one kernel path: the portable pass skips it
+@pytest.mark.filterwarnings("ignore:no ν in")
+def test_fig4_cell_resumes_without_the_models_it_measured(tmp_path, monkeypatch):
+    "Fig. 4's one cell stopped while measuring DA's first seed resumes from the work folder: no search again (IR's first "
+    "seed is the chosen ν's model, from its checkpoint), no model measured twice, the same result, its work files gone."
+    from diffgeo.experiments import moskalev_fig4 as M
+    kw = dict(groups=["rot4"], dataset="mnist5k", target="patches", n_train=60, n_val=20, n_test=10, leave_out=[9], epochs=2,
+              seeds=[0, 1], nus=[1.0, 3.0], si_target=0.95, lr=8e-4, batch_size=32, steps=2, betas=[0.0, 1.0])
+    ref = M.cell(**kw)
+    real, calls, stop = invariance.invariance_measures, [], [8]   # the search (ν = 1, 3), WT seeds 0, 1 (two β each), DA seed 0
+    def stop_in_da_seed0(*a, **k):
+        calls.append(1)
+        if len(calls) == stop[0]: raise KeyboardInterrupt
+        return real(*a, **k)
+    monkeypatch.setattr(invariance, "invariance_measures", stop_in_da_seed0)
+    with pytest.raises(KeyboardInterrupt): M.cell(**kw, checkpoint_dir=str(tmp_path))
+    assert sorted(p.name for p in tmp_path.glob("*.done.pt")) == [
+        "fig4_rot4_WT_seed0.done.pt", "fig4_rot4_WT_seed1.done.pt", "fig4_rot4_tune.done.pt"]
+    calls.clear(); stop[0] = None
+    again = M.cell(**kw, checkpoint_dir=str(tmp_path))
+    assert len(calls) == 4 * 2                              # DA's and IR's two seeds at two β; no search
+    xr.testing.assert_identical(again, ref)
+    assert not list(tmp_path.iterdir())                     # the cell's work files are gone with it

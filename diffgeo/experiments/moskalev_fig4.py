@@ -18,7 +18,7 @@ import xarray as xr
 
 from .. import data, invariance, results, train
 from ..core import check_choice, check_int, progress, resolve_device
-from .moskalev import GROUPS, fit, tune_nu
+from .moskalev import GROUPS, Measured, fit, tune_nu
 from ..scaffold import Experiment, Var
 
 # %% auto #0
@@ -38,6 +38,10 @@ PROFILES = {
     "paper": dict(COMMON, dataset="mnist", target="fashionmnist", n_train=10_000, n_val=2_000, n_test=50_000, epochs=300,
                   seeds=[0, 1, 2, 3], nus=[0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0], steps=50),
 }
+#: the paper's training (full MNIST, 10,000 digits, 300 epochs, 4 seeds, its grid of ν) drifting toward the photograph
+#: patches (FashionMNIST is not in the offline data folder), on 10,000 test images (the per-image arrays of 50,000 would
+#: make a dataset of hundreds of MB): about 1.5 to 2 core-hours (`EXPERIMENT.plan("long")`)
+PROFILES["long"] = dict(PROFILES["paper"], target="patches", n_test=10_000)
 #: the photographs of `skimage.data` the patches are cut from (grayscale, or converted to it)
 PHOTOS = ("camera", "coins", "moon", "page", "text", "brick", "grass", "gravel", "astronaut", "chelsea", "coffee", "rocket", "clock")
 _RUN = ("group", "model", "seed")
@@ -142,6 +146,7 @@ def cell(
     betas:list, # degrees of drift
     device:str="cpu", # cpu | cuda | auto
     data_root:str|None=None, # data folder for "mnist" and "fashionmnist" (None: $DIFFGEO_DATA)
+    checkpoint_dir:str|None=None, # folder of per-epoch checkpoints and of each finished model's measures, deleted when the cell ends (None: none)
 ) -> xr.Dataset:
     """Fig. 4: DI, LI and orbit accuracy of WT, DA and IR on test images drifting from D₁ to D₂, per group, seed and β.
 
@@ -158,6 +163,7 @@ def cell(
         betas: degrees of drift
         device: cpu | cuda | auto
         data_root: data folder for "mnist" and "fashionmnist" (None: $DIFFGEO_DATA)
+        checkpoint_dir: folder of per-epoch checkpoints and of each finished model's measures, deleted when the cell ends (None: none)
     """
     seeds = [check_int(s, "seed", low=0) for s in seeds]
     if not seeds or not groups: raise ValueError(f"need at least one seed and one group, got {seeds}, {groups}.")
@@ -168,6 +174,8 @@ def cell(
     shape = (len(groups), len(MODELS), len(seeds), len(betas))
     DI, correct = np.zeros(shape + (n_test,)), np.zeros(shape + (n_test,))
     LI, nu, example = np.zeros(shape), np.zeros(len(groups)), None
+    work = None if checkpoint_dir is None else results.resolve_path(checkpoint_dir)
+    done = Measured(work, "fig4")   # a stopped cell resumes: no search or model measured twice, trainings from their checkpoints
     for gi, name in enumerate(groups):
         G = GROUPS[name]()
         tm = invariance.transforming(raw, G, n_train, n_val, n_test, leave_out, seed=0)
@@ -176,15 +184,30 @@ def cell(
         drifted = [(1 - b) * x1 + b * x2 for b in betas]
         if example is None: example = np.zeros((len(groups), len(betas)) + tuple(x1.shape[-2:]))
         example[gi] = np.stack([d[0, 0].numpy() for d in drifted])
-        nu[gi], _, tuned = tune_nu(G, tm, nus, si_target, seeds[0], epochs, lr, batch_size, steps, dev)
+        got, tuned = done.load(f"{name}_tune", ("nu",)), None
+        if got is None:
+            v, _, tuned = tune_nu(G, tm, nus, si_target, seeds[0], epochs, lr, batch_size, steps, dev,
+                                  checkpoint_dir=work, prefix=f"fig4_{name}_")
+            done.save(f"{name}_tune", nu=v); got = (v,)
+        nu[gi] = got[0]
         for mi, kind in enumerate(MODELS):
             for si, seed in enumerate(progress(seeds, desc=f"{name} {kind}")):
-                res = tuned if kind == "IR" and si == 0 else fit(kind, G, tm, nu[gi], seed, epochs, lr, batch_size, dev)
-                for bi, xb in enumerate(drifted):
-                    m = invariance.invariance_measures(res.model, xb, y, G, saliency_maps=False)
-                    DI[gi, mi, si, bi] = m.DI.isel(group_element=slice(1, None)).mean("group_element").values
-                    correct[gi, mi, si, bi] = m.correct.mean("group_element").values
-                    LI[gi, mi, si, bi] = m.LI_f.item()
+                got = done.load(f"{name}_{kind}_seed{seed}", ("DI", "correct", "LI"))
+                if got is None:
+                    ckpt = None if work is None else work / f"fig4_{name}_{kind}_seed{seed}.pt"
+                    if kind == "IR" and si == 0 and tuned is None:   # resumed after the search: the chosen ν's model, from its checkpoint
+                        ckpt = None if work is None else work / f"fig4_{name}_IR_nu{nu[gi]:g}_seed{seed}.pt"
+                    res = (tuned if kind == "IR" and si == 0 and tuned is not None
+                           else fit(kind, G, tm, nu[gi], seed, epochs, lr, batch_size, dev, checkpoint=ckpt))
+                    got = (np.zeros((len(betas), n_test)), np.zeros((len(betas), n_test)), np.zeros(len(betas)))
+                    for bi, xb in enumerate(drifted):
+                        m = invariance.invariance_measures(res.model, xb, y, G, saliency_maps=False)
+                        got[0][bi] = m.DI.isel(group_element=slice(1, None)).mean("group_element").values
+                        got[1][bi] = m.correct.mean("group_element").values
+                        got[2][bi] = m.LI_f.item()
+                    done.save(f"{name}_{kind}_seed{seed}", DI=got[0], correct=got[1], LI=got[2])
+                DI[gi, mi, si], correct[gi, mi, si], LI[gi, mi, si] = got
+    done.clear()
     return xr.Dataset(
         {"DI": (_RUN + ("beta", "sample"), DI), "orbit_correct": (_RUN + ("beta", "sample"), correct),
          "LI_f": (_RUN + ("beta",), LI), "nu": (("group",), nu),
