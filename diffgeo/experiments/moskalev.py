@@ -12,10 +12,10 @@ import os
 import torch
 
 from .. import invariance, results, train
-from ..core import seed_everything
+from ..core import check_choice, check_int, seed_everything
 
 # %% auto #0
-__all__ = ['GROUPS', 'fit', 'tune_nu', 'Measured']
+__all__ = ['GROUPS', 'SIDE', 'N_CLASSES', 'fit', 'tune_nu', 'Measured', 'step_seconds']
 
 # %% ../../nbs/paper_moskalev.ipynb #94c0af7f
 #: The paper's groups: name -> a function that builds it
@@ -109,3 +109,36 @@ class Measured:
         "Remove the cell's saved parts and checkpoints (every file of the folder whose name starts with the prefix): its shard holds them now."
         if self.folder is None: return
         for f in self.folder.glob(f"{self.prefix}_*"): f.unlink(missing_ok=True)
+
+# %% ../../nbs/paper_moskalev.ipynb #19a99a32
+SIDE, N_CLASSES = 36, 9   # the Transforming images (padded to 36, a multiple of 3) and their classes without the 9
+
+def step_seconds(
+    kind:str, # "WT", "DA" or "IR"
+    group:str, # a name in `GROUPS`
+    batch_size:int, # images per step
+    device:str="cpu",
+    form:str="l2", # the regulariser's form (IR only)
+) -> tuple[float, torch.nn.Module]: # (seconds of one Adam step of `fit`'s model with its augmentation and penalty, the model)
+    """The cost models' unit: one training step of a `fit` model on random Transforming-sized images, timed by `train.seconds_per_step`.
+
+    Args:
+        kind: "WT", "DA" or "IR"
+        group: a name in `GROUPS`
+        batch_size: images per step
+        form: the regulariser's form (IR only)
+    Returns:
+        (seconds of one Adam step of `fit`'s model with its augmentation and penalty, the model)
+    """
+    check_choice(kind, "kind", ("WT", "DA", "IR")); check_choice(group, "group", tuple(GROUPS))
+    G, dev, g = GROUPS[group](), torch.device(device), torch.Generator().manual_seed(0)
+    x = torch.rand(check_int(batch_size, "batch_size", low=1), 1, SIDE, SIDE, generator=g).to(dev)
+    y = torch.randint(N_CLASSES, (batch_size,), generator=g).to(dev)
+    net = invariance.perceptron((1, SIDE, SIDE), N_CLASSES, group=G if kind == "WT" else None).to(dev)
+    opt = torch.optim.Adam(net.parameters(), lr=1e-4)
+    pen = invariance.InvariancePenalty(G, 1.0, form) if kind == "IR" else None
+    def step():
+        xa = G.random(x, g); o = net(xa); loss = torch.nn.functional.cross_entropy(o, y)
+        if pen is not None: loss = loss + pen(net, xa, o, g)
+        opt.zero_grad(set_to_none=True); loss.backward(); opt.step()
+    return train.seconds_per_step(step, dev), net

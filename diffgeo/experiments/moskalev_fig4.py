@@ -13,17 +13,16 @@ import time
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 import xarray as xr
 
-from .. import data, invariance, results, train
+from .. import data, invariance, results
 from ..core import check_choice, check_int, progress, resolve_device
-from .moskalev import GROUPS, Measured, fit, tune_nu
+from .moskalev import GROUPS, N_CLASSES, SIDE, Measured, fit, step_seconds, tune_nu
 from ..scaffold import Experiment, Var
 
 # %% auto #0
-__all__ = ['MODELS', 'TARGETS', 'BETAS', 'COMMON', 'PROFILES', 'PHOTOS', 'VARIABLES', 'EXPERIMENT', 'SIDE', 'N_CLASSES',
-           'image_patches', 'drift_target', 'cell', 'cost', 'derive', 'draw', 'check_regression']
+__all__ = ['MODELS', 'TARGETS', 'BETAS', 'COMMON', 'PROFILES', 'PHOTOS', 'VARIABLES', 'EXPERIMENT', 'image_patches',
+           'drift_target', 'cell', 'cost', 'derive', 'draw', 'check_regression']
 
 # %% ../../nbs/moskalev_fig4.ipynb #b6c10dbc
 MODELS = ("WT", "DA", "IR")
@@ -216,29 +215,19 @@ def cell(
                 "y": np.arange(example.shape[-2]), "x": np.arange(example.shape[-1])})
 
 # %% ../../nbs/moskalev_fig4.ipynb #4d33a6de
-SIDE, N_CLASSES = 36, 9   # the Transforming images (padded to 36, a multiple of 3) and their classes without the 9
-
 @functools.lru_cache(maxsize=None)
 def _rates(group:str, batch_size:int, steps:int, device:str) -> dict:
     "Seconds on `device`: an Adam step of WT, DA and IR on `batch_size` random images; per image the validation SI (`steps` saliency steps) and the drift measures."
     G, dev, g = GROUPS[group](), torch.device(device), torch.Generator().manual_seed(0)
-    x = torch.rand(batch_size, 1, SIDE, SIDE, generator=g).to(dev)
-    y = torch.randint(N_CLASSES, (batch_size,), generator=g).to(dev)
+    x = torch.rand(32, 1, SIDE, SIDE, generator=g).to(dev)
+    y = torch.randint(N_CLASSES, (32,), generator=g).to(dev)
     out = {}
     for model in MODELS:
-        net = invariance.perceptron((1, SIDE, SIDE), N_CLASSES, group=G if model == "WT" else None).to(dev)
-        opt = torch.optim.Adam(net.parameters(), lr=1e-4)
-        pen = invariance.InvariancePenalty(G, 1.0, "l2") if model == "IR" else None
-        def step():
-            xa = G.random(x, g); o = net(xa); loss = F.cross_entropy(o, y)
-            if pen is not None: loss = loss + pen(net, xa, o, g)
-            opt.zero_grad(set_to_none=True); loss.backward(); opt.step()
-        out[model] = train.seconds_per_step(step, dev)
-        k = min(32, batch_size)
-        t0 = time.perf_counter(); invariance.invariance_measures(net, x[:k], y[:k], G, saliency_maps=False)
-        out[f"drift_{model}"] = (time.perf_counter() - t0) / k
-    t0 = time.perf_counter(); invariance.invariance_measures(net, x[:k], y[:k], G, steps=steps)
-    out["validation_si"] = (time.perf_counter() - t0) / k
+        out[model], net = step_seconds(model, group, batch_size, device)
+        t0 = time.perf_counter(); invariance.invariance_measures(net, x, y, G, saliency_maps=False)
+        out[f"drift_{model}"] = (time.perf_counter() - t0) / len(x)
+    t0 = time.perf_counter(); invariance.invariance_measures(net, x, y, G, steps=steps)
+    out["validation_si"] = (time.perf_counter() - t0) / len(x)
     return out
 
 @EXPERIMENT.cost

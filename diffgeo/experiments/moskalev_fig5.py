@@ -13,17 +13,16 @@ import time
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 import xarray as xr
 
 from .. import data, invariance, results, train
 from ..core import check_int, progress, resolve_device, seed_everything
-from .moskalev import GROUPS, Measured, fit, tune_nu
+from .moskalev import GROUPS, N_CLASSES, SIDE, Measured, fit, step_seconds, tune_nu
 from ..scaffold import Experiment, Var
 
 # %% auto #0
-__all__ = ['MODELS', 'COMMON', 'NUS', 'PROFILES', 'VARIABLES', 'EXPERIMENT', 'SIDE', 'N_CLASSES', 'linear_spectral_decay', 'cell',
-           'cost', 'derive', 'draw', 'check_regression']
+__all__ = ['MODELS', 'COMMON', 'NUS', 'PROFILES', 'VARIABLES', 'EXPERIMENT', 'linear_spectral_decay', 'cell', 'cost', 'derive',
+           'draw', 'check_regression']
 
 # %% ../../nbs/moskalev_fig5.ipynb #89775e1f
 MODELS = ("DA", "IR-kl", "IR-l2", "IR-l2_normalized")
@@ -181,28 +180,19 @@ def cell(
                 "nu_index": np.arange(width), "step": np.arange(1, linear_steps + 1)})
 
 # %% ../../nbs/moskalev_fig5.ipynb #992917e9
-SIDE, N_CLASSES = 36, 9   # the Transforming images (padded to 36, a multiple of 3) and their classes without the 9
-
 @functools.lru_cache(maxsize=None)
 def _rates(group:str, batch_size:int, steps:int, device:str) -> dict:
     "Seconds on `device`: an Adam step of DA and of each IR form on `batch_size` random images, and per test image the invariance measures (`steps` saliency steps) and σ_max."
     G, dev, g = GROUPS[group](), torch.device(device), torch.Generator().manual_seed(0)
-    x = torch.rand(batch_size, 1, SIDE, SIDE, generator=g).to(dev)
-    y = torch.randint(N_CLASSES, (batch_size,), generator=g).to(dev)
     out = {}
     for model in MODELS:
-        net = invariance.perceptron((1, SIDE, SIDE), N_CLASSES).to(dev)
-        opt = torch.optim.Adam(net.parameters(), lr=1e-4)
-        pen = None if model == "DA" else invariance.InvariancePenalty(G, 1.0, model.split("-", 1)[1])
-        def step():
-            xa = G.random(x, g); o = net(xa); loss = F.cross_entropy(o, y)
-            if pen is not None: loss = loss + pen(net, xa, o, g)
-            opt.zero_grad(set_to_none=True); loss.backward(); opt.step()
-        out[model] = train.seconds_per_step(step, dev)
-    k = min(32, batch_size)
-    t0 = time.perf_counter(); invariance.invariance_measures(net, x[:k].cpu(), y[:k].cpu(), G, steps=steps)
-    out["measures"] = (time.perf_counter() - t0) / k
-    t0 = time.perf_counter(); invariance.sigma_max(net, x[:k]); out["sigma"] = (time.perf_counter() - t0) / k
+        kind, form = ("DA", "l2") if model == "DA" else ("IR", model.split("-", 1)[1])
+        out[model], net = step_seconds(kind, group, batch_size, device, form)
+    x = torch.rand(32, 1, SIDE, SIDE, generator=g).to(dev)
+    y = torch.randint(N_CLASSES, (32,), generator=g).to(dev)
+    t0 = time.perf_counter(); invariance.invariance_measures(net, x.cpu(), y.cpu(), G, steps=steps)
+    out["measures"] = (time.perf_counter() - t0) / len(x)
+    t0 = time.perf_counter(); invariance.sigma_max(net, x); out["sigma"] = (time.perf_counter() - t0) / len(x)
     return out
 
 @EXPERIMENT.cost
