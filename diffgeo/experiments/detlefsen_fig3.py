@@ -300,9 +300,13 @@ def draw(ds:xr.Dataset):
     key = lambda fs: [Line2D([], [], color=COLORS.get(f, "k"), lw=2, ls="--" if f == REFERENCE else "-", label=LABELS.get(f, f))
                       for f in fs]  # colour: the family
     mark = lambda label, **kw: Line2D([], [], color="k", label=label, **kw)  # a line or marker type, in black
-    fig = plt.figure(figsize=(max(12, 3.2 * len(lrs) + 3), 8.5), layout="constrained")
-    top, bottom = fig.subfigures(2, 1, height_ratios=[1, 1.25])
-    axes = top.subplots(1, len(lrs), sharey=True, squeeze=False)[0]
+    ncols = min(len(lrs), 5)                                  # κ panels in rows of at most five, legible at the docs' width
+    nrows = -(-len(lrs) // ncols)
+    fig = plt.figure(figsize=(max(12, 3.2 * ncols + 3), 8.5 + 3.2 * (nrows - 1)), layout="constrained")
+    top, bottom = fig.subfigures(2, 1, height_ratios=[nrows, 1.25])
+    grid = top.subplots(nrows, ncols, sharey=True, squeeze=False)
+    axes = grid.ravel()[:len(lrs)]
+    for ax in grid.ravel()[len(lrs):]: ax.set_visible(False)
     for ax, lr in zip(axes, lrs):
         lane = ax.get_xaxis_transform()   # x: step, y: axes fraction; the fold marks sit in a strip above the curves, one lane per family
         for i, f in enumerate(st_fams):
@@ -315,12 +319,12 @@ def draw(ds:xr.Dataset):
         ax.set(yscale="log", title=f"lr = {lr:g}", xlabel="optimiser step")
     lo, hi = axes[0].get_ylim()
     axes[0].set_ylim(lo, hi * (hi / lo) ** (0.06 * len(st_fams) + 0.04))   # room above the curves for the strip of fold marks
-    axes[0].set_ylabel("κ(∇T) of the probed maps")
+    for row in grid: row[0].set_ylabel("κ(∇T) of the probed maps")
     median = "median κ" + (" (mean over seeds)" if n_seeds > 1 else "")
     top.legend(handles=key(st_fams) + [mark(median, lw=1.8), mark("largest κ", ls=":", lw=1.4),
                                        mark("a probed map folds (min det ≤ 0) at that step:\nstrip at the top, one lane per family", ls="none", marker="|", ms=6, mew=1.2),
                                        mark(f"κ* = {kappa:g} (ill-conditioned above)", ls="--", lw=0.8)],
-               loc="outside right upper", fontsize=8, title="top row", title_fontsize=8)
+               loc="outside right upper", fontsize=8, title="κ panels", title_fontsize=8)
     ax1, ax2 = bottom.subplots(1, 2)
     for k, f in enumerate(fams):
         c, x = COLORS.get(f, "k"), lrs * 1.04 ** (k - (len(fams) - 1) / 2)  # families side by side at each lr, so none hides another
@@ -399,10 +403,10 @@ def _(ds):
                          f"{ds.sizes['lr']} rates × {ds.sizes['seed']} seed(s) × {ds.sizes['step']} probes × {ds.sizes['sample']} images")
 
 def _non_invertible_fail(ds:xr.Dataset) -> xr.Dataset:
-    "Affine and TPS networks at chance (0.1) at the largest rate."
+    "Affine and TPS networks at chance (0.1) at every rate above the smallest (at the largest alone, a grid where every network fails there would not change)."
     ds = ds.copy()
     a = ds.test_accuracy.copy(deep=True)
-    a.loc[dict(family=["affine", "tps"], lr=ds.lr.values[-1])] = 0.1
+    a.loc[dict(family=["affine", "tps"], lr=ds.lr.values[1:])] = 0.1
     ds["test_accuracy"] = a
     return ds
 
@@ -414,7 +418,7 @@ def _non_invertible_fail(ds:xr.Dataset) -> xr.Dataset:
     partly="both invertible families ahead of one of the non-invertible ones by more than 2 s.d., and no invertible family "
            "behind a non-invertible one by more than 2 s.d. (which is not)",
     mutations={"accuracies rolled by two along family": claims.roll("test_accuracy", dim="family", shift=2)},
-    passes={"Affine and TPS at chance at the largest rate": _non_invertible_fail})
+    passes={"Affine and TPS at chance above the smallest rate": _non_invertible_fail})
 def _(ds):
     if v := _lacks(ds, ["affine_diffeo", "cpab", "affine", "tps"]): return v
     a, k, n = ds.test_accuracy, ds.sizes["seed"], _n_test(ds)
