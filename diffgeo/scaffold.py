@@ -559,6 +559,15 @@ def _data_sources(p:dict, data_root) -> dict:
         except FileNotFoundError as e: out[name] = e
     return out
 
+def _busy_cpu(dev:torch.device) -> str|None:
+    "Why a throughput measured now on this machine's CPU would be too low (other processes share its cores), or None."
+    if dev.type != "cpu" or not hasattr(os, "getloadavg"): return None
+    load, cores = os.getloadavg()[0], os.cpu_count() or 1
+    if load < 0.5 * cores: return None
+    return (f"the load average is {load:.1f} on {cores} cores: other processes share the CPU, so the throughput measured "
+            f"now is low and the estimate too high, many times so with several torch threads; plan on idle cores, or beside "
+            f"running jobs with one thread (OMP_NUM_THREADS=1), as one-thread cells run")
+
 @patch
 def plan(self:Experiment,
     profile:str="cpu", # "smoke", "cpu" or "paper"
@@ -614,6 +623,7 @@ def plan(self:Experiment,
             why_not = (f"{e} Measure where the cells will run (e.g. `srun --gpus=1 diffgeo plan ...`), or here on another "
                        "device with estimate_on (--estimate-on cpu), which times that device, not the one the cells will run on")
     measured = estimate and why_not is None
+    busy = _busy_cpu(dev) if measured else None          # read before measuring: the measurement's own load is not the others'
     rows = []
     for c, state in zip(cells, states):
         row = {**c, "state": state}
@@ -654,5 +664,6 @@ def plan(self:Experiment,
             f", measured on {estimate_on}, NOT on {device} where the cells will run: scale it by the two devices' throughput ratio")
         print(f"Estimate: {todo.hours.sum():.3g} device-hours to run ({table.hours.sum():.3g} for every cell; the longest cell "
               f"{table.hours.max():.3g} h) on {dev} ({results.processor(dev)}), from a throughput measured now{on}.")
+        if busy: print(f"Warning: {busy}.")
     with pd.option_context("display.max_rows", 40, "display.max_columns", None, "display.width", 160): print(table)
     return table

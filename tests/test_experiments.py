@@ -349,3 +349,14 @@ def test_a_notebook_parameter_that_is_a_profile_setting_defaults_to_the_profile(
              if any(isinstance(t, ast.Name) and t.id in settings and t.id != "profile" for t in named(n))
              and not (isinstance(n.value, ast.Constant) and n.value.value is None)]
     assert not fixed, f"{exp.notebook}: {fixed} repeat a profile's default; make them None (the profile's)"
+
+
+@pytest.mark.parametrize("load, warned", [(64.0, True), (0.0, False)])
+def test_plan_warns_when_other_processes_share_the_cpu(load, warned, capsys, monkeypatch):
+    "An estimate measured on busy cores is too pessimistic: plan says so when the load average is high, and only then."
+    import os
+    monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load))
+    EXPERIMENTS["petrini_fig5"].plan("smoke", out_dir="/nonexistent/plan")
+    out = capsys.readouterr().out
+    assert "device-hours to run" in out
+    assert ("Warning: the load average is 64.0" in out) == warned
