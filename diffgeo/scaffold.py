@@ -562,11 +562,12 @@ def _data_sources(p:dict, data_root) -> dict:
 def _busy_cpu(dev:torch.device) -> str|None:
     "Why a throughput measured now on this machine's CPU would be too low (other processes share its cores), or None."
     if dev.type != "cpu" or not hasattr(os, "getloadavg"): return None
-    load, cores = os.getloadavg()[0], os.cpu_count() or 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)   # this process's cores
+    load = os.getloadavg()[0]                                    # the whole machine's: on a shared node, others' cores count too
     if load < 0.5 * cores: return None
-    return (f"the load average is {load:.1f} on {cores} cores: other processes share the CPU, so the throughput measured "
-            f"now is low and the estimate too high, many times so with several torch threads; plan on idle cores, or beside "
-            f"running jobs with one thread (OMP_NUM_THREADS=1), as one-thread cells run")
+    return (f"the load average is {load:.1f} with {cores} cores for this process: if other processes share them, the "
+            f"throughput measured now is low and the estimate too high, many times too high with several torch threads; "
+            f"plan on idle cores, or beside running jobs with one thread (OMP_NUM_THREADS=1), as one-thread cells run")
 
 @patch
 def plan(self:Experiment,

@@ -359,4 +359,4 @@ def test_plan_warns_when_other_processes_share_the_cpu(load, warned, capsys, mon
     EXPERIMENTS["petrini_fig5"].plan("smoke", out_dir="/nonexistent/plan")
     out = capsys.readouterr().out
     assert "device-hours to run" in out
-    assert ("Warning: the load average is 64.0" in out) == warned
+    assert ("Warning: the load average is 64.0 with" in out) == warned
