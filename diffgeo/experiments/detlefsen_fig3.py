@@ -403,9 +403,11 @@ def _(ds):
                          f"{ds.sizes['lr']} rates × {ds.sizes['seed']} seed(s) × {ds.sizes['step']} probes × {ds.sizes['sample']} images")
 
 def _non_invertible_fail(ds:xr.Dataset) -> xr.Dataset:
-    "Affine and TPS networks at chance (0.1) at every rate above the smallest (at the largest alone, a grid where every network fails there would not change)."
+    "The paper's effect made plain: AffineDiff and CPAB at their best accuracy (over the rates and seeds) at every rate and seed, Affine and TPS at chance (0.1) above the smallest rate."
     ds = ds.copy()
     a = ds.test_accuracy.copy(deep=True)
+    inv = a.sel(family=["affine_diffeo", "cpab"])
+    a.loc[dict(family=["affine_diffeo", "cpab"])] = inv.max(("lr", "seed")).broadcast_like(inv).transpose(*inv.dims)
     a.loc[dict(family=["affine", "tps"], lr=ds.lr.values[1:])] = 0.1
     ds["test_accuracy"] = a
     return ds
@@ -418,7 +420,7 @@ def _non_invertible_fail(ds:xr.Dataset) -> xr.Dataset:
     partly="both invertible families ahead of one of the non-invertible ones by more than 2 s.d., and no invertible family "
            "behind a non-invertible one by more than 2 s.d. (which is not)",
     mutations={"accuracies rolled by two along family": claims.roll("test_accuracy", dim="family", shift=2)},
-    passes={"Affine and TPS at chance above the smallest rate": _non_invertible_fail})
+    passes={"AffineDiff and CPAB at their best at every rate, Affine and TPS at chance above the smallest": _non_invertible_fail})
 def _(ds):
     if v := _lacks(ds, ["affine_diffeo", "cpab", "affine", "tps"]): return v
     a, k, n = ds.test_accuracy, ds.sizes["seed"], _n_test(ds)
