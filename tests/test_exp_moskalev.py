@@ -2,6 +2,8 @@
 against a brute-force count (hypothesis), the penultimate representation of a weight-tied net, the offline drift target
 of Fig. 4, and bad inputs. Float64 where values are compared exactly."""
 
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -90,6 +92,31 @@ def test_table1_cell_resumes_without_the_seeds_it_measured(tmp_path, monkeypatch
     assert not list(tmp_path.iterdir())                     # the cell's work files are gone with it
 
 
+def _stopped_and_resumed(M, kw:dict, tmp_path, monkeypatch, stop_at:int) -> tuple:
+    """Run `M.cell(**kw)` with `tmp_path` as its work folder, interrupted (KeyboardInterrupt) at the `stop_at`-th call of
+    `invariance.invariance_measures`, then again to the end: (the `.done.pt` files the stopped run left, sorted; the
+    measures the resumed run called; its dataset; the resumed run's trainings as (kind, seed, whether its checkpoint
+    existed))."""
+    real, calls, stop = invariance.invariance_measures, [], [stop_at]
+    def interrupting(*a, **k):
+        calls.append(1)
+        if len(calls) == stop[0]: raise KeyboardInterrupt
+        return real(*a, **k)
+    monkeypatch.setattr(invariance, "invariance_measures", interrupting)
+    with pytest.raises(KeyboardInterrupt): M.cell(**kw, checkpoint_dir=str(tmp_path))
+    left = sorted(p.name for p in tmp_path.glob("*.done.pt"))
+    calls.clear(); stop[0] = None
+    import inspect
+    real_fit, trainings = M.fit, []
+    def recording(*a, **k):
+        args = inspect.signature(real_fit).bind(*a, **k).arguments
+        trainings.append((args["kind"], args["seed"], args.get("checkpoint") is not None and os.path.exists(args["checkpoint"])))
+        return real_fit(*a, **k)
+    monkeypatch.setattr(M, "fit", recording)
+    again = M.cell(**kw, checkpoint_dir=str(tmp_path))
+    return left, len(calls), again, trainings
+
+
 @pytest.mark.kernel_free   # the resume logic; its numbers are compared within one kernel path: the portable pass skips it
 @pytest.mark.filterwarnings("ignore:no ν in")
 def test_fig5_cell_resumes_without_the_models_it_measured(tmp_path, monkeypatch):
@@ -100,18 +127,10 @@ def test_fig5_cell_resumes_without_the_models_it_measured(tmp_path, monkeypatch)
               nus={"kl": [1.0, 3.0], "l2": [1.0], "l2_normalized": [1.0]}, si_target=0.95, lr=8e-4, batch_size=32, steps=2,
               linear_steps=5, linear_images=8)
     ref = M.cell(**kw)
-    real, calls, stop = invariance.invariance_measures, [], [5]   # DA seeds 0, 1; IR-kl: ν = 1, ν = 3, seed 0
-    def stop_at_kl_seed1(*a, **k):
-        calls.append(1)
-        if len(calls) == stop[0]: raise KeyboardInterrupt
-        return real(*a, **k)
-    monkeypatch.setattr(invariance, "invariance_measures", stop_at_kl_seed1)
-    with pytest.raises(KeyboardInterrupt): M.cell(**kw, checkpoint_dir=str(tmp_path))
-    assert sorted(p.name for p in tmp_path.glob("*.done.pt")) == [
-        "fig5_rot4_DA_seed0.done.pt", "fig5_rot4_DA_seed1.done.pt", "fig5_rot4_IR-kl_tune.done.pt"]
-    calls.clear(); stop[0] = None
-    again = M.cell(**kw, checkpoint_dir=str(tmp_path))
-    assert len(calls) == 2 + 2 * 3                          # IR-kl's two seeds, then the other two forms' search (one ν) and two seeds
+    left, calls, again, trainings = _stopped_and_resumed(M, kw, tmp_path, monkeypatch, 5)   # DA seeds 0, 1; IR-kl: ν = 1, ν = 3, seed 0
+    assert left == ["fig5_rot4_DA_seed0.done.pt", "fig5_rot4_DA_seed1.done.pt", "fig5_rot4_IR-kl_tune.done.pt"]
+    assert calls == 2 + 2 * 3                               # IR-kl's two seeds, then the other two forms' search (one ν) and two seeds
+    assert ("IR", 0, True) in trainings                     # IR-kl's first seed: the search's model, from its checkpoint
     xr.testing.assert_identical(again, ref)
     assert not list(tmp_path.iterdir())                     # the cell's work files are gone with it
 
@@ -125,17 +144,9 @@ def test_fig4_cell_resumes_without_the_models_it_measured(tmp_path, monkeypatch)
     kw = dict(groups=["rot4"], dataset="mnist5k", target="patches", n_train=60, n_val=20, n_test=10, leave_out=[9], epochs=2,
               seeds=[0, 1], nus=[1.0, 3.0], si_target=0.95, lr=8e-4, batch_size=32, steps=2, betas=[0.0, 1.0])
     ref = M.cell(**kw)
-    real, calls, stop = invariance.invariance_measures, [], [8]   # the search (ν = 1, 3), WT seeds 0, 1 (two β each), DA seed 0
-    def stop_in_da_seed0(*a, **k):
-        calls.append(1)
-        if len(calls) == stop[0]: raise KeyboardInterrupt
-        return real(*a, **k)
-    monkeypatch.setattr(invariance, "invariance_measures", stop_in_da_seed0)
-    with pytest.raises(KeyboardInterrupt): M.cell(**kw, checkpoint_dir=str(tmp_path))
-    assert sorted(p.name for p in tmp_path.glob("*.done.pt")) == [
-        "fig4_rot4_WT_seed0.done.pt", "fig4_rot4_WT_seed1.done.pt", "fig4_rot4_tune.done.pt"]
-    calls.clear(); stop[0] = None
-    again = M.cell(**kw, checkpoint_dir=str(tmp_path))
-    assert len(calls) == 4 * 2                              # DA's and IR's two seeds at two β; no search
+    left, calls, again, trainings = _stopped_and_resumed(M, kw, tmp_path, monkeypatch, 8)   # the search (ν = 1, 3), WT seeds 0, 1 (two β each), DA seed 0
+    assert left == ["fig4_rot4_WT_seed0.done.pt", "fig4_rot4_WT_seed1.done.pt", "fig4_rot4_tune.done.pt"]
+    assert calls == 4 * 2                                   # DA's and IR's two seeds at two β; no search
+    assert ("IR", 0, True) in trainings and ("IR", 0, False) not in trainings   # IR's first seed: the search's model, from its checkpoint
     xr.testing.assert_identical(again, ref)
     assert not list(tmp_path.iterdir())                     # the cell's work files are gone with it

@@ -8,6 +8,7 @@ Docs: https://diffgeo.github.io/diffgeo/paper_moskalev.html.md"""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import torch
 
@@ -15,7 +16,7 @@ from .. import invariance, results, train
 from ..core import check_choice, check_int, seed_everything
 
 # %% auto #0
-__all__ = ['GROUPS', 'SIDE', 'N_CLASSES', 'fit', 'tune_nu', 'Measured', 'step_seconds']
+__all__ = ['GROUPS', 'SIDE', 'N_CLASSES', 'fit', 'search_checkpoint', 'tune_nu', 'Measured', 'step_seconds']
 
 # %% ../../nbs/paper_moskalev.ipynb #94c0af7f
 #: The paper's groups: name -> a function that builds it
@@ -51,6 +52,21 @@ def fit(
                        augment_fn=group.random, penalty=penalty, seed=seed, checkpoint=checkpoint, progress=False)
 
 # %% ../../nbs/paper_moskalev.ipynb #427e329f
+def search_checkpoint(
+    checkpoint_dir:str|os.PathLike|None, # `tune_nu`'s folder (None: none)
+    prefix:str, # `tune_nu`'s prefix
+    nu:float, seed:int, # the training's ν and seed
+) -> Path|None: # the file (None without a folder)
+    """Where `tune_nu` keeps its training at `nu`: a resumed cell takes the chosen ν's model from there instead of training it again.
+
+    Args:
+        checkpoint_dir: `tune_nu`'s folder (None: none)
+        prefix: `tune_nu`'s prefix
+    Returns:
+        the file (None without a folder)
+    """
+    return None if checkpoint_dir is None else results.resolve_path(checkpoint_dir) / f"{prefix}IR_nu{nu:g}_seed{seed}.pt"
+
 def tune_nu(
     group:invariance.FiniteGroup, # the group
     tm:invariance.Transforming, # the data
@@ -81,8 +97,7 @@ def tune_nu(
     """
     trained = {}
     def validation_si(v):
-        ckpt = None if checkpoint_dir is None else results.resolve_path(checkpoint_dir) / f"{prefix}IR_nu{v:g}_seed{seed}.pt"
-        trained[v] = fit("IR", group, tm, v, seed, epochs, lr, batch_size, device, form, ckpt)
+        trained[v] = fit("IR", group, tm, v, seed, epochs, lr, batch_size, device, form, search_checkpoint(checkpoint_dir, prefix, v, seed))
         return invariance.invariance_measures(trained[v].model, tm.val.images, tm.val.labels, group, steps=steps).SI_f.item()
     nu, tried = invariance.choose_nu(validation_si, nus, si_target)
     return nu, tried, trained[nu]

@@ -17,7 +17,7 @@ import xarray as xr
 
 from .. import data, invariance, results
 from ..core import check_choice, check_int, progress, resolve_device
-from .moskalev import GROUPS, N_CLASSES, SIDE, Measured, fit, step_seconds, tune_nu
+from .moskalev import GROUPS, N_CLASSES, SIDE, Measured, fit, search_checkpoint, step_seconds, tune_nu
 from ..scaffold import Experiment, Var
 
 # %% auto #0
@@ -193,11 +193,10 @@ def cell(
             for si, seed in enumerate(progress(seeds, desc=f"{name} {kind}")):
                 got = done.load(f"{name}_{kind}_seed{seed}", ("DI", "correct", "LI"))
                 if got is None:
-                    ckpt = None if work is None else work / f"fig4_{name}_{kind}_seed{seed}.pt"
-                    if kind == "IR" and si == 0 and tuned is None:   # resumed after the search: the chosen ν's model, from its checkpoint
-                        ckpt = None if work is None else work / f"fig4_{name}_IR_nu{nu[gi]:g}_seed{seed}.pt"
-                    res = (tuned if kind == "IR" and si == 0 and tuned is not None
-                           else fit(kind, G, tm, nu[gi], seed, epochs, lr, batch_size, dev, checkpoint=ckpt))
+                    searched = kind == "IR" and si == 0   # IR's first seed is the search's model of the chosen ν
+                    ckpt = (search_checkpoint(work, f"fig4_{name}_", nu[gi], seed) if searched   # resumed: from its checkpoint
+                            else None if work is None else work / f"fig4_{name}_{kind}_seed{seed}.pt")
+                    res = tuned if searched and tuned is not None else fit(kind, G, tm, nu[gi], seed, epochs, lr, batch_size, dev, checkpoint=ckpt)
                     got = (np.zeros((len(betas), n_test)), np.zeros((len(betas), n_test)), np.zeros(len(betas)))
                     for bi, xb in enumerate(drifted):
                         m = invariance.invariance_measures(res.model, xb, y, G, saliency_maps=False)
@@ -224,10 +223,10 @@ def _rates(group:str, batch_size:int, steps:int, device:str) -> dict:
     out = {}
     for model in MODELS:
         out[model], net = step_seconds(model, group, batch_size, device)
-        if model == "IR": searched = net   # the ν search measures the validation SI of IR models
+        if model == "IR": ir_net = net   # the ν search measures the validation SI of IR models
         t0 = time.perf_counter(); invariance.invariance_measures(net, x, y, G, saliency_maps=False)
         out[f"drift_{model}"] = (time.perf_counter() - t0) / len(x)
-    t0 = time.perf_counter(); invariance.invariance_measures(searched, x, y, G, steps=steps)
+    t0 = time.perf_counter(); invariance.invariance_measures(ir_net, x, y, G, steps=steps)
     out["validation_si"] = (time.perf_counter() - t0) / len(x)
     return out
 

@@ -17,7 +17,7 @@ import xarray as xr
 
 from .. import data, invariance, results, train
 from ..core import check_int, progress, resolve_device, seed_everything
-from .moskalev import GROUPS, N_CLASSES, SIDE, Measured, fit, step_seconds, tune_nu
+from .moskalev import GROUPS, N_CLASSES, SIDE, Measured, fit, search_checkpoint, step_seconds, tune_nu
 from ..scaffold import Experiment, Var
 
 # %% auto #0
@@ -159,10 +159,10 @@ def cell(
             for si, seed in enumerate(progress(seeds, desc=f"{name} {model}")):
                 got = done.load(f"{name}_{model}_seed{seed}", ("SI_f", "LI_f", "acc", "sigma"))
                 if got is None:
-                    ckpt = None if work is None else work / f"fig5_{name}_{model}_seed{seed}.pt"
-                    if kind == "IR" and seed == seeds[0] and tuned is None:    # resumed after the search: the chosen ν's model, from its checkpoint
-                        ckpt = None if work is None else work / f"fig5_{name}_{form}_IR_nu{nu[gi, mi]:g}_seed{seed}.pt"
-                    res = tuned if tuned is not None and seed == seeds[0] else fit(kind, G, tm, nu[gi, mi], seed, epochs, lr, batch_size, dev, form, ckpt)
+                    searched = kind == "IR" and si == 0   # an IR form's first seed is its search's model of the chosen ν
+                    ckpt = (search_checkpoint(work, f"fig5_{name}_{form}_", nu[gi, mi], seed) if searched   # resumed: from its checkpoint
+                            else None if work is None else work / f"fig5_{name}_{model}_seed{seed}.pt")
+                    res = tuned if searched and tuned is not None else fit(kind, G, tm, nu[gi, mi], seed, epochs, lr, batch_size, dev, form, ckpt)
                     m = invariance.invariance_measures(res.model, tm.test.images, tm.test.labels, G, steps=steps)
                     got = (m.SI_f.item(), m.LI_f.item(), 1 - train.evaluate(res.model, tm.test)["error"],
                            invariance.sigma_max(res.model, tm.test.images.to(dev)).numpy())
