@@ -177,7 +177,34 @@ class Experiment:
         self.figures, self._cell, self._derive, self._finish, self._settings, self._cost = {}, None, None, None, None, None
         self.claims = {}  # key -> claims.Claim, declared with `Experiment.claim` (diffgeo.claims)
         self.regression_check, self.quotes = None, None   # declared with `Experiment.regression` and `Experiment.quoted`
+        self.variants = {}  # (profile, tag) -> the settings that tagged run of the profile overrides (`Experiment.variant`)
         REGISTRY[self.name] = self
+
+    def variant(self,
+        profile:str, # the profile it varies
+        tag:str, # its name: its files are the profile's with `_<tag>` appended, its ledger label "profile (tag)"
+        **overrides, # the settings it changes
+    ):
+        """Declare a named variant of a profile: `run(profile, tag=tag)` (and `plan`, papermill's `-p tag`) then takes these
+        settings over the profile's, so that the run is written down once, where its science is, not in a command line.
+        Settings given to `run` still win.
+
+        Args:
+            profile: the profile it varies
+            tag: its name: its files are the profile's with `_<tag>` appended, its ledger label "profile (tag)"
+            **overrides: the settings it changes
+
+        Args:
+            profile: the profile it varies
+            tag: its name: its files are the profile's with `_<tag>` appended, its ledger label "profile (tag)"
+            **overrides: the settings it changes
+        """
+        check_choice(profile, "profile", tuple(self.profiles))
+        if not tag or not str(tag).replace("-", "_").isidentifier(): raise ValueError(f"tag must be letters, digits, '_' or '-', got {tag!r}.")
+        unknown = sorted(set(overrides) - set(self.profiles[profile]))
+        if unknown: raise ValueError(f"{self.name}'s {profile} profile has no settings {unknown}; a variant changes the profile's settings.")
+        self.variants[(profile, tag)] = overrides
+        return overrides
 
     def __repr__(self): return f"Experiment({self.name!r}, {len(self.figures)} figure(s))"
 
@@ -378,6 +405,7 @@ def _prepare(self:Experiment, profile, device, data_root, tag, work_dir, out_dir
     "What `run` and `plan` start from: the settings `p`, the grid, the cells' fixed and runtime arguments, the compute settings, the work folder."
     if self._cell is None: raise TypeError(f"{self.name} declares no cell; decorate its cell function with @EXPERIMENT.cell.")
     if amp is not None: check_choice(amp, "amp", tuple(train.AMP))
+    overrides = {**self.variants.get((profile, tag), {}), **{k: v for k, v in overrides.items() if v is not None}}   # a declared variant's settings
     compute = {k: v for k, v in dict(amp=amp, tf32=bool(tf32), deterministic=bool(deterministic)).items() if v}
     p = self.resolve(profile, data_root, **overrides)
     accepts = set(inspect.signature(self._cell).parameters)

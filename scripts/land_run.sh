@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Land a finished long (or paper) run of scripts/long_job.sh in this repository:
 #
-#   bash scripts/land_run.sh EXPERIMENT PROFILE
+#   bash scripts/land_run.sh EXPERIMENT PROFILE [TAG]
 #
 # It refuses unless the job's log ends with DONE. Then it copies the run's dataset from the job's checkout into results/,
 # redraws its figures here from the dataset alone (with this checkout's figure code), stores the ledger's tables and the
@@ -9,31 +9,32 @@
 # experiment's notebook that prints the run from its file (no typed numbers), its stored outputs, the tests, the commit.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-[ $# -eq 2 ] || { echo "usage: land_run.sh EXPERIMENT PROFILE" >&2; exit 2; }
-exp=$1; prof=$2
+[ $# -eq 2 ] || [ $# -eq 3 ] || { echo "usage: land_run.sh EXPERIMENT PROFILE [TAG]" >&2; exit 2; }
+exp=$1; prof=$2; tag=${3:-}
+name="${exp}_${prof}${tag:+_$tag}"
 runs="${DIFFGEO_RUNS:-$HOME/diffgeo-runs}"
-src="$runs/src_${exp}_${prof}"; log="$runs/${exp}_${prof}.log"
-[ -f "$log" ] && [ "$(tail -n 1 "$log")" = "DONE" ] || { echo "$exp $prof has not finished: $log does not end with DONE" >&2; exit 1; }
+src="$runs/src_${name}"; log="$runs/${name}.log"
+[ -f "$log" ] && [ "$(tail -n 1 "$log")" = "DONE" ] || { echo "$name has not finished: $log does not end with DONE" >&2; exit 1; }
 source "$root/scripts/setup.sh"
 cd "$root"
-python - "$exp" "$prof" "$src" <<'PY'
+python - "$exp" "$prof" "$src" "$tag" <<'PY'
 import importlib, shutil, sys
 from pathlib import Path
 from diffgeo import results
-exp, prof, src = sys.argv[1], sys.argv[2], Path(sys.argv[3])
+exp, prof, src, tag = sys.argv[1], sys.argv[2], Path(sys.argv[3]), sys.argv[4]
 E = importlib.import_module(f"diffgeo.experiments.{exp}").EXPERIMENT
-here = E.paths(prof).dataset
+here = E.paths(prof, tag=tag).dataset
 there = src / here.relative_to(results.output_root())
 ds = E.load(there)                      # checked against the experiment's schema before it replaces anything
 shutil.copy2(there, here)
 print(f"copied {there} -> {here} (commit {ds.attrs.get('git_commit', '?')[:7]}, {ds.attrs.get('processor', '?')}, "
       f"{results.core_hours(ds):.1f} core-hours)")
-E.main(prof, redraw=True, show=False)
-print("redrew", ", ".join(str(p.relative_to(results.output_root())) for p in E.paths(prof).figures.values()))
+E.main(prof, tag=tag, redraw=True, show=False)
+print("redrew", ", ".join(str(p.relative_to(results.output_root())) for p in E.paths(prof, tag=tag).figures.values()))
 PY
 python scripts/store_claims.py
 python scripts/readme.py
-rm -rf "results/in_progress/${exp}_${prof}"
+rm -rf "results/in_progress/${name}"
 git status --short
 nb=$(python -c "import importlib, sys; print(importlib.import_module(f'diffgeo.experiments.{sys.argv[1]}').EXPERIMENT.notebook)" "$exp")
 if grep -q "is being made\\|being made on one thread\\|will hold the committed run" "nbs/$nb"; then

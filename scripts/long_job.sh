@@ -3,6 +3,7 @@
 # from a clean checkout of the code outside this repository, one torch thread, its work folder outside the checkout.
 #
 #   bash scripts/long_job.sh EXPERIMENT PROFILE            # start, or resume from results/in_progress/EXPERIMENT_PROFILE
+#   bash scripts/long_job.sh EXPERIMENT PROFILE TAG        # a variant the experiment declares (Experiment.variant), e.g. petrini_fig3 long steps
 #   bash scripts/long_job.sh --park EXPERIMENT PROFILE     # copy the finished cells' shards into results/in_progress/
 #   bash scripts/long_job.sh --park --checkpoints EXPERIMENT PROFILE   # and the unfinished cells' training checkpoints
 #
@@ -23,17 +24,18 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 park=0; ckpts=0
 if [ "${1:-}" = "--park" ]; then park=1; shift; fi
 if [ "$park" = 1 ] && [ "${1:-}" = "--checkpoints" ]; then ckpts=1; shift; fi
-[ $# -eq 2 ] || { echo "usage: long_job.sh [--park [--checkpoints]] EXPERIMENT PROFILE" >&2; exit 2; }
-exp=$1; prof=$2
+[ $# -eq 2 ] || [ $# -eq 3 ] || { echo "usage: long_job.sh [--park [--checkpoints]] EXPERIMENT PROFILE [TAG]" >&2; exit 2; }
+exp=$1; prof=$2; tag=${3:-}
+name="${exp}_${prof}${tag:+_$tag}"   # the job's name: its log, work folder and parked folder
 runs="${DIFFGEO_RUNS:-$HOME/diffgeo-runs}"
-src="$runs/src_${exp}_${prof}"; work="$runs/work_${exp}_${prof}"; parked="$root/results/in_progress/${exp}_${prof}"
+src="$runs/src_${name}"; work="$runs/work_${name}"; parked="$root/results/in_progress/${name}"
 
 if [ "$park" = 1 ]; then
-  log="$runs/${exp}_${prof}.log"
+  log="$runs/${name}.log"
   if [ -f "$log" ] && [ "$(tail -n 1 "$log")" = "DONE" ]; then
-    echo "$exp $prof has finished (its log ends with DONE): land it with scripts/land_run.sh $exp $prof instead" >&2; exit 1
+    echo "$name has finished (its log ends with DONE): land it with scripts/land_run.sh $exp $prof $tag instead" >&2; exit 1
   fi
-  runsdirs=$(ls -d "$work/$exp/${prof}"_* 2>/dev/null || true)
+  runsdirs=$(ls -d "$work/$exp/${prof}${tag:+_$tag}"_* 2>/dev/null || true)
   [ -n "$runsdirs" ] || { echo "no run of $exp $prof under $work" >&2; exit 1; }
   [ "$(echo "$runsdirs" | wc -l)" = 1 ] || { echo "more than one run of $exp $prof under $work (other settings or tags):" \
     $runsdirs "; delete the ones that are not this job's" >&2; exit 1; }
@@ -83,13 +85,16 @@ if [ -f "$parked/SOURCE" ]; then
 fi
 source "$root/scripts/setup.sh"   # the project's environment (the checkout's own code comes first on PYTHONPATH)
 cd "$src"
-PYTHONPATH="$src" OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 NUMBA_NUM_THREADS=1 python - "$exp" "$prof" "$work" <<'PY' >> "$runs/${exp}_${prof}.log" 2>&1
+# glibc's allocator would hand memory back to the kernel after every training step (thousands of page faults a step);
+# these thresholds keep it, with bit-identical results (issue 59: 1.06-1.26x per step)
+GLIBC_TUNABLES="glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=17179869184" \
+PYTHONPATH="$src" OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 NUMBA_NUM_THREADS=1 python - "$exp" "$prof" "$work" "$tag" <<'PY' >> "$runs/${name}.log" 2>&1
 import importlib, os, sys
 import torch
 torch.set_num_threads(1)
 import diffgeo
-exp, prof, work = sys.argv[1:]
+exp, prof, work, tag = sys.argv[1:]
 assert diffgeo.__file__.startswith(os.environ["PYTHONPATH"]), f"imported {diffgeo.__file__}, not the checkout's"
-importlib.import_module(f"diffgeo.experiments.{exp}").EXPERIMENT.main(prof, work_dir=work, executor="inline", show=False)
+importlib.import_module(f"diffgeo.experiments.{exp}").EXPERIMENT.main(prof, tag=tag, work_dir=work, executor="inline", show=False)
 print("DONE", flush=True)
 PY

@@ -7,11 +7,14 @@ Docs: https://diffgeo.github.io/diffgeo/petrini_fig3.html.md"""
 # %% ../../nbs/petrini_fig3.ipynb #e1f7556d
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import xarray as xr
 
 from .. import models, results, stability, train
-from ..core import check_int
+from ..core import check_choice, check_int
 from . import petrini
 from .petrini import (check_interps, dataset_name, logmean, logstd, median_distances, plain_log_ticks, probe,
                                          resolve_archs, setup, train_network)
@@ -19,13 +22,13 @@ from ..results import span
 from ..scaffold import Experiment, Var
 
 # %% auto #0
-__all__ = ['CPU_WIDTH', 'COMMON', 'PROFILES', 'STATES', 'VARIABLES', 'EXPERIMENT', 'SOTA', 'probe_all', 'cell', 'settings',
-           'derive', 'draw_fig3', 'draw_fig4', 'draw_fig11', 'draw_fig14', 'draw_training', 'check_regression',
-           'quoted']
+__all__ = ['CPU_WIDTH', 'COMMON', 'PROFILES', 'STATES', 'VARIABLES', 'EXPERIMENT', 'STEPS', 'SOTA', 'log_epochs', 'TrainingCurve',
+           'probe_all', 'cell', 'settings', 'derive', 'draw_fig3', 'draw_fig4', 'draw_fig11', 'draw_fig14',
+           'draw_training', 'check_regression', 'quoted']
 
 # %% ../../nbs/petrini_fig3.ipynb #34a13252
 CPU_WIDTH = {"ResNet18": 0.125, "EfficientNetB0": 0.125}
-COMMON = dict(delta_method="asymptotic", cutoff="paper", interps=["bilinear", "gaussian"], warmup=0.2, lr=None, batch_size=128)
+COMMON = dict(delta_method="asymptotic", cutoff="paper", interps=["bilinear", "gaussian"], warmup=0.2, lr=None, batch_size=128, curve_at="every")
 PROFILES = {
     "smoke": dict(COMMON, dataset="mnist5k", archs=["FullConnL2", "LeNet"], seeds=[0], P=256, n_val=128, steps=4, width=1.0,
                   n_test=32, cs=[3, 5], deltas=[0.5, 1.0, 2.0], noise_scales=[0.01, 0.1, 1.0, 10.0], every=1),
@@ -66,6 +69,7 @@ VARIABLES = {
     "relative_depth": Var(_R + ("layer_index",), "layer index over the number of layers minus one (0: first layer, 1: output)"),
     **{f"curve_{k}": Var(_R + ("epoch",), f"{k} of the output during training (δ = 1, main c and interpolation)")
        for k in ("D_f", "G_f", "R_f")},
+    "curve_test_error": Var(_R + ("epoch",), "test error during training, at the measured epochs (curve_at='log' only)", optional=True),
     "val_error": Var(_R + ("epoch",), "validation error after the epoch"),
     "test_error": Var(_R + ("state",), "test error ε_t (fraction misclassified)"),
     "best_epoch": Var(_R, "epoch selected on the validation split"),
@@ -79,6 +83,74 @@ VARIABLES = {
 EXPERIMENT = Experiment("petrini", "fig3", PROFILES, VARIABLES, grid=lambda p: {"arch": p["archs"], "seed": p["seeds"]},
                         coords_on={"family": "arch", "depth": "arch"})
 EXPERIMENT.cost(petrini.cost)  # its cells train one network by the paper's recipe: its cost model
+#: R_f through the paper's whole training (issue 59, run 1): ResNet18 at the long width, the paper's 250 epochs of 352 steps
+#: on the full training set without warm-up, in float32, D_f, G_f, R_f and the test error at log-spaced epochs.
+#: `results/petrini_fig3_long_steps.nc`; ledger label "long (steps)".
+STEPS = EXPERIMENT.variant("long", "steps", archs=["ResNet18"], seeds=[0, 1], steps={"ResNet18": 250 * 352}, warmup=0.0, curve_at="log")
+
+# %% ../../nbs/petrini_fig3.ipynb #b7c1e2d4
+def log_epochs(
+    epochs:int, # the training's epochs
+    ratio:float=2 ** 0.5, # the spacing's factor
+) -> list[int]:
+    """Epochs 1, …, `epochs` spaced by about `ratio` on a log scale (rounded, without repeats), the last always among
+    them: where a training curve over the paper's 250 epochs is measured (17 points, and epoch 0).
+
+    Args:
+        epochs: the training's epochs
+        ratio: the spacing's factor
+
+    Args:
+        epochs: the training's epochs
+        ratio: the spacing's factor
+    """
+    epochs = check_int(epochs, "epochs", low=1)
+    if not ratio > 1: raise ValueError(f"ratio must exceed 1, got {ratio}.")
+    out, e = [], 1.0
+    while round(e) < epochs:
+        if round(e) not in out: out.append(round(e))
+        e *= ratio
+    return out + [epochs]
+
+class TrainingCurve:
+    """Training callback: D_f, G_f, R_f of the output (δ = 1, as `stability.StabilityMonitor` measures them) before
+    training and after each epoch of `at`, and the test error where a `test` split is given. With a `file`, the
+    measurements are kept there (JSON, written whole after each) and read back, so that a cell resumed from its training
+    checkpoint keeps the epochs it measured before; an epoch measured again (a training restarted from scratch) drops
+    the later ones, which came from the abandoned training."""
+    def __init__(self,
+        net, # the network being trained
+        images, # the probed images
+        at, # the epochs to measure after (epoch 0 always)
+        test=None, # a `data.Split` whose error is measured too (None: none)
+        file=None, # where the measurements are kept (None: in memory only)
+        **kwargs, # passed to `stability.relative_stability` (perturbation, seed)
+    ):
+        self.net, self.images, self.at, self.test, self.kwargs = net, images, {0, *map(int, at)}, test, kwargs
+        self.file = None if file is None else results.resolve_path(file)
+        self.rows = {int(k): v for k, v in json.loads(self.file.read_text()).items()} if self.file is not None and self.file.exists() else {}
+        if 0 not in self.rows: self(0)
+
+    def __call__(self, epoch:int, row=None):
+        "Measure after `epoch` where it is one of `at`."
+        if epoch not in self.at: return
+        self.rows = {e: v for e, v in self.rows.items() if e < epoch}
+        r = stability.relative_stability(self.net, self.images, **self.kwargs)
+        out = {k: float(r[k].item()) for k in ("D_f", "G_f", "R_f")}
+        if self.test is not None: out["test_error"] = train.evaluate(self.net, self.test)["error"]
+        self.rows[int(epoch)] = out
+        if self.file is not None:
+            text = json.dumps({str(e): v for e, v in sorted(self.rows.items())})
+            results.atomic_write(self.file, lambda tmp: Path(tmp).write_text(text))
+
+    @property
+    def dataset(self) -> xr.Dataset:
+        "Every measurement so far, along `epoch`."
+        epochs = sorted(self.rows)
+        keys = list(self.rows[epochs[0]])
+        return xr.Dataset({k: ("epoch", np.array([self.rows[e].get(k, np.nan) for e in epochs])) for k in keys},
+                          coords={"epoch": epochs})
+
 
 # %% ../../nbs/petrini_fig3.ipynb #dcee8d42
 def probe_all(
@@ -131,6 +203,7 @@ def cell(
     deltas:list=(0.25, 0.5, 1.0, 2.0, 4.0), # displacements δ (1 among them)
     noise_scales:list=(0.01, 0.1, 1.0), # noise radii as multiples of ‖τx − x‖, increasing
     every:int=1, # the training curve's measurement interval in epochs
+    curve_at:str="every", # when the training curve is measured: "every" (every `every`-th epoch) or "log" (`log_epochs`, with the test error)
     delta_method:str="asymptotic", # how δ sets T (`stability.Diffeomorphism`)
     cutoff:str="paper", # "paper" or "code"
     device:str="cpu", # "cpu", "cuda", "auto"
@@ -156,6 +229,7 @@ def cell(
         deltas: displacements δ (1 among them)
         noise_scales: noise radii as multiples of ‖τx − x‖, increasing
         every: the training curve's measurement interval in epochs
+        curve_at: when the training curve is measured: "every" (every `every`-th epoch) or "log" (`log_epochs`, with the test error)
         delta_method: how δ sets T (`stability.Diffeomorphism`)
         cutoff: "paper" or "code"
         device: "cpu", "cuda", "auto"
@@ -169,8 +243,11 @@ def cell(
     before = probe_all(net, images, p, seed, "batch")  # App. E.1: batch statistics at initialisation
     init_error = train.evaluate(net, ds_data.test)["error"]
     deform = stability.Diffeomorphism(delta=1.0, c=cs[0], interp=interps[0], delta_method=delta_method, cutoff=cutoff)
-    monitor = stability.StabilityMonitor(net, images, every=every, perturbation=deform, seed=seed)
     ckpt = None if checkpoint_dir is None else results.resolve_path(checkpoint_dir) / f"{info.name}_seed{seed}.pt"
+    epochs = train.epochs_for_steps(steps, len(fit), batch_size)
+    at = log_epochs(epochs) if curve_at == "log" else range(every, epochs + 1, every)
+    monitor = TrainingCurve(net, images, at, perturbation=deform, seed=seed, test=ds_data.test if curve_at == "log" else None,
+                            file=None if ckpt is None else ckpt.with_name(ckpt.name + ".curve.json"))
     res, seconds = train_network(net, info.name, dataset, ds_data, fit, val, steps, seed, lr=lr, warmup=warmup,
                                  batch_size=batch_size, checkpoint=ckpt, progress=False, on_epoch=monitor)
     after = probe_all(res.model, images, p, seed, "running")
@@ -178,12 +255,12 @@ def cell(
     fixed = ["diffeo_fraction", "eta_norm", "relative_depth"]  # the same draws and layers in both states
     out = xr.concat([before.drop_vars(fixed), after.drop_vars(fixed)], "state").assign_coords(state=list(STATES))
     out = out.merge(before[fixed])
-    curve = monitor.dataset.squeeze("layer", drop=True)
-    for k in ("D_f", "G_f", "R_f"): out[f"curve_{k}"] = curve[k]
+    curve = monitor.dataset
+    for k in curve.data_vars: out[f"curve_{k}"] = curve[k]
     out["val_error"] = res.history.val_error
     out["test_error"] = ("state", np.array([init_error, test_error]))
     out["best_epoch"], out["train_seconds"] = ((), res.best_epoch), ((), seconds)
-    if ckpt is not None: ckpt.unlink(missing_ok=True)
+    if ckpt is not None: ckpt.unlink(missing_ok=True); monitor.file.unlink(missing_ok=True)
     print(f"{info.name}, seed {seed}: {seconds:.0f} s, test error {test_error:.3f}", flush=True)
     return out.assign_coords(family=info.family, depth=info.depth)
 
@@ -194,6 +271,7 @@ def settings(p:dict, profile:str, overrides:dict) -> dict:
     if list(p["noise_scales"]) != sorted(p["noise_scales"]) or len(p["noise_scales"]) < 3:
         raise ValueError(f"noise_scales must be at least three increasing radii, got {p['noise_scales']}.")
     check_int(p["every"], "every", low=1)
+    check_choice(p.get("curve_at", "every"), "curve_at", ("every", "log"))
     check_interps(p["interps"])
     return resolve_archs(p, [p["dataset"]])
 
