@@ -11,7 +11,7 @@ import functools
 import json
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -22,11 +22,16 @@ from . import papers, results
 from .scaffold import REGISTRY, Experiment, experiments as registered
 
 # %% auto #0
-__all__ = ['STATUSES', 'SHOWN', 'Verdict', 'graded', 'not_run', 'Claim', 'mean_sd', 'binomial_sd', 'median_se', 'fraction',
-           'roll', 'transform', 'committed', 'evaluate', 'ledger', 'status_table', 'summary_table', 'render', 'show']
+__all__ = ['STATUSES', 'KINDS', 'SHOWN', 'CannotJudge', 'Verdict', 'graded', 'not_run', 'cannot_judge', 'Claim', 'mean_sd',
+           'binomial_sd', 'median_se', 'fraction', 'roll', 'transform', 'Test', 'every', 'most', 'at_least', 'at_most',
+           'within', 'within_factor', 'ahead', 'same_sign', 'ordered', 'all_of', 'any_of', 'judge', 'one_seed',
+           'reverse', 'committed', 'evaluate', 'ledger', 'status_table', 'summary_table', 'render', 'show']
 
 # %% ../nbs/85_claims.ipynb #1c5bcb7a
-STATUSES = ("reproduced", "partly", "not", "not run")  # best first
+STATUSES = ("reproduced", "partly", "not", "cannot judge", "not run")  # best first; "cannot judge": the statistic is NaN
+
+class CannotJudge(ValueError):
+    "Raised where a claim's statistic cannot be computed from the dataset (a NaN among its inputs): the claim says *cannot judge*."
 
 @dataclass(frozen=True)
 class Verdict:
@@ -34,6 +39,10 @@ class Verdict:
     status:str # one of `STATUSES`
     value:str="" # our statistic, formatted with its uncertainty ("−0.98 ± 0.05 over 5 seeds")
     note:str="" # why, in a few words: what is missing for "reproduced", or why the dataset cannot speak to it
+    rules:str="" # the criterion as judged, written by the vocabulary's rules with their numbers ("" for a hand-written criterion)
+    regime:str="" # our regime where the verdict was reached (training length, width, error range, ...), from the dataset
+    paper_regime:str="" # the paper's regime for the same claim
+    in_regime:bool|None=None # whether ours is the paper's regime (None: the experiment declares none)
 
     def __post_init__(self):
         if self.status not in STATUSES: raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}.")
@@ -58,6 +67,10 @@ def not_run(reason:str) -> Verdict:
     "The verdict when the dataset cannot speak to a claim (another data set, a profile not run), with the reason."
     return Verdict("not run", "", reason)
 
+def cannot_judge(reason:str, value:str="") -> Verdict:
+    "The verdict when the dataset should speak to a claim but its statistic is NaN: never *not*, which would be the data's verdict."
+    return Verdict("cannot judge", value or "NaN", reason)
+
 # %% ../nbs/85_claims.ipynb #4b8c0bb1
 @dataclass(frozen=True)
 class Claim:
@@ -74,6 +87,8 @@ class Claim:
     passes:dict=field(default_factory=dict) # name -> fn(ds) -> ds: datasets on which it must give "reproduced" (shows that it can)
     experiment:str="" # set by `Experiment.claim`
     paper:str=""
+    kind:str="claim" # "claim": a finding of the paper; "implementation": a property of our implementation or recipe, shown apart and not counted
+    regime:Callable|None=None # ds -> (ours, paper's, same): this claim's regime, where it differs from its experiment's (`Experiment.regime`)
 
     @property
     def id(self) -> str: return f"{self.experiment}:{self.key}"
@@ -81,8 +96,13 @@ class Claim:
     def __call__(self, ds:xr.Dataset) -> Verdict:
         "Evaluate the criterion on `ds`; an error inside it is a defect of the claim, raised with the claim's name."
         try: v = self.evaluate(ds)
+        except CannotJudge as e: v = cannot_judge(str(e))
         except Exception as e: raise RuntimeError(f"claim {self.id} ({self.where}) failed to evaluate: {e!r}") from e
         if not isinstance(v, Verdict): raise TypeError(f"claim {self.id} returned {type(v).__name__}; return graded(...) or not_run(...).")
+        regime = self.regime or getattr(REGISTRY.get(self.experiment), "_regime", None)
+        if regime is not None and v.status != "not run":
+            ours, paper, same = regime(ds)
+            v = replace(v, regime=str(ours), paper_regime=str(paper), in_regime=bool(same))
         return v
 
 # %% ../nbs/85_claims.ipynb #079ed030
@@ -97,6 +117,8 @@ def claim(self:Experiment,
     paper_value:str="", # the paper's number where it gives one
     mutations:dict|None=None, # name -> fn(ds) -> ds on which the criterion must give "not" (at least one)
     passes:dict|None=None, # name -> fn(ds) -> ds on which it must give "reproduced"
+    kind:str="claim", # "claim" (the paper's finding) or "implementation" (a property of ours: shown apart, not counted)
+    regime:Callable|None=None, # ds -> (ours, paper's, same), where this claim's regime is not its experiment's
 ) -> Callable:
     """Declare `fn(ds) -> Verdict` the criterion of one of the paper's claims (see `claims.Claim`).
 
@@ -110,14 +132,36 @@ def claim(self:Experiment,
         paper_value: the paper's number where it gives one
         mutations: name -> fn(ds) -> ds on which the criterion must give "not" (at least one)
         passes: name -> fn(ds) -> ds on which it must give "reproduced"
+        kind: "claim" (the paper's finding) or "implementation" (a property of ours: shown apart, not counted)
+        regime: ds -> (ours, paper's, same), where this claim's regime is not its experiment's
     """
     if key in self.claims: raise ValueError(f"{self.name} already declares a claim {key!r}: give each claim its own key.")
     if not mutations: raise ValueError(f"claim {self.name}:{key} declares no mutation: give at least one dataset on which its criterion must fail.")
+    if kind not in KINDS: raise ValueError(f"kind must be one of {KINDS}, got {kind!r}.")
     def register(fn):
         self.claims[key] = Claim(key, where, words, paper_value, statistic, reproduced, partly, fn, dict(mutations),
-                                 dict(passes or {}), self.name, self.paper)
+                                 dict(passes or {}), self.name, self.paper, kind, regime)
         return fn
     return register
+
+KINDS = ("claim", "implementation")
+
+@patch
+def regime(self:Experiment,
+    fn:Callable, # ds -> (ours:str, the paper's:str, same:bool)
+) -> Callable:
+    """Declare the experiment's regime: for a dataset, ours in words (training steps, width, data-set size, the error
+    range reached: whatever the paper's statements depend on), the paper's, and whether they are the same. Every verdict
+    of its claims carries them, and the tables count *reproduced in the paper's regime* apart from *in another regime*.
+
+    Args:
+        fn: ds -> (ours:str, the paper's:str, same:bool)
+
+    Args:
+        fn: ds -> (ours:str, the paper's:str, same:bool)
+    """
+    self._regime = fn
+    return fn
 
 # %% ../nbs/85_claims.ipynb #cd8acbcb
 def _num(x:float, fmt:str) -> str: return f"{x:{fmt}}".replace("-", "−")
@@ -137,6 +181,8 @@ def mean_sd(
         compact: just "m ± s", to quote inside a longer value
     """
     v = v if isinstance(v, xr.DataArray) else xr.DataArray(np.asarray(v, float), dims=[dim])
+    if v.isnull().any(): raise CannotJudge(f"a NaN among the values whose mean ± s.d. is quoted ({int(v.isnull().sum())} of {v.size}); "
+                                           "find where it comes from (a failed training, an empty selection) before quoting it")
     n = v.sizes.get(dim, 1)
     m, s = float(v.mean(dim)), float(v.std(dim, ddof=1)) if n > 1 else math.nan
     if n == 1: return _num(m, fmt) + ("" if compact else f" (one {dim})")
@@ -153,8 +199,11 @@ def binomial_sd(
         error: a fraction of test points misclassified (any shape)
         n: the number of test points
     """
-    error = np.asarray(error, float)
-    return np.sqrt(error * (1 - error) / np.asarray(n, float))
+    error, n = np.asarray(error, float), np.asarray(n, float)
+    if np.isnan(error).any() or np.isnan(n).any(): raise CannotJudge("a NaN error rate or count: no binomial s.d. of it")
+    if ((error < 0) | (error > 1)).any(): raise ValueError(f"error must be a fraction in [0, 1], got {error[(error < 0) | (error > 1)].ravel()[:3]}.")
+    if (n < 1).any(): raise ValueError(f"n must be at least 1 test point, got {n.ravel()[:3]}.")
+    return np.sqrt(error * (1 - error) / n)
 
 def median_se(
     v:xr.DataArray, # samples along `dim`
@@ -174,8 +223,10 @@ def median_se(
     return xr.DataArray(np.median(a[..., idx], axis=-1).std(-1, ddof=1), dims=rest, coords={d: v[d] for d in rest if d in v.coords})
 
 def fraction(mask) -> tuple[int, int]:
-    "(how many are true, how many there are) of a boolean array, NaN-free."
-    m = np.asarray(mask, bool).ravel()
+    "(how many are true, how many there are) of a boolean array; a NaN in a numeric `mask` is refused (`CannotJudge`), not counted false."
+    a = np.asarray(mask)
+    if a.dtype.kind == "f" and np.isnan(a).any(): raise CannotJudge("a NaN among the values counted: it is neither true nor false")
+    m = a.astype(bool).ravel()
     return int(m.sum()), int(m.size)
 
 # %% ../nbs/85_claims.ipynb #e424f911
@@ -212,6 +263,229 @@ def transform(
         ds = ds.copy()
         for n in names: ds[n] = ds[n].copy(data=fn(ds[n].values))
         return ds
+    return mutate
+
+# %% ../nbs/85_claims.ipynb #a1c0e5f2
+@dataclass(frozen=True)
+class Test:
+    "One rule of a criterion, judged: whether it holds (None: cannot judge, a NaN among its numbers), its sentence, the numbers behind it."
+    holds:bool|None
+    rule:str
+    numbers:str
+
+    def __bool__(self):
+        if self.holds is None: raise CannotJudge(f"{self.rule}: cannot judge ({self.numbers})")
+        return self.holds
+
+    def line(self) -> str:
+        "The rule with its numbers and a mark: ✓ held, ✗ did not, ? cannot judge."
+        return f"{'?' if self.holds is None else '✓' if self.holds else '✗'} {self.rule} ({self.numbers})"
+
+def _vals(x) -> np.ndarray: return np.asarray(x.values if isinstance(x, xr.DataArray) else x, float).ravel()
+
+def _fmt(x:float, fmt:str) -> str: return "NaN" if not np.isfinite(x) else _num(x, fmt)
+
+def _scalar(x) -> float:
+    a = _vals(x)
+    if a.size != 1: raise ValueError(f"expected one number, got {a.size}; reduce it first (a mean over seeds, a value per seed with `every`).")
+    return float(a[0])
+
+def every(
+    values, # one value per seed (or per `over`)
+    cond:Callable, # values -> boolean array: where the rule holds
+    what:str, # the rule in words, e.g. "the slope negative"
+    over:str="seed", # what the values are one per
+    fmt:str=".2g", # format of the values quoted
+) -> Test:
+    """`what` in every `over`: holds where `cond` holds for every value.
+
+    Args:
+        values: one value per seed (or per `over`)
+        cond: values -> boolean array: where the rule holds
+        what: the rule in words, e.g. "the slope negative"
+        over: what the values are one per
+        fmt: format of the values quoted
+
+    Args:
+        values: one value per seed (or per `over`)
+        cond: values -> boolean array: where the rule holds
+        what: the rule in words, e.g. "the slope negative"
+        over: what the values are one per
+        fmt: format of the values quoted
+    """
+    return _count(values, cond, what, over, fmt, "every", lambda k, n: k == n)
+
+def most(values, cond:Callable, what:str, over:str="seed", fmt:str=".2g") -> Test:
+    "`what` in most (more than half) of the `over`s: as `every`."
+    return _count(values, cond, what, over, fmt, "most", lambda k, n: k > n / 2)
+
+def _count(values, cond, what, over, fmt, word, rule) -> Test:
+    a = _vals(values)
+    if a.size == 0: raise ValueError(f"no values to judge {what!r} on: an empty selection.")
+    k, n = int(np.asarray(cond(a), bool).sum()), a.size
+    shown = ", ".join(_fmt(v, fmt) for v in a[:8]) + (", …" if a.size > 8 else "")
+    nums = f"{k} of {n} {over}s: {shown}"
+    if np.isnan(a).any(): return Test(None, f"{what} in {word} {over}", nums)
+    return Test(rule(k, n), f"{what} in {word} {over}", nums)
+
+def at_least(x, bound:float, what:str, fmt:str=".3g") -> Test:
+    "`what` ≥ `bound`."
+    v = _scalar(x)
+    return Test(None if np.isnan(v) else v >= bound, f"{what} at least {_fmt(bound, fmt)}", _fmt(v, fmt))
+
+def at_most(x, bound:float, what:str, fmt:str=".3g") -> Test:
+    "`what` ≤ `bound`."
+    v = _scalar(x)
+    return Test(None if np.isnan(v) else v <= bound, f"{what} at most {_fmt(bound, fmt)}", _fmt(v, fmt))
+
+def within(x, target:float, tol:float, what:str, fmt:str=".3g") -> Test:
+    "`what` within ± `tol` of `target` (the paper's value)."
+    v = _scalar(x)
+    return Test(None if np.isnan(v) else abs(v - target) <= tol, f"{what} within ±{_fmt(tol, fmt)} of {_fmt(target, fmt)}", _fmt(v, fmt))
+
+def within_factor(x, target:float, factor:float, what:str, fmt:str=".3g") -> Test:
+    "`what` within a factor `factor` of `target` (both positive)."
+    v = _scalar(x)
+    if not (target > 0 and factor >= 1): raise ValueError(f"target must be positive and factor at least 1, got {target}, {factor}.")
+    ok = None if np.isnan(v) else (v > 0 and target / factor <= v <= target * factor)
+    return Test(ok, f"{what} within a factor {factor:g} of {_fmt(target, fmt)}", _fmt(v, fmt))
+
+def ahead(diff, sd, z:float, what:str, fmt:str=".3g") -> Test:
+    "`what` (a difference) positive and at least `z` times its s.d. `sd`."
+    d, s = _scalar(diff), _scalar(sd)
+    zz = d / s if s > 0 else math.copysign(math.inf, d) if d else 0.0
+    ok = None if np.isnan(d) or np.isnan(s) else (d > 0 and zz >= z)
+    return Test(ok, f"{what} ahead by at least {z:g} s.d.", f"{_fmt(d, fmt)}, {zz:+.1f} s.d." if np.isfinite(zz) else _fmt(d, fmt))
+
+def same_sign(x, paper:float, what:str, fmt:str=".2f") -> Test:
+    "`what` of the same (non-zero) sign as the paper's `paper`."
+    v = _scalar(x)
+    return Test(None if np.isnan(v) else bool(np.sign(v) == np.sign(paper) != 0), f"{what} of the paper's sign ({_fmt(paper, fmt)})", _fmt(v, fmt))
+
+def ordered(
+    values:dict, # name -> value, in the order the paper states
+    what:str, # the quantity, e.g. "R_f"
+    decreasing:bool=True, # the paper's order runs from largest to smallest
+    fmt:str=".3g", # format of the values
+) -> Test:
+    """The values strictly in the paper's order (each below the one before, or above where not `decreasing`).
+
+    Args:
+        values: name -> value, in the order the paper states
+        what: the quantity, e.g. "R_f"
+        decreasing: the paper's order runs from largest to smallest
+        fmt: format of the values
+
+    Args:
+        values: name -> value, in the order the paper states
+        what: the quantity, e.g. "R_f"
+        decreasing: the paper's order runs from largest to smallest
+        fmt: format of the values
+    """
+    names, v = list(values), np.array([_scalar(x) for x in values.values()])
+    if len(v) < 2: raise ValueError("an ordering needs at least two values.")
+    step = np.diff(v) * (-1 if decreasing else 1)
+    ok = None if np.isnan(v).any() else bool((step > 0).all())
+    sign = " > " if decreasing else " < "
+    return Test(ok, f"{what}: {sign.join(names)}", ", ".join(f"{n} {_fmt(x, fmt)}" for n, x in zip(names, v)))
+
+def all_of(*tests:Test) -> Test:
+    "Every rule holds (one that cannot judge makes the whole cannot judge, unless another already fails)."
+    hs = [t.holds for t in tests]
+    ok = False if False in hs else None if None in hs else True
+    return Test(ok, " and ".join(t.rule for t in tests), "; ".join(t.numbers for t in tests))
+
+def any_of(*tests:Test) -> Test:
+    "At least one rule holds."
+    hs = [t.holds for t in tests]
+    ok = True if True in hs else None if None in hs else False
+    return Test(ok, " or ".join(t.rule for t in tests), "; ".join(t.numbers for t in tests))
+
+def _rules(tests) -> list[Test]:
+    return [] if tests is None else [tests] if isinstance(tests, Test) else list(tests)
+
+def judge(
+    reproduced, # a `Test` or a list of them: all must hold for "reproduced"
+    partly=None, # a `Test` or a list: all must hold for "partly" (None: no partly rung)
+    value:str="", # our statistic with its uncertainty
+    note:str="", # what else the reader needs
+    cap:str|None=None, # hold the verdict at "partly" at most, for this reason (a regime or data set the claim does not speak to)
+) -> Verdict:
+    """The verdict of a criterion made of rules: *reproduced* where all of `reproduced` hold, else *partly* where all of
+    `partly` hold, else *not*; *cannot judge* where a rule that decides it has a NaN. `rules` records each rule, judged.
+
+    Args:
+        reproduced: a `Test` or a list of them: all must hold for "reproduced"
+        partly: a `Test` or a list: all must hold for "partly" (None: no partly rung)
+        value: our statistic with its uncertainty
+        note: what else the reader needs
+        cap: hold the verdict at "partly" at most, for this reason (a regime or data set the claim does not speak to)
+
+    Args:
+        reproduced: a `Test` or a list of them: all must hold for "reproduced"
+        partly: a `Test` or a list: all must hold for "partly" (None: no partly rung)
+        value: our statistic with its uncertainty
+        note: what else the reader needs
+        cap: hold the verdict at "partly" at most, for this reason (a regime or data set the claim does not speak to)
+    """
+    rep, par = _rules(reproduced), _rules(partly)
+    if not rep: raise ValueError("judge needs at least one rule for reproduced.")
+    text = "reproduced: " + "; ".join(t.line() for t in rep) + ("; partly: " + "; ".join(t.line() for t in par) if par else "")
+    if cap: text += f"; capped at partly: {cap}"
+    r, p = all_of(*rep).holds, all_of(*par).holds if par else False
+    if r is None or (r is False and p is None): return Verdict("cannot judge", value or "NaN", note, rules=text)
+    status = "reproduced" if r else "partly" if p else "not"
+    if status == "reproduced" and cap: status = "partly"
+    return Verdict(status, value, "; ".join(x for x in (note, f"capped at partly: {cap}" if cap and r else "") if x), rules=text)
+
+def one_seed(
+    fn:Callable, # array -> array, applied to one seed's values
+    *names:str, # the variables to change
+    index:int=0, # which seed (position along `seed`)
+) -> Callable:
+    """A mutation: `fn` applied to the values of `names` at one seed only (a claim that holds "in every seed" must fail).
+
+    Args:
+        fn: array -> array, applied to one seed's values
+        *names: the variables to change
+        index: which seed (position along `seed`)
+
+    Args:
+        fn: array -> array, applied to one seed's values
+        *names: the variables to change
+        index: which seed (position along `seed`)
+    """
+    def mutate(ds:xr.Dataset) -> xr.Dataset:
+        ds = ds.copy()
+        for n in names:
+            a = ds[n].values.copy()
+            ax = ds[n].get_axis_num("seed")
+            sl = [slice(None)] * a.ndim; sl[ax] = index
+            a[tuple(sl)] = fn(a[tuple(sl)])
+            ds[n] = ds[n].copy(data=a)
+        return ds
+    mutate.__doc__ = f"{', '.join(names)} changed at seed index {index}"
+    return mutate
+
+def reverse(
+    *names:str, # the variables to change
+    dim:str, # the dimension whose order is reversed
+) -> Callable:
+    """A mutation: the values of `names` reversed along `dim` (an ordering turned round).
+
+    Args:
+        *names: the variables to change
+        dim: the dimension whose order is reversed
+
+    Args:
+        *names: the variables to change
+        dim: the dimension whose order is reversed
+    """
+    def mutate(ds:xr.Dataset) -> xr.Dataset:
+        ds = ds.copy()
+        for n in names: ds[n] = ds[n].copy(data=np.flip(ds[n].values, ds[n].get_axis_num(dim)))
+        return ds
+    mutate.__doc__ = f"{', '.join(names)} reversed along {dim}"
     return mutate
 
 # %% ../nbs/85_claims.ipynb #e8f7b82a
@@ -300,6 +574,14 @@ def ledger(
         root: the repository (None: `results.project_root()`)
     """
     import pandas as pd
+    if root is not None and not (Path(root) / "results").is_dir():
+        raise FileNotFoundError(f"{root} has no results/ folder: give the repository's root (or None for this one).")
+    if experiments is not None:
+        if isinstance(experiments, (str, Experiment)): experiments = [experiments]
+        registered()
+        unknown = [e for e in experiments if isinstance(e, str) and e not in REGISTRY]
+        if unknown: raise ValueError(f"no experiments named {unknown}; the registered ones: {sorted(REGISTRY)}.")
+        experiments = [REGISTRY[e] if isinstance(e, str) else e for e in experiments]
     rows = []
     for exp in (registered() if experiments is None else experiments):
         sets = committed(exp, root)
@@ -308,19 +590,24 @@ def ledger(
             for label in labels:
                 profile = label.split(" ")[0]
                 v = evaluate(c, sets[label]) if label in sets else _missing(exp, profile)
-                rows.append(dict(paper=exp.paper, experiment=exp.name, claim=c.key, where=c.where, words=c.words,
+                rows.append(dict(paper=exp.paper, experiment=exp.name, claim=c.key, kind=c.kind, where=c.where, words=c.words,
                                  paper_value=c.paper_value, statistic=c.statistic, result=label, profile=profile,
-                                 main=label in SHOWN, status=v.status, value=v.value, note=v.note))
-    return pd.DataFrame(rows, columns=["paper", "experiment", "claim", "where", "words", "paper_value", "statistic", "result",
-                                       "profile", "main", "status", "value", "note"])
+                                 main=label in SHOWN, status=v.status, value=v.value, note=v.note, rules=v.rules,
+                                 regime=v.regime, paper_regime=v.paper_regime, in_regime=v.in_regime))
+    return pd.DataFrame(rows, columns=["paper", "experiment", "claim", "kind", "where", "words", "paper_value", "statistic", "result",
+                                       "profile", "main", "status", "value", "note", "rules", "regime", "paper_regime", "in_regime"])
 
 # %% ../nbs/85_claims.ipynb #a339d3c0
 def _md(s:str) -> str: return str(s).replace("|", "\\|").replace("\n", " ")
 
 def _cell(row) -> str:
     head = f"**{row.status}**"
+    if row.status in ("reproduced", "partly", "not") and row.in_regime is not None and not _isnan(row.in_regime):
+        head += " (the paper's regime)" if row.in_regime else f" (another regime: {row.regime}; the paper: {row.paper_regime})"
     rest = "; ".join(x for x in (row.value, row.note) if x)
     return _md(head + (f": {rest}" if rest else ""))
+
+def _isnan(x) -> bool: return isinstance(x, float) and math.isnan(x)
 
 def status_table(
     which:str, # a paper key ("petrini") or an experiment name ("petrini_fig3")
@@ -364,15 +651,24 @@ def summary_table(
         root: the repository
     """
     df = ledger(root=root)
-    df = df[df.main.astype(bool)]
+    df = df[df.main.astype(bool) & (df.kind == "claim")]   # properties of our implementation are not the papers' claims
     lines = ["| paper | claims | " + " | ".join(f"`{p}`" for p in SHOWN) + " |", "|---|---|" + "---|" * len(SHOWN)]
     for key in papers.PAPERS:
         g = df[df.paper == key]
         if g.empty: continue
         cells = []
         for profile in SHOWN:
-            n = g.status[g.profile == profile].value_counts()
-            cells.append(" · ".join(f"{int(n[s])} {s}" for s in STATUSES if s in n))
+            h = g[g.profile == profile]
+            n = h.status.value_counts()
+            other = int(((h.status == "reproduced") & (h.in_regime == False)).sum())   # noqa: E712 (None is neither)
+            parts = []
+            for s in STATUSES:
+                if s not in n: continue
+                if s == "reproduced" and other:
+                    here = int(n[s]) - other
+                    parts += ([f"{here} reproduced in the paper's regime"] if here else []) + [f"{other} reproduced in another regime"]
+                else: parts.append(f"{int(n[s])} {s}")
+            cells.append(" · ".join(parts))
         lines.append(f"| [{papers.paper(key).short}](paper_{key}.ipynb) | {len(g[g.profile == SHOWN[0]])} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
