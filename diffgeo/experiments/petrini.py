@@ -25,8 +25,9 @@ from ..diffeo import INTERPOLATIONS
 from ..style import log_ticks
 
 # %% auto #0
-__all__ = ['CPU_LR', 'LONG_WIDTH', 'LONG_EPOCHS', 'train_network', 'Setup', 'setup', 'resolve_archs', 'seconds_per_step', 'cost',
-           'probe', 'check_interps', 'median_distances', 'logmean', 'logstd', 'plain_log_ticks', 'dataset_name']
+__all__ = ['CPU_LR', 'LONG_WIDTH', 'LONG_EPOCHS', 'PAPER_STEPS', 'train_network', 'Setup', 'setup', 'resolve_archs',
+           'seconds_per_step', 'cost', 'probe', 'check_interps', 'median_distances', 'logmean', 'logstd',
+           'plain_log_ticks', 'dataset_name', 'regime']
 
 # %% ../../nbs/paper_petrini.ipynb #48aad851
 #: The cpu profile's learning rates where they differ from the paper's 0.1 (chosen on the validation split, see fig5's Profiles).
@@ -292,3 +293,47 @@ def plain_log_ticks(ax, x:bool=True, y:bool=True):
 def dataset_name(ds:xr.Dataset) -> str:
     "The data set a run of these experiments trained on, from its provenance ('' when unrecorded)."
     return str(results.parameters(ds).get("dataset", ""))
+
+# %% ../../nbs/paper_petrini.ipynb #b2d0a7e2
+PAPER_STEPS = 250 * 352  # App. E.1: 250 epochs of 45,000-50,000 images in batches of 128, the same steps at every P
+
+def _extremes(v) -> tuple[float, float]:
+    vals = [float(x) for x in (v.values() if isinstance(v, dict) else [v]) if x is not None]
+    return (min(vals), max(vals)) if vals else (math.nan, math.nan)
+
+def regime(
+    ds:xr.Dataset, # a committed dataset of a Petrini experiment that trains networks
+    paper_error:str="3–50 % on CIFAR-10 (Fig. 5)", # the paper's error range for the claim
+    paper_steps:int=PAPER_STEPS, # the paper's optimiser steps
+) -> tuple[str, str, bool]: # (ours, the paper's, whether ours is the paper's)
+    """Our regime beside the paper's: optimiser steps, width, training-set size and the test errors reached by the
+    trained networks. The same regime means at least 90 % of the paper's steps at full width (the error range is what
+    the regime gives, shown, not required).
+
+    Args:
+        ds: a committed dataset of a Petrini experiment that trains networks
+        paper_error: the paper's error range for the claim
+        paper_steps: the paper's optimiser steps
+    Returns:
+        (ours, the paper's, whether ours is the paper's)
+
+    Args:
+        ds: a committed dataset of a Petrini experiment that trains networks
+        paper_error: the paper's error range for the claim
+        paper_steps: the paper's optimiser steps
+    Returns:
+        (ours, the paper's, whether ours is the paper's)
+    """
+    p = results.parameters(ds)
+    (s0, s1), (w0, _) = _extremes(p.get("steps")), _extremes(p.get("width", 1.0))
+    steps = "?" if math.isnan(s0) else f"{s0:,.0f}" if s0 == s1 else f"{s0:,.0f}–{s1:,.0f}"
+    P = p.get("P")
+    Ps = f"P = {min(P):,}–{max(P):,}" if isinstance(P, list) else f"P = {P:,}" if P else ""
+    ours = [f"{steps} steps", "full width" if w0 == 1 else f"width ≥ {w0:g}", Ps, str(p.get("dataset") or "")]
+    if "test_error" in ds:
+        e = ds.test_error.sel(state="trained") if "state" in ds.test_error.dims else ds.test_error
+        lo, hi = float(e.min()), float(e.max())
+        if np.isfinite(lo): ours.append(f"test error {100 * lo:.0f}–{100 * hi:.0f} %")
+    paper = f"{paper_steps:,} steps, full width, test error {paper_error}"
+    same = not math.isnan(s0) and s0 >= 0.9 * paper_steps and w0 == 1
+    return ", ".join(x for x in ours if x), paper, bool(same)
