@@ -18,8 +18,8 @@ from ..core import check_choice, check_int, resolve_device, seed_everything
 from ..scaffold import Experiment, Var
 
 # %% auto #0
-__all__ = ['COMMON', 'PROFILES', 'CROPS', 'COMPONENT', 'VARIABLES', 'EXPERIMENT', 'load_image', 'tessellation_segments',
-           'jacobian_det', 'liouville_det', 'cell', 'derive', 'draw']
+__all__ = ['COMMON', 'PROFILES', 'CROPS', 'COMPONENT', 'VARIABLES', 'EXPERIMENT', 'PAPER_REGIME', 'load_image',
+           'tessellation_segments', 'jacobian_det', 'liouville_det', 'cell', 'derive', 'draw', 'regime']
 
 # %% ../../nbs/detlefsen_fig4.ipynb #7235b1b2
 #: Every profile's: the paper's [2, 2] tessellation, a zero-velocity boundary, and the prior of one draw.
@@ -299,7 +299,8 @@ def _cpa(ds:xr.Dataset, points:torch.Tensor, cells:torch.Tensor) -> torch.Tensor
     reproduced="both below 10⁻⁶ of the largest speed",
     partly="affine in each cell (first below 10⁻⁶), with a jump across some edge",
     mutations={"cell matrices rolled along cell": claims.roll("cell_matrix", dim="cell"),
-               "velocities 10% larger": claims.transform(lambda v: 1.1 * v, "velocity")})
+               "velocities 10% larger": claims.transform(lambda v: 1.1 * v, "velocity")},
+    kind="implementation")  # a property of our `cpab` module: what the CPAB construction guarantees, computed
 def _(ds):
     tess = _tessellation(ds)
     if tess.n_cells != ds.sizes["cell"]: return claims.not_run("the stored cell matrices do not match the run's tessellation")
@@ -323,9 +324,31 @@ def _(ds):
     statistic="the smallest det ∇T^θ on the pixel grid (autodiff), and the largest distance of T^−θ(T^θ(x)) from x over the path starts",
     reproduced="det ∇T^θ > 0 everywhere and every round trip within 10⁻⁶ pixel",
     partly="det ∇T^θ > 0 everywhere, a round trip farther off",
-    mutations={"det ∇T negated": claims.transform(np.negative, "jacobian_det")})
+    mutations={"det ∇T negated": claims.transform(np.negative, "jacobian_det")},
+    kind="implementation")  # a property of our `cpab` module: what the CPAB construction guarantees, computed
 def _(ds):
     lo, hi, err = ds.jacobian_det.min().item(), ds.jacobian_det.max().item(), ds.max_roundtrip_error.item()
     return claims.graded(lo > 0 and err < 1e-6, lo > 0,
                          f"det ∇T {lo:.3f} to {hi:.3f} on the {ds.sizes['y']}×{ds.sizes['x']} pixel grid; round trip within {err:.1e} px",
                          f"{ds.sizes['path_point']} path starts; exact up to rounding")
+
+PAPER_REGIME = "a [2, 2] tessellation over a face image (Fig. 4); θ, the boundary condition and the image size not given"
+
+@EXPERIMENT.regime
+def regime(
+    ds:xr.Dataset, # a committed Fig. 4 dataset
+) -> tuple[str, str, bool]: # (ours, the paper's, whether ours is the paper's)
+    """Our regime beside Fig. 4's: the tessellation, the boundary, θ (a prior draw or given), the image. The same regime
+    means the paper's [2, 2] tessellation, the one thing Fig. 4 states.
+
+    Args:
+        ds: a committed Fig. 4 dataset
+    Returns:
+        (ours, the paper's, whether ours is the paper's)
+    """
+    p = results.parameters(ds)
+    tess = [int(t) for t in p["tess_size"]]
+    theta = "a given θ" if p.get("theta") is not None else f"one draw from the CPAB prior (seed {p.get('seed')})"
+    ours = (f"{theta} on a {tess} tessellation{', zero boundary' if p.get('zero_boundary') else ''} (dim θ {ds.sizes['theta_index']}), "
+            f"a {ds.sizes['y']}×{ds.sizes['x']} {p.get('image', '?')} crop")
+    return ours, PAPER_REGIME, tess == [2, 2]

@@ -21,8 +21,8 @@ from ..scaffold import Experiment, Var
 
 # %% auto #0
 __all__ = ['MODELS', 'PAPER', 'FIG5_MODELS', 'ST_BASE_CHOICES', 'COMMON', 'VARIABLES', 'PROFILES', 'EXPERIMENT',
-           'PAPER_TEST_DIGITS', 'DESIGNED_FOR', 'build', 'cell', 'settings', 'finish', 'derive', 'seconds_per_step',
-           'cost', 'table', 'draw', 'draw_fig5']
+           'PAPER_TEST_DIGITS', 'DESIGNED_FOR', 'PAPER_STEPS', 'PAPER_REGIME', 'build', 'cell', 'settings', 'finish',
+           'derive', 'seconds_per_step', 'cost', 'table', 'draw', 'draw_fig5', 'regime']
 
 # %% ../../nbs/detlefsen_tab2.ipynb #d4f78bcd
 MODELS = {  # name: (classifier base, transformer, localisation net)
@@ -378,25 +378,37 @@ def _(ds):
     return claims.graded(bool((z.sel(distortion=["RTS", "CPAB"]) > 2).all()), bool((lead.sel(distortion=["RTS", "CPAB"]) > 0).all()),
                          value, _unc(ds))
 
+def _ahead_of_each(m:xr.DataArray, s:xr.DataArray, best:str, others:list, d:str, z:float=2) -> claims.Test:
+    "One rule: `best` ahead of each of `others` on set `d` by at least `z` s.d. of the difference (`claims.ahead` per network; z = 0: a positive lead)."
+    tests = [claims.ahead((m.sel(model=best) - m.sel(model=o)).item(), np.hypot(s.sel(model=best), s.sel(model=o)).item(), z, o) for o in others]
+    t = claims.all_of(*tests)
+    by = f"by at least {z:g} s.d." if z else "(a positive lead)"
+    return claims.Test(t.holds, f"{d}: {best} ahead of each of the {len(others)} other networks {by}",
+                       "; ".join(f"{o} {x.numbers}" for o, x in zip(others, tests)))
+
 @EXPERIMENT.claim("affine_cpab_best", where="Table 2",
     words="ST-Affine+CPAB CNN is the best network on both distorted sets",
     paper_value="RTS 0.996 (next 0.992), CPAB 0.993 (next 0.989)",
-    statistic=f"per set, ST-Affine+CPAB CNN's lead over the best other network, in points and in {_SD}",
-    reproduced="on both sets ST-Affine+CPAB CNN ahead of every other network by more than 2 s.d.",
-    partly="the highest accuracy on both sets, by 2 s.d. or less on one or both",
+    statistic=f"per set, ST-Affine+CPAB CNN's lead over each of the six other networks, in points and in {_SD}",
+    reproduced="on both sets ST-Affine+CPAB CNN ahead of each of the six other networks by at least 2 s.d.",
+    partly="on both sets the highest accuracy (a positive lead over each of the six), by less than 2 s.d. over some network on one or both",
     mutations={"accuracies rolled along model": claims.roll("test_accuracy", dim="model")},
     passes={"Table 2's accuracies on 10,000 test digits": _as_paper})
 def _(ds):
     if v := _lacks(ds, MODELS): return v
     m, s = _accuracy(ds)
-    best, parts, z, lead = "ST-Affine+CPAB CNN", [], [], []
+    best = "ST-Affine+CPAB CNN"
+    others = [x for x in MODELS if x != best]
+    rep = [_ahead_of_each(m.sel(distortion=d), s.sel(distortion=d), best, others, d) for d in ("RTS", "CPAB")]
+    par = [_ahead_of_each(m.sel(distortion=d), s.sel(distortion=d), best, others, d, 0) for d in ("RTS", "CPAB")]
+    parts = []
     for d in ("RTS", "CPAB"):
         md, sd = m.sel(distortion=d), s.sel(distortion=d)
-        other = str(md.drop_sel(model=best).idxmax("model").item())
-        l, zz = _z(md, sd, best, other)
-        lead.append(l.item()); z.append(zz.item())
-        parts.append(f"{d}: {md.sel(model=best).item():.3f}, {100 * l.item():+.1f} points over {other} ({zz.item():+.1f} s.d.)")
-    return claims.graded(min(z) > 2, min(lead) > 0, "; ".join(parts), _unc(ds))
+        z = {o: _z(md, sd, best, o)[1].item() for o in others}
+        near = min(z, key=z.get)
+        parts.append(f"{d}: {md.sel(model=best).item():.3f}, {100 * _z(md, sd, best, near)[0].item():+.1f} points over {near} "
+                     f"({z[near]:+.1f} s.d., the closest of the six in s.d.)")
+    return claims.judge(rep, par, "; ".join(parts), _unc(ds))
 
 @EXPERIMENT.claim("designed_second", where="Table 2",
     words="the second best network is the transformer each set was designed for: ST-Affine CNN on RTS, ST-CPAB CNN on CPAB",
@@ -432,9 +444,10 @@ _PAIRS = [("ST-Affine CNN", "ST-Affine FCN"), ("ST-CPAB CNN", "ST-CPAB FCN")]
 @EXPERIMENT.claim("cnn_localisation", where="Table 2",
     words="networks whose localisation net is convolutional perform consistently better than those with a fully connected one",
     paper_value="CNN − FCN localisation: ST-Affine +0.006 (RTS), +0.010 (CPAB); ST-CPAB +0.002, +0.009",
-    statistic=f"the lead of the CNN localisation net over the FCN one for both layers on both sets (four pairs), and their mean in {_SD}",
-    reproduced="ahead in all four pairs, and the mean lead larger than 2 s.d.",
-    partly="the mean lead larger than 2 s.d., not ahead in every pair",
+    statistic=f"the lead of the CNN localisation net over the FCN one for both layers on both sets (four pairs), each pair's and their mean in {_SD}",
+    reproduced="ahead in all four pairs, and the mean lead at least 2 s.d.",
+    partly="ahead in all four pairs (the paper's \"consistently\") with a mean lead under 2 s.d.; or a mean lead of at least 2 s.d. "
+           "with no pair behind by more than 2 s.d.",
     mutations={"CNN and FCN localisation swapped": _swap("test_accuracy", *_PAIRS)},
     passes={"Table 2's accuracies on 10,000 test digits": _as_paper})
 def _(ds):
@@ -443,11 +456,16 @@ def _(ds):
     leads = xr.concat([m.sel(model=a) - m.sel(model=b) for a, b in _PAIRS], "pair").sel(distortion=["RTS", "CPAB"])
     var = xr.concat([s.sel(model=a) ** 2 + s.sel(model=b) ** 2 for a, b in _PAIRS], "pair").sel(distortion=["RTS", "CPAB"])
     mean, sd = leads.mean().item(), np.sqrt(var.sum().item()) / leads.size
-    k, n = claims.fraction(leads > 0)
+    z = leads / np.sqrt(var)
+    every = claims.every(leads.values, lambda v: v > 0, "the CNN localisation net's lead positive", over="pair", fmt="+.4f")
+    pooled = claims.ahead(mean, sd, 2, "the mean lead of the CNN localisation net")
+    behind = claims.at_least(z.min().item(), -2, "the smallest pair's lead, in s.d.", fmt="+.1f")
     value = (", ".join(f"{a.removesuffix(' CNN')} {d} {100 * leads.sel(distortion=d).isel(pair=i).item():+.1f}"
                        for i, (a, _) in enumerate(_PAIRS) for d in ("RTS", "CPAB"))
              + f" points; mean {100 * mean:+.1f} ± {100 * sd:.1f} points ({mean / sd:+.1f} s.d.)")
-    return claims.graded(k == n and mean > 2 * sd, mean > 2 * sd, value, f"CNN ahead in {k} of {n} pairs; {_unc(ds)}")
+    k, n = claims.fraction(leads > 0)
+    return claims.judge([every, pooled], claims.any_of(every, claims.all_of(pooled, behind)), value,
+                        f"CNN ahead in {k} of {n} pairs; {_unc(ds)}")
 
 def _as_paper_times(ds:xr.Dataset) -> xr.Dataset:
     "Table 2's training times in every set and seed."
@@ -462,7 +480,8 @@ def _as_paper_times(ds:xr.Dataset) -> xr.Dataset:
     reproduced="within a factor 3 of the paper's 29 (10 to 87) for both localisation nets on every set and seed",
     partly="ST-CPAB slower by more than half as much again (ratio above 1.5) on every set and seed",
     mutations={"CPAB and affine times swapped": _swap("train_seconds", ("ST-CPAB CNN", "ST-Affine CNN"), ("ST-CPAB FCN", "ST-Affine FCN"))},
-    passes={"Table 2's training times": _as_paper_times})
+    passes={"Table 2's training times": _as_paper_times},
+    kind="implementation")  # the cost of our CPAB integrator on our machine against the authors' CUDA kernel on a GPU: not a finding
 def _(ds):
     if v := _lacks(ds, ["ST-CPAB CNN", "ST-Affine CNN", "ST-CPAB FCN", "ST-Affine FCN"], ()): return v
     t = ds.train_seconds
@@ -529,3 +548,26 @@ def _(ds):
     n = zoom[FIG5_MODELS[0]].size
     return claims.graded(every and centred and most, all(z > 1.05 for z in mean_zoom.values()) and centred, value,
                          f"{n} digits (mean, range); a description of a few digits, not a measurement")
+
+PAPER_STEPS = 100 * 500  # Table 2: 100 epochs of 50,000 digits in batches of 100
+PAPER_REGIME = "100 epochs of 50,000 distorted MNIST digits (50,000 Adam steps at 10⁻⁴, batch 100), 5 runs, 10,000 test digits; accuracy 0.918–0.996"
+
+@EXPERIMENT.regime
+def regime(
+    ds:xr.Dataset, # a committed Table 2 dataset
+) -> tuple[str, str, bool]: # (ours, the paper's, whether ours is the paper's)
+    """Our regime beside Table 2's: training digits, epochs, Adam steps and rate, seeds, test digits and the accuracies
+    reached. The same regime means the paper's 50,000 digits, at least 90 % of its steps, and its rate 10⁻⁴.
+
+    Args:
+        ds: a committed Table 2 dataset
+    Returns:
+        (ours, the paper's, whether ours is the paper's)
+    """
+    p = results.parameters(ds)
+    n, nt, k = int(ds.n_train_images), int(ds.n_test_images), ds.sizes["seed"]
+    steps = p["epochs"] * math.ceil(n / p["batch_size"])
+    a = ds.test_accuracy.mean("seed")
+    ours = (f"{p['epochs']} epochs of {n:,} distorted digits from {p['dataset']} ({steps:,} Adam steps at {p['lr']:g}, batch "
+            f"{p['batch_size']}), {k} seed{'s' if k > 1 else ''}, {nt:,} test digits; accuracy {a.min().item():.3f}–{a.max().item():.3f}")
+    return ours, PAPER_REGIME, bool(n >= 50_000 and steps >= 0.9 * PAPER_STEPS and math.isclose(p["lr"], 1e-4))

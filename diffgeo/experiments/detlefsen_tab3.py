@@ -20,8 +20,8 @@ from ..scaffold import Experiment, Var
 
 # %% auto #0
 __all__ = ['MODELS', 'BASES', 'PAPER_COLUMNS', 'PAPER', 'PAPER_COLUMN', 'VARIABLES', 'COMMON', 'PROFILES', 'EXPERIMENT', 'SHAPES',
-           'PAPER_TEST_IMAGES', 'build', 'cell', 'settings', 'finish', 'seconds_per_step', 'cost', 'derive', 'table',
-           'draw']
+           'PAPER_TEST_IMAGES', 'PAPER_REGIME', 'build', 'cell', 'settings', 'finish', 'seconds_per_step', 'cost',
+           'derive', 'table', 'draw', 'regime']
 
 # %% ../../nbs/detlefsen_tab3.ipynb #fd71ab7b
 MODELS = {  # Table 3's rows: the ST layer ("affine+cpab": two layers in series), None for the plain CNN
@@ -388,32 +388,151 @@ def _(ds):
     return claims.Verdict(r.status, r.value, r.note + f"; the paper's effect (+0.33 points mean gain) is "
                           + ("below" if 0.0033 < 2 * sd else "above") + f" this run's 2 s.d. resolution ({200 * sd:.2f} points)")
 
+def _ahead_of_each(m:xr.DataArray, s:xr.DataArray, best:str, others:list, d:str, z:float=2) -> claims.Test:
+    "One rule: `best` ahead of each of `others` on data set `d` by at least `z` s.d. of the difference (`claims.ahead` per network; z = 0: a positive lead)."
+    tests = [claims.ahead((m.sel(model=best) - m.sel(model=o)).item(), np.hypot(s.sel(model=best), s.sel(model=o)).item(), z, o) for o in others]
+    t = claims.all_of(*tests)
+    by = f"by at least {z:g} s.d." if z else "(a positive lead)"
+    return claims.Test(t.holds, f"{d}: {best} ahead of each of the {len(others)} other networks {by}",
+                       "; ".join(f"{o} {x.numbers}" for o, x in zip(others, tests)))
+
+_NOT_CPAB = [m for m in MODELS if m not in _CPAB]  # the plain CNN and the four other transformers
+
+def _tie(ds:xr.Dataset) -> xr.Dataset:
+    "A tie: on every data set, the best of the non-CPAB networks given the best CPAB network's accuracies, seed by seed."
+    ds = ds.copy()
+    a = ds.test_accuracy.copy(deep=True)
+    for d in ds.dataset.values:
+        m = ds.test_accuracy.sel(dataset=d).mean("seed")
+        best, other = str(m.sel(model=_CPAB).idxmax("model").item()), str(m.sel(model=_NOT_CPAB).idxmax("model").item())
+        a.loc[dict(model=other, dataset=d)] = ds.test_accuracy.sel(model=best, dataset=d).values
+    ds["test_accuracy"] = a
+    return ds
+
 @EXPERIMENT.claim("cpab_best", where="Table 3, §5.2",
-    words="the diffeomorphic CPAB layers are competitive with the other transformers (the paper does not claim that they are "
-          "best: §5.2 finds \"a small performance gain due to the ST-layers\", and on CIFAR that \"it is not beneficial to use "
-          "the Affine+CPAB model\"; Table 3 has a CPAB network at or tied for the top on MNIST and CIFAR-10)",
-    paper_value="MNIST: ST-Affine+CPAB 0.996 (ST-TPS 0.996); Fashion-MNIST: ST-CPAB 0.917 (ST-AffineDiff 0.920); CIFAR-10: ST-CPAB 0.895 (ST-TPS 0.893)",
-    statistic="on each of MNIST, Fashion-MNIST and CIFAR-10 in the run, the best of Affine, AffineDiff, Homography and TPS minus "
-              "the better of ST-CPAB and ST-Affine+CPAB, in s.d. of the difference",
-    reproduced="on every such data set of the run, no other transformer ahead of the best CPAB network by more than 2 s.d.",
-    partly="on at least half of them",
-    mutations={"every non-CPAB transformer 5 points higher": _raise(_OTHER_ST, 0.05)},
-    passes={"Table 3's accuracies on 10,000 test images": _as_paper})
+    words="a CPAB network (ST-CPAB or ST-Affine+CPAB) is the best of the seven where Table 3 puts one on top: MNIST (ST-Affine+CPAB, "
+          "level with ST-TPS at three digits), CIFAR-10 and CIFAR-100 (ST-CPAB), LFW and CelebA (ST-Affine+CPAB); on Fashion-MNIST "
+          "the plain CNN is best, and that column is not part of the claim",
+    paper_value="MNIST: ST-Affine+CPAB 0.996 (ST-TPS 0.996); CIFAR-10: ST-CPAB 0.895 (ST-TPS 0.893); CIFAR-100: ST-CPAB 0.659 "
+                "(ST-TPS 0.656); LFW: ST-Affine+CPAB 0.893 (ST-TPS 0.851); CelebA: ST-Affine+CPAB 0.772 (ST-TPS 0.751)",
+    statistic="on each of MNIST and CIFAR-10 in the run, the better of ST-CPAB and ST-Affine+CPAB against each of the five other "
+              "networks (the plain CNN, Affine, AffineDiff, Homography, TPS), in points and in s.d. of the difference (binomial over "
+              "the test images, with the s.e. over seeds where there are several)",
+    reproduced="on every such data set of the run, the best CPAB network ahead of each of the five others by at least 2 s.d.",
+    partly="on every such data set the best CPAB network has the highest accuracy (a positive lead over each of the five), by less "
+           "than 2 s.d. over some: best within the noise (a tie gives at most this)",
+    mutations={"every non-CPAB transformer 5 points higher": _raise(_OTHER_ST, 0.05),
+               "a tie: the best non-CPAB network given the best CPAB network's accuracies": _tie},
+    passes={"the CPAB networks 5 points higher": _raise(_CPAB, 0.05)})
 def _(ds):
-    sets = [(c, _gate(ds, c)) for c in ("mnist", "fashionmnist", "cifar10")]
+    sets = [(c, _gate(ds, c)) for c in ("mnist", "cifar10")]
     have = [(c, d) for c, (d, _) in sets if d]
     if not have: return sets[0][1][1]
-    z, parts = [], []
+    rep, par, parts = [], [], []
     for c, d in have:
         m, s = _accuracy(ds, d)
-        a, b = str(m.sel(model=_CPAB).idxmax("model").item()), str(m.sel(model=_OTHER_ST).idxmax("model").item())
-        zz = ((m.sel(model=b) - m.sel(model=a)) / np.hypot(s.sel(model=a), s.sel(model=b))).item()
-        z.append(zz)
-        parts.append(f"{d}: best other {b} {m.sel(model=b).item():.3f} against {a} {m.sel(model=a).item():.3f} ({zz:+.1f} s.d.)")
-    ok = sum(zz <= 2 for zz in z)
-    return claims.graded(ok == len(z), 2 * ok >= len(z), "; ".join(parts),
-                         f"no transformer ahead of the best CPAB net by more than 2 s.d. on {ok} of {len(z)} data sets; "
-                         + "; ".join(_unc(ds, d) for _, d in have))
+        best = str(m.sel(model=_CPAB).idxmax("model").item())
+        rep.append(_ahead_of_each(m, s, best, _NOT_CPAB, d))
+        par.append(_ahead_of_each(m, s, best, _NOT_CPAB, d, 0))
+        z = {o: ((m.sel(model=best) - m.sel(model=o)) / np.hypot(s.sel(model=best), s.sel(model=o))).item() for o in _NOT_CPAB}
+        near = min(z, key=z.get)
+        parts.append(f"{d}: {best} {m.sel(model=best).item():.4f}, {100 * (m.sel(model=best) - m.sel(model=near)).item():+.2f} points "
+                     f"over {near} ({z[near]:+.1f} s.d., the closest of the five in s.d.)")
+    return claims.judge(rep, par, "; ".join(parts),
+                        "; ".join(_unc(ds, d) for _, d in have) + "; the paper's own margins over ST-TPS (0.000 on MNIST at three "
+                        "digits, where it bolds ST-Affine+CPAB, and 0.002 on CIFAR-10) are within 2 s.d. of 10,000 test images")
+
+def _swap_models(a:str, b:str):
+    "A mutation: the test accuracies of models `a` and `b` exchanged."
+    def mutate(ds:xr.Dataset) -> xr.Dataset:
+        ds = ds.copy()
+        v = ds.test_accuracy.copy(deep=True)
+        v.loc[dict(model=a)], v.loc[dict(model=b)] = ds.test_accuracy.sel(model=b).values, ds.test_accuracy.sel(model=a).values
+        ds["test_accuracy"] = v
+        return ds
+    return mutate
+
+@EXPERIMENT.claim("affinediff_beats_affine", where="Table 3, §6",
+    words="diffeomorphic affine transformations give better empirical performance than general affine ones: ST-AffineDiff is more "
+          "accurate than ST-Affine",
+    paper_value="ST-AffineDiff − ST-Affine: MNIST +0.001, Fashion-MNIST +0.001, CIFAR-10 +0.001, CIFAR-100 +0.001, LFW +0.002, "
+                "CelebA +0.006 (Table 3); unrestricted LFW 0.9145 ± 0.0029 against 0.9129 ± 0.0032 (Table 4)",
+    statistic="on each data set of the run, ST-AffineDiff's test accuracy minus ST-Affine's, and their mean over the data sets in s.d. "
+              "(binomial over the test images, with the s.e. over seeds where there are several)",
+    reproduced="ST-AffineDiff ahead on every data set of the run, and the mean lead at least 2 s.d.",
+    partly="ST-AffineDiff ahead on every data set of the run (the paper's direction, as in every column of Table 3), the mean lead "
+           "under 2 s.d.",
+    mutations={"ST-AffineDiff and ST-Affine swapped": _swap_models("ST-AffineDiff", "ST-Affine")},
+    passes={"ST-AffineDiff 2 points higher": _raise("ST-AffineDiff", 0.02)})
+def _(ds):
+    if miss := [m for m in ("ST-AffineDiff", "ST-Affine") if m not in ds.model.values]:
+        return claims.not_run(f"the dataset has no {', '.join(miss)}")
+    leads, sds = {}, {}
+    for d in ds.dataset.values:
+        m, s = _accuracy(ds, str(d))
+        leads[str(d)] = (m.sel(model="ST-AffineDiff") - m.sel(model="ST-Affine")).item()
+        sds[str(d)] = np.hypot(s.sel(model="ST-AffineDiff"), s.sel(model="ST-Affine")).item()
+    mean, sd = np.mean(list(leads.values())), np.sqrt(np.sum(np.square(list(sds.values())))) / len(leads)
+    every = claims.every(list(leads.values()), lambda v: v > 0, "ST-AffineDiff − ST-Affine positive", over="data set", fmt="+.4f")
+    pooled = claims.ahead(mean, sd, 2, "ST-AffineDiff − ST-Affine, mean over the data sets")
+    value = (", ".join(f"{d} {100 * v:+.2f} ± {100 * sds[d]:.2f} points" for d, v in leads.items())
+             + f"; mean {100 * mean:+.2f} ± {100 * sd:.2f} points ({mean / sd:+.1f} s.d.)")
+    return claims.judge([every, pooled], every, value,
+                        "; ".join(_unc(ds, str(d)) for d in ds.dataset.values) + "; the paper's margins (0.1–0.6 points) are "
+                        "within 2 s.d. of 10,000 test images on each column")
+
+def _st_gap(acc:xr.DataArray, n:int) -> tuple[float, float]:
+    "The transformer networks' mean accuracy minus the plain CNN's (`acc`: [model, seed]), seed mean and s.d.: binomial over `n` test images, with the s.e. over seeds."
+    m, k = acc.mean("seed"), acc.sizes["seed"]
+    gap = acc.sel(model=_ST).mean("model") - acc.sel(model="No transformer")
+    st, cnn = m.sel(model=_ST), m.sel(model="No transformer").item()
+    var = (st * (1 - st) / n).sum().item() / len(_ST) ** 2 + cnn * (1 - cnn) / n
+    if k > 1: var += gap.var("seed", ddof=1).item() / k
+    return gap.mean("seed").item(), math.sqrt(var)
+
+def _slow_then_better(ds:xr.Dataset) -> xr.Dataset:
+    "Fig. 6 made plain: on every data set the plain CNN 5 points ahead of the transformer networks' mean after the first epoch and 5 points behind it after the last."
+    ds = ds.copy()
+    e = ds.test_accuracy_epoch.copy(deep=True)
+    for d in ds.dataset.values:
+        for i, by in ((0, 0.05), (-1, -0.05)):
+            ep = e.epoch.values[i]
+            st = ds.test_accuracy_epoch.sel(dataset=d, epoch=ep, model=_ST).mean("model")
+            e.loc[dict(model="No transformer", dataset=d, epoch=ep)] = np.clip(st.values + by, 0, 1)
+    ds["test_accuracy_epoch"] = e
+    return ds
+
+def _lfw_regime(ds:xr.Dataset) -> tuple[str, str, bool]:
+    "Fig. 6's regime: the paper's curves are LFW's, which no run of ours has."
+    return (regime(ds)[0], "LFW (restricted, §5.3): 5,600 training pairs of 250×250 faces, a Siamese network [51] of 200K "
+            "parameters, Adam at 10⁻⁴, batch 100; epochs not stated", False)
+
+@EXPERIMENT.claim("fig6_convergence", where="Fig. 6, §5.3",
+    words="the transformer networks are slower to converge than the network without one, but eventually reach better performance "
+          "(LFW, Fig. 6: \"the transformer models take more epochs to train, but eventually outperform the others\")",
+    paper_value="LFW: the curves are not tabulated; the final test accuracies (Table 3) are 0.840–0.893 with a transformer, 0.788 without",
+    statistic="on each data set of the run, the transformer networks' mean test accuracy minus the plain CNN's after the first epoch "
+              "and after the last (test_accuracy_epoch), in s.d. (binomial over the test images, with the s.e. over seeds)",
+    reproduced="on every data set of the run, the plain CNN ahead of the transformer networks after the first epoch by at least 2 s.d. "
+               "(the slower start), and behind them after the last by at least 2 s.d. (eventually better)",
+    partly="on every data set of the run, the transformer networks ahead after the last epoch by at least 2 s.d., without the slower start",
+    mutations={"epochs reversed": claims.reverse("test_accuracy_epoch", dim="epoch")},
+    passes={"the plain CNN 5 points ahead of the transformers' mean after the first epoch, 5 behind after the last": _slow_then_better},
+    regime=_lfw_regime)
+def _(ds):
+    if miss := [m for m in MODELS if m not in ds.model.values]: return claims.not_run(f"the dataset has no {', '.join(miss)}")
+    slow, better, parts = [], [], []
+    for d in map(str, ds.dataset.values):
+        e, n = ds.test_accuracy_epoch.sel(dataset=d), int(ds.n_test.sel(dataset=d).max())
+        first, last = int(e.epoch[0]), int(e.epoch[-1])
+        g0, s0 = _st_gap(e.sel(epoch=first), n)
+        g1, s1 = _st_gap(e.sel(epoch=last), n)
+        slow.append(claims.ahead(-g0, s0, 2, f"{d}: the plain CNN − the transformers' mean after epoch {first}"))
+        better.append(claims.ahead(g1, s1, 2, f"{d}: the transformers' mean − the plain CNN after epoch {last}"))
+        parts.append(f"{d}: transformers − plain CNN {100 * g0:+.2f} ± {100 * s0:.2f} points after epoch {first}, "
+                     f"{100 * g1:+.2f} ± {100 * s1:.2f} after epoch {last}")
+    return claims.judge(slow + better, better, "; ".join(parts),
+                        "our data sets' per-epoch test accuracies, not the paper's LFW (the regime says so)")
 
 @EXPERIMENT.claim("fashion_no_gain", where="Table 3",
     words="on Fashion-MNIST the transformers give a small drop: the objects are already centred, the localisation net's parameters are wasted",
@@ -452,3 +571,31 @@ def _(ds):
     mutations={"accuracies rolled along model": claims.roll("test_accuracy", dim="model")})
 def _(ds):
     return claims.not_run("LFW and CelebA are not among data.DATASETS (nor CIFAR-100): Table 3 shows their columns from the paper only")
+
+PAPER_REGIME = ("50,000 training images of MNIST, Fashion-MNIST, CIFAR-10 and -100 (Table 1), Adam at 10⁻⁴, batch 100, epochs not "
+                "stated (the same for every model of a data set); accuracy MNIST 0.991–0.996, Fashion-MNIST 0.913–0.922, CIFAR-10 0.870–0.895")
+
+@EXPERIMENT.regime
+def regime(
+    ds:xr.Dataset, # a committed Table 3 dataset
+) -> tuple[str, str, bool]: # (ours, the paper's, whether ours is the paper's)
+    """Our regime beside Table 3's: per data set the epochs, training images, Adam steps and the accuracies reached, then the
+    rate and seeds. The paper does not give its epochs, so the accuracy reached stands in for the training length: the same
+    regime means one of the paper's data sets at its 50,000 training images, its rate 10⁻⁴, and every network's accuracy
+    within 2 points of the paper's.
+
+    Args:
+        ds: a committed Table 3 dataset
+    Returns:
+        (ours, the paper's, whether ours is the paper's)
+    """
+    p = results.parameters(ds)
+    k, bs, parts, same = ds.sizes["seed"], p.get("batch_size", 100), [], math.isclose(p["lr"], 1e-4)
+    for d in map(str, ds.dataset.values):
+        ep = p["epochs"][d] if isinstance(p["epochs"], dict) else p["epochs"]
+        n = int(ds.n_train.sel(dataset=d).max())
+        a = ds.test_accuracy.sel(dataset=d).mean("seed")
+        parts.append(f"{d}: {ep} epochs of {n:,} images ({ep * math.ceil(n / bs):,} Adam steps), accuracy {a.min().item():.3f}–{a.max().item():.3f}")
+        same = same and d != "mnist5k" and n >= 50_000 and bool((abs(a - ds.paper_accuracy.sel(dataset=d)) <= 0.02).all())
+    ours = "; ".join(parts) + f"; Adam at {p['lr']:g}, batch {bs}, {k} seed{'s' if k > 1 else ''}"
+    return ours, PAPER_REGIME, bool(same)
