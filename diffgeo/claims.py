@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -22,10 +23,11 @@ from . import papers, results
 from .scaffold import REGISTRY, Experiment, experiments as registered
 
 # %% auto #0
-__all__ = ['STATUSES', 'KINDS', 'SHOWN', 'CannotJudge', 'Verdict', 'graded', 'not_run', 'cannot_judge', 'Claim', 'mean_sd',
-           'binomial_sd', 'median_se', 'fraction', 'roll', 'transform', 'Test', 'every', 'most', 'at_least', 'at_most',
-           'within', 'within_factor', 'ahead', 'same_sign', 'ordered', 'all_of', 'any_of', 'judge', 'one_seed',
-           'reverse', 'committed', 'evaluate', 'ledger', 'status_table', 'summary_table', 'render', 'show']
+__all__ = ['STATUSES', 'KINDS', 'SHOWN', 'MARKS', 'CannotJudge', 'Verdict', 'graded', 'not_run', 'cannot_judge', 'Claim',
+           'mean_sd', 'binomial_sd', 'median_se', 'fraction', 'roll', 'transform', 'Test', 'every', 'most', 'at_least',
+           'at_most', 'within', 'within_factor', 'ahead', 'same_sign', 'ordered', 'all_of', 'any_of', 'judge',
+           'one_seed', 'reverse', 'committed', 'evaluate', 'ledger', 'status_table', 'summary_table', 'headline_table',
+           'render', 'show']
 
 # %% ../nbs/85_claims.ipynb #1c5bcb7a
 STATUSES = ("reproduced", "partly", "not", "cannot judge", "not run")  # best first; "cannot judge": the statistic is NaN
@@ -72,6 +74,8 @@ def cannot_judge(reason:str, value:str="") -> Verdict:
     return Verdict("cannot judge", value or "NaN", reason)
 
 # %% ../nbs/85_claims.ipynb #4b8c0bb1
+_NAN = re.compile(r"(?<![A-Za-z])nan(?![A-Za-z])", re.I)  # "nan", "NaN", "−nan" as numbers are formatted, not a word like "nanometre"
+
 @dataclass(frozen=True)
 class Claim:
     "One claim of a paper, as data: the paper's words and number, where it stands, our statistic, the criterion, and datasets on which the criterion must fail."
@@ -99,6 +103,8 @@ class Claim:
         except CannotJudge as e: v = cannot_judge(str(e))
         except Exception as e: raise RuntimeError(f"claim {self.id} ({self.where}) failed to evaluate: {e!r}") from e
         if not isinstance(v, Verdict): raise TypeError(f"claim {self.id} returned {type(v).__name__}; return graded(...) or not_run(...).")
+        if v.status in ("reproduced", "partly", "not") and _NAN.search(f"{v.value} {v.note}"):   # a comparison with NaN is False: never a verdict
+            v = cannot_judge(f"a NaN in the statistic ({v.value}; {v.note})".replace("; )", ")"), v.value)
         regime = self.regime or getattr(REGISTRY.get(self.experiment), "_regime", None)
         if regime is not None and v.status != "not run":
             ours, paper, same = regime(ds)
@@ -305,13 +311,6 @@ def every(
         what: the rule in words, e.g. "the slope negative"
         over: what the values are one per
         fmt: format of the values quoted
-
-    Args:
-        values: one value per seed (or per `over`)
-        cond: values -> boolean array: where the rule holds
-        what: the rule in words, e.g. "the slope negative"
-        over: what the values are one per
-        fmt: format of the values quoted
     """
     return _count(values, cond, what, over, fmt, "every", lambda k, n: k == n)
 
@@ -375,12 +374,6 @@ def ordered(
         what: the quantity, e.g. "R_f"
         decreasing: the paper's order runs from largest to smallest
         fmt: format of the values
-
-    Args:
-        values: name -> value, in the order the paper states
-        what: the quantity, e.g. "R_f"
-        decreasing: the paper's order runs from largest to smallest
-        fmt: format of the values
     """
     names, v = list(values), np.array([_scalar(x) for x in values.values()])
     if len(v) < 2: raise ValueError("an ordering needs at least two values.")
@@ -420,13 +413,6 @@ def judge(
         value: our statistic with its uncertainty
         note: what else the reader needs
         cap: hold the verdict at "partly" at most, for this reason (a regime or data set the claim does not speak to)
-
-    Args:
-        reproduced: a `Test` or a list of them: all must hold for "reproduced"
-        partly: a `Test` or a list: all must hold for "partly" (None: no partly rung)
-        value: our statistic with its uncertainty
-        note: what else the reader needs
-        cap: hold the verdict at "partly" at most, for this reason (a regime or data set the claim does not speak to)
     """
     rep, par = _rules(reproduced), _rules(partly)
     if not rep: raise ValueError("judge needs at least one rule for reproduced.")
@@ -444,11 +430,6 @@ def one_seed(
     index:int=0, # which seed (position along `seed`)
 ) -> Callable:
     """A mutation: `fn` applied to the values of `names` at one seed only (a claim that holds "in every seed" must fail).
-
-    Args:
-        fn: array -> array, applied to one seed's values
-        *names: the variables to change
-        index: which seed (position along `seed`)
 
     Args:
         fn: array -> array, applied to one seed's values
@@ -472,10 +453,6 @@ def reverse(
     dim:str, # the dimension whose order is reversed
 ) -> Callable:
     """A mutation: the values of `names` reversed along `dim` (an ordering turned round).
-
-    Args:
-        *names: the variables to change
-        dim: the dimension whose order is reversed
 
     Args:
         *names: the variables to change
@@ -672,29 +649,79 @@ def summary_table(
         lines.append(f"| [{papers.paper(key).short}](paper_{key}.ipynb) | {len(g[g.profile == SHOWN[0]])} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
+MARKS = {"reproduced": "✓", "partly": "◐", "not": "✗", "cannot judge": "?", "not run": "–"}  # a verdict at a glance
+
+def _best(g) -> object:
+    "The row of a claim's ledger rows whose verdict a reader should see first: the paper's regime if reached, else the largest profile that speaks."
+    speaking = g[g.status != "not run"]
+    if speaking.empty: return g.iloc[0]
+    key = lambda r: (r.in_regime is True, _rank(r.result)[0], r.main)
+    return max(speaking.itertuples(), key=key)
+
+def headline_table(
+    paper:str, # a paper key
+    claims:list, # its headline claims as "experiment:key", in the order the paper makes them
+    root:str|Path|None=None, # the repository
+) -> str:
+    """The paper's headline claims, one line each: the paper's words and number, ours on the committed run nearest the
+    paper's regime, a verdict mark and that run's regime beside the paper's; the full ledger of every claim and every
+    profile follows, folded.
+
+    Args:
+        paper: a paper key
+        claims: its headline claims as "experiment:key", in the order the paper makes them
+        root: the repository
+    """
+    registered()
+    ids = [c.split(":", 1) for c in claims]
+    bad = [":".join(i) for i in ids if len(i) != 2 or i[0] not in REGISTRY or i[1] not in REGISTRY[i[0]].claims]
+    if bad: raise ValueError(f"no such claims {bad}: name each as 'experiment:key' (see claims.ledger()).")
+    df = ledger(sorted({e for e, _ in ids}), root)
+    lines = ["| | the paper says | the paper | ours | where ours was reached |", "|---|---|---|---|---|"]
+    for exp, key in ids:
+        c, r = REGISTRY[exp].claims[key], _best(df[(df.experiment == exp) & (df.claim == key)])
+        regime = ("the paper's regime" if r.in_regime is True else r.regime if isinstance(r.regime, str) and r.regime else "")
+        where = r.note if r.status == "not run" else f"`{r.result}`" + (f": {regime}" if regime else "")
+        lines.append("| " + " | ".join(_md(x) for x in (
+            f"{MARKS[r.status]} {r.status}", f"{c.words} ([{c.where}]({REGISTRY[exp].notebook}))", c.paper_value or "",
+            r.value if r.status != "not run" else "", where)) + " |")
+    full = status_table(paper, root)
+    return ("\n".join(lines) + f"\n\n{MARKS['reproduced']} reproduced · {MARKS['partly']} partly · {MARKS['not']} not · "
+            f"{MARKS['cannot judge']} cannot judge · {MARKS['not run']} not run. *Ours* is the committed run nearest the paper's "
+            "regime; every claim of the paper on every committed run, with its criterion's numbers, is below.\n\n"
+            f"<details><summary>Every claim, every committed run</summary>\n\n{full}\n\n</details>")
+
 def render(
     which:str|None=None, # a paper key, an experiment name, or None: the summary of every paper
     criteria:bool|None=None, # show the criteria (default: for an experiment)
+    headlines:list|None=None, # for a paper: its headline claims ("experiment:key"), shown first (`headline_table`)
 ) -> str:
-    """The Markdown table `show` displays: `summary_table` for None, else `status_table` (with the criteria for an experiment).
+    """The Markdown table `show` displays: `summary_table` for None, `headline_table` for a paper with `headlines`, else
+    `status_table` (with the criteria for an experiment).
 
     Args:
         which: a paper key, an experiment name, or None: the summary of every paper
         criteria: show the criteria (default: for an experiment)
+        headlines: for a paper: its headline claims ("experiment:key"), shown first (`headline_table`)
     """
     if which is None: return summary_table()
     registered()
+    if headlines is not None:
+        if which in REGISTRY: raise ValueError("headlines are for a paper's page: give a paper key, not an experiment.")
+        return headline_table(which, headlines)
     return status_table(which, criteria=which in REGISTRY if criteria is None else criteria)
 
 def show(
     which:str|None=None, # a paper key, an experiment name, or None: the summary of every paper
     criteria:bool|None=None, # show the criteria (default: for an experiment)
+    headlines:list|None=None, # for a paper: its headline claims, shown first
 ):
     """Display `render(which, criteria)` in a notebook (the docs pages store this output; a test checks that it is current).
 
     Args:
         which: a paper key, an experiment name, or None: the summary of every paper
         criteria: show the criteria (default: for an experiment)
+        headlines: for a paper: its headline claims, shown first
     """
     from IPython.display import Markdown, display
-    display(Markdown(render(which, criteria)))
+    display(Markdown(render(which, criteria, headlines)))

@@ -193,11 +193,6 @@ class Experiment:
             profile: the profile it varies
             tag: its name: its files are the profile's with `_<tag>` appended, its ledger label "profile (tag)"
             **overrides: the settings it changes
-
-        Args:
-            profile: the profile it varies
-            tag: its name: its files are the profile's with `_<tag>` appended, its ledger label "profile (tag)"
-            **overrides: the settings it changes
         """
         check_choice(profile, "profile", tuple(self.profiles))
         if not tag or not str(tag).replace("-", "_").isidentifier(): raise ValueError(f"tag must be letters, digits, '_' or '-', got {tag!r}.")

@@ -29,9 +29,9 @@ from . import results
 from .results import atomic_write, cf_attrs, resolve_path
 
 # %% auto #0
-__all__ = ['OPTIMIZERS', 'DEFAULTS', 'MEMORY_FORMATS', 'AMP', 'epochs_for_steps', 'seconds_per_step', 'uses_channels_last',
-           'training_layout', 'classifier_step_seconds', 'host_to', 'augment', 'evaluate', 'TrainResult',
-           'mixed_precision', 'train', 'tracked_file', 'train_tracked']
+__all__ = ['OPTIMIZERS', 'DEFAULTS', 'MEMORY_FORMATS', 'AMP', 'FAST_CPU', 'epochs_for_steps', 'seconds_per_step',
+           'uses_channels_last', 'training_layout', 'classifier_step_seconds', 'host_to', 'augment', 'evaluate',
+           'TrainResult', 'mixed_precision', 'train', 'fast_settings', 'tracked_file', 'train_tracked']
 
 # %% ../nbs/31_train.ipynb #654dc24f
 OPTIMIZERS = ("sgd", "adam")
@@ -455,6 +455,30 @@ def _epoch(model, opt, sched, scaler, data, batch_size, aug, penalty, seed, epoc
         if extra is not None: penalty_sum += extra.detach().to(acc) * len(idx)
     row = {"train_loss": loss_sum.item() / len(order), "train_error": wrong.item() / len(order), "lr": opt.param_groups[0]["lr"]}
     return row | ({"train_penalty": penalty_sum.item() / len(order)} if penalty is not None else {})
+
+# %% ../nbs/31_train.ipynb #c3e1f0a2
+#: `train`'s keywords that train each architecture fastest on the CPU while reaching float32's validation error within
+#: the seeds' spread (see *Faster training on the CPU*); an architecture absent here trains in float32, in the "auto" layout.
+#: Measured with bench/train_step.py and bench/train_precision.py (one thread, torch 2.14): see the notebook's table.
+FAST_CPU = {}
+
+def fast_settings(
+    arch:str, # an architecture name of `models.ARCHS`
+    device:str|torch.device="cpu", # where it trains
+) -> dict: # `train`'s amp and memory_format
+    """The precision and layout `train` takes for `arch` on `device` where the fastest safe setting is asked for: `FAST_CPU`'s
+    on the CPU; on CUDA float32 in the "auto" layout (a GPU's choice is measured there, by the same bench).
+
+    Args:
+        arch: an architecture name of `models.ARCHS`
+        device: where it trains
+    Returns:
+        `train`'s amp and memory_format
+    """
+    from .models import resolve_arch
+    arch = resolve_arch(arch)
+    base = dict(amp=None, memory_format="auto")
+    return base | FAST_CPU.get(arch, {}) if torch.device(device).type == "cpu" else base
 
 # %% ../nbs/31_train.ipynb #bbe38e6e
 def tracked_file(checkpoint:os.PathLike) -> Path:

@@ -62,6 +62,7 @@ def train_network(
     batch_size:int=128, # images per step
     pad:int=4, # random translations of up to `pad` pixels (0: none)
     val_overhead:float|None=None, # validate every k epochs, k the smallest keeping validation within this fraction of the training cost (None: every epoch, as the paper)
+    fast:bool=False, # train in `train.fast_settings(arch)` (precision and layout checked to train as well as float32); explicit amp/memory_format win
     **kwargs, # passed to `train.train` (checkpoint, augment_fn, on_epoch, ...)
 ) -> tuple[train.TrainResult, float]: # the result and the training time in seconds
     """Train `net` by the paper's recipe (App. E.1) for a fixed number of optimiser steps, keeping the best epoch on `val`.
@@ -80,12 +81,14 @@ def train_network(
         batch_size: images per step
         pad: random translations of up to `pad` pixels (0: none)
         val_overhead: validate every k epochs, k the smallest keeping validation within this fraction of the training cost (None: every epoch, as the paper)
+        fast: train in `train.fast_settings(arch)` (precision and layout checked to train as well as float32); explicit amp/memory_format win
         **kwargs: passed to `train.train` (checkpoint, augment_fn, on_epoch, ...)
     Returns:
         the result and the training time in seconds
     """
     info = models.ARCHS[models.resolve_arch(arch)]
     fill = [-m / s for m, s in zip(ds_data.mean, ds_data.std)]  # black after standardisation
+    if fast: kwargs = train.fast_settings(info.name, next(net.parameters()).device) | kwargs
     t0 = time.perf_counter()
     res = train.train(net, fit, val, epochs=train.epochs_for_steps(steps, len(fit), batch_size), optimizer=info.optimizer, lr=lr,
                       val_every=_val_every(len(val), len(fit), val_overhead),
@@ -309,13 +312,6 @@ def regime(
     """Our regime beside the paper's: optimiser steps, width, training-set size and the test errors reached by the
     trained networks. The same regime means at least 90 % of the paper's steps at full width (the error range is what
     the regime gives, shown, not required).
-
-    Args:
-        ds: a committed dataset of a Petrini experiment that trains networks
-        paper_error: the paper's error range for the claim
-        paper_steps: the paper's optimiser steps
-    Returns:
-        (ours, the paper's, whether ours is the paper's)
 
     Args:
         ds: a committed dataset of a Petrini experiment that trains networks
