@@ -556,17 +556,81 @@ def _end_at(f:float):
         return ds.assign(curve_R_f=xr.where(ds.epoch == _last_epoch(c).epoch, f * c.isel(epoch=0), c).transpose(*c.dims))
     return make
 
+EXPERIMENT.regime(lambda ds: petrini.regime(ds))
+
+def _fig5_init(
+    ds:xr.Dataset, # a petrini_fig3 dataset
+) -> dict: # architecture -> (the fig5 dataset's label, its R_f at initialisation per seed)
+    """R_f at initialisation (δ = 1, c = 3, bilinear: `fig5`'s probe, the main one here) of every architecture that the
+    committed `petrini_fig5` datasets of the same profile and data set as `ds` measured: a claim about every
+    architecture at initialisation is judged on every committed run that measured it.
+
+    Args:
+        ds: a petrini_fig3 dataset
+    Returns:
+        architecture -> (the fig5 dataset's label, its R_f at initialisation per seed)
+    """
+    from diffgeo.experiments import petrini_fig5   # registers fig5 with the ledger
+    p, out = results.parameters(ds), {}
+    for label, f5 in claims.committed(petrini_fig5.EXPERIMENT).items():
+        q = results.parameters(f5)
+        if (q.get("profile"), q.get("dataset")) != (p.get("profile"), p.get("dataset")): continue
+        for a in f5.arch.values: out.setdefault(str(a), (label, f5.R_f.sel(arch=a, state="init")))
+    return out
+
+#: Why VGG11 and AlexNet start far below R_f = 1 (measured outside the committed runs: see the prose above the claims).
+_INIT_FINDING = ("of the networks measured they are the two that stack max-pools without batch-norm (five and three; LeNet's two "
+                "leave it near 1), and that is the cause, not their width or initialisation (measured at initialisation on 300 "
+                "CIFAR-10 test images, 3 seeds each): with max-pools, VGG11's "
+                "geometric mean is 0.44 to 0.72 at every width from ⅛ to 1 with PyTorch's or He's initialisation, AlexNet's 0.61 "
+                "to 0.93; with average pools instead, 1.46 to 3.21 and 0.93 to 1.91; VGG11bn with its batch-norm as the identity "
+                "(evaluation mode at initialisation) gives VGG11's values exactly, and 0.76 to 1.01 with batch statistics (App. E.1)")
+
+def _init_verdict(
+    ds:xr.Dataset, # a petrini_fig3 dataset
+    others:dict, # architecture -> (label, R_f at initialisation per seed) from other runs (`_fig5_init`)
+) -> claims.Verdict:
+    """The `init` claim's criterion on fig3's own networks and on the architectures only `others` measured: every
+    architecture's seed geometric mean within a factor 1.5 of 1 (reproduced) or 2 (partly).
+
+    Args:
+        ds: a petrini_fig3 dataset
+        others: architecture -> (label, R_f at initialisation per seed) from other runs (`_fig5_init`)
+    """
+    R0 = _probe(ds, state="init")
+    vals = {str(a): ("", R0.sel(arch=a)) for a in R0.arch.values}
+    for a, (label, v) in others.items():
+        if a not in vals: vals[a] = (f" (petrini_fig5 {label})", v)
+    gm = {a: float(logmean(v)) for a, (_, v) in vals.items()}
+    f = {a: float(np.exp(abs(np.log(g)))) for a, g in gm.items()}
+    below = sorted((g, a) for a, g in gm.items() if g < 1)
+    far = [a for a in ("VGG11", "AlexNet") if a in f and f[a] > 1.5]
+    note = ("below 1 at initialisation: " + ", ".join(f"{a} {g:.2f}" for g, a in below) if below else "no architecture below 1") \
+           + (f"; {', '.join(sorted(set(vals) - set(map(str, R0.arch.values))))} not run here: read from petrini_fig5" if others
+              else "; no petrini_fig5 run of this profile and data set") \
+           + (f". Why VGG11 and AlexNet start so low: {_INIT_FINDING}" if far else "")
+    return claims.judge(
+        claims.every(list(f.values()), lambda x: x <= 1.5, "the seed geometric mean within a factor 1.5 of 1", over="architecture", fmt=".2f"),
+        claims.every(list(f.values()), lambda x: x <= 2, "the seed geometric mean within a factor 2 of 1", over="architecture", fmt=".2f"),
+        "; ".join(f"{a}{lab} {_g(v)}" for a, (lab, v) in vals.items()), note)
+
+def _every_arch_at_one(ds:xr.Dataset) -> xr.Dataset:
+    "Every architecture that the matching petrini_fig5 run measured added to this run (copies of its first), and every network at R_f = 1 at initialisation."
+    others = [a for a in _fig5_init(ds) if a not in ds.arch.values]
+    if others:
+        extra = ds.isel(arch=[0] * len(others)).assign_coords(arch=others)
+        ds = xr.concat([ds, extra], "arch", data_vars="minimal", coords="minimal", compat="override", combine_attrs="override")
+    return ds.assign(m_diffeo=xr.where(ds.state == "init", ds.m_noise, ds.m_diffeo).transpose(*ds.m_diffeo.dims))
+
 @EXPERIMENT.claim("init", where="Fig. 3 (centre), Fig. 4 (top)", words="at initialisation R_f is close to unity for every architecture and data set",
-    paper_value="R_f ≈ 1", statistic="R_f at δ = 1, c = 3, bilinear, at initialisation: seed geometric mean per architecture",
+    paper_value="R_f ≈ 1", statistic="R_f at δ = 1, c = 3, bilinear, at initialisation: seed geometric mean per architecture, of this run "
+                                     "and of the committed petrini_fig5 run of the same profile and data set (its architectures not run here)",
     reproduced="every architecture's geometric mean within a factor 1.5 of 1", partly="within a factor 2 of 1",
-    mutations={"m_diffeo × 5": claims.transform(lambda v: 5 * v, "m_diffeo")})
+    mutations={"m_diffeo × 5": claims.transform(lambda v: 5 * v, "m_diffeo")},
+    passes={"every architecture (fig5's too) run here at R_f = 1 at initialisation": _every_arch_at_one})
 def _(ds):
     if _no_probe(ds): return claims.not_run(_no_probe(ds))
-    R0 = _probe(ds, state="init")
-    f = np.exp(np.abs(np.log(logmean(R0))))  # factor away from 1, per architecture
-    worst = str(f.idxmax("arch").item())
-    return claims.graded(bool((f <= 1.5).all()), bool((f <= 2).all()), "; ".join(f"{a} {_g(R0.sel(arch=a))}" for a in R0.arch.values),
-                         f"farthest from 1: {worst}, a factor {float(f.max()):.2f}")
+    return _init_verdict(ds, _fig5_init(ds))
 
 def _trained_sota(arch:str):
     def verdict(ds):

@@ -1,0 +1,173 @@
+"""The Petrini criteria after the audit (petrini_fig3 `init`, petrini_fig6 `decreases` and `G_f_grows`, petrini_fig7
+`slope`, petrini_fig12 `small_effect` and `none_stable`): their verdicts on every committed dataset, and on the
+mutations that tell the new criteria from the old (trained networks replaced by their initialisation, one seed tilted
+or flipped, a floor over the last two octaves, fig5's architectures at initialisation). Each test names what the old
+criterion said where it differs."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from diffgeo import claims, site
+from diffgeo.experiments import petrini_fig3
+from diffgeo.scaffold import REGISTRY
+
+ROOT = Path(__file__).resolve().parents[1]
+site.experiments()
+F3, F5, F6, F7, F12 = (REGISTRY[f"petrini_{k}"] for k in ("fig3", "fig5", "fig6", "fig7", "fig12"))
+
+
+def _sets(exp):
+    return claims.committed(exp, ROOT)
+
+
+def _verdict(exp, key, ds, mutate=None):
+    "The claim's verdict on `ds`, or on `mutate(ds)` derived again (as test_claims does)."
+    return exp.claims[key](exp.derived(mutate(ds)) if mutate else ds)
+
+
+#: claim -> {committed dataset: verdict}, after the audit (the old verdict in the comment where it differs)
+EXPECTED = {
+    (F3, "init"): {"cpu": "reproduced",
+                   "long": "not"},                  # old: reproduced (fig3's three architectures only; fig5's VGG11 at 0.45)
+    (F6, "decreases"): {"cpu": "not",
+                        "long": "partly"},          # old: reproduced (the slope's sign; R_f rises at the last P in 2 seeds)
+    (F6, "G_f_grows"): {"cpu": "not",
+                        "long": "partly"},          # old: reproduced (G_f falls at the last P in 2 seeds at c = 3)
+    (F7, "slope"): {"cpu": "partly",                # old: reproduced (last two octaves −0.72)
+                    "long": "partly"},              # old: reproduced (last two octaves −0.46)
+    (F12, "small_effect"): {"cpu": "not",
+                            "long": "not"},         # old: reproduced (R_f < 1 without augmentation, as at init)
+    (F12, "none_stable"): {"cpu": "not",
+                           "long": "not"},          # old: partly
+}
+
+
+@pytest.mark.parametrize("exp,key", list(EXPECTED), ids=lambda x: getattr(x, "name", x))
+def test_verdicts_on_the_committed_datasets(exp, key):
+    sets = _sets(exp)
+    assert set(EXPECTED[(exp, key)]) <= set(sets), f"{exp.name}: committed {sorted(sets)}"
+    got = {label: claims.evaluate(exp.claims[key], sets[label]).status for label in EXPECTED[(exp, key)]}
+    assert got == EXPECTED[(exp, key)], f"{exp.name}:{key}: {got}"
+
+
+@pytest.mark.parametrize("exp", [F3, F6, F7, F12], ids=lambda e: e.name)
+def test_verdicts_carry_the_regime(exp):
+    for label, ds in _sets(exp).items():
+        for c in exp.claims.values():
+            v = claims.evaluate(c, ds)
+            if v.status != "not run": assert v.regime and v.paper_regime and v.in_regime is not None, (c.id, label, v)
+
+
+# --- fig12: nothing learnt without augmentation -------------------------------------------------------------------
+
+def _trained_as_init(ds):
+    return ds.assign({v: xr.where(ds.state == "trained", ds[v].sel(state="init", drop=True), ds[v]).transpose(*ds[v].dims)
+                      for v in ("d_diffeo", "d_noise", "d_pair")})
+
+
+@pytest.mark.parametrize("key", ["small_effect", "none_stable"])
+def test_fig12_trained_replaced_by_init_fails(key):
+    "The untrained network: the old criteria said reproduced (small_effect) and partly (none_stable) on long."
+    for label, ds in _sets(F12).items():
+        assert _verdict(F12, key, ds, _trained_as_init).status == "not", label
+    assert "trained replaced by init (nothing learnt)" in F12.claims[key].mutations
+
+
+def test_fig12_long_compares_with_initialisation():
+    v = claims.evaluate(F12.claims["small_effect"], _sets(F12)["long"])
+    assert "R_f at initialisation 0.922" in v.note and "2 of 3 seeds" in v.rules   # one seed rises above its init
+
+
+def test_fig12_translations_learnt_as_without_augmentation_passes():
+    "No augmentation given the translations' networks: learnt in every seed, as much: reproduced."
+    make = F12.claims["small_effect"].passes["no augmentation as translations"]
+    for ds in _sets(F12).values():
+        assert _verdict(F12, "small_effect", ds, make).status == "reproduced"
+
+
+# --- fig6: monotonic in every seed, EfficientNetB0 -----------------------------------------------------------------
+
+def _tilt_seed(var, a):
+    def make(ds):
+        k = xr.where((ds.seed == ds.seed.values[0]) & (ds.state == "trained"), (ds.P / float(ds.P[0])) ** a, 1.0)
+        return ds.assign({var: (ds[var] * k).transpose(*ds[var].dims)})
+    return make
+
+
+@pytest.mark.parametrize("key,var,a", [("decreases", "d_diffeo", 0.3), ("G_f_grows", "d_noise", -0.35)])
+def test_fig6_one_seed_tilted_fails(key, var, a):
+    "Seed 0 no longer falling (R_f) or growing (G_f) with P, the others untouched: the old criteria said partly on long."
+    assert _verdict(F6, key, _sets(F6)["long"], _tilt_seed(var, a)).status == "not"
+
+
+def test_fig6_one_seed_flipped_fails():
+    "Seed 0's networks put at the sizes in reverse order (`claims.one_seed`): that seed's R_f grows with P."
+    flip = claims.one_seed(lambda v: np.flip(v, axis=1), "d_diffeo", "d_noise", "d_pair")   # [arch, P, state, c, interp, sample]
+    assert _sets(F6)["long"].d_diffeo.dims[:3] == ("arch", "P", "seed")
+    assert _verdict(F6, "decreases", _sets(F6)["long"], flip).status == "not"
+
+
+@pytest.mark.parametrize("key", ["decreases", "G_f_grows"])
+def test_fig6_without_efficientnet_is_capped(key):
+    "A dataset on which ResNet18 follows the paper exactly is held at partly, and says why, without EfficientNetB0."
+    c = F6.claims[key]
+    make = next(iter(c.passes.values()))
+    ds = _sets(F6)["long"]
+    resnet_only = _verdict(F6, key, ds, lambda d: make(d).sel(arch=[a for a in make(d).arch.values if a != "EfficientNetB0"]))
+    assert resnet_only.status == "partly" and "EfficientNetB0" in resnet_only.note
+    assert _verdict(F6, key, ds, make).status == "reproduced"
+
+
+def test_fig6_long_names_the_rising_steps():
+    v = claims.evaluate(F6.claims["decreases"], _sets(F6)["long"])
+    assert "seed 0: −0.22, −0.19, +0.01" in v.note and "7 of 9" in v.rules
+
+
+# --- fig7: the end of the range --------------------------------------------------------------------------------------
+
+def _floor(ds):
+    P = ds.P.values
+    q = P[P <= P[-1] / 4][-1]
+    return ds.assign(R_f=xr.where(ds.P > q, ds.R_f.sel(P=q, drop=True), ds.R_f).transpose(*ds.R_f.dims))
+
+
+def test_fig7_floor_fails():
+    "R_f flat over the last two octaves: the old criterion (the fitted slope) said partly on cpu, reproduced on long."
+    for label, ds in _sets(F7).items():
+        assert _verdict(F7, "slope", ds, _floor).status == "not", label
+
+
+def test_fig7_verdict_quotes_the_local_slopes():
+    v = claims.evaluate(F7.claims["slope"], _sets(F7)["long"])
+    assert "last two octaves −0.46" in v.value and "−0.42 (8192–16384)" in v.value
+    assert v.in_regime is True     # the paper's network and sizes (its `paper` profile)
+    assert claims.evaluate(F7.claims["slope"], _sets(F7)["cpu"]).in_regime is False
+
+
+def test_fig7_one_over_P_throughout_passes():
+    "R_f exactly ∝ 1/P past the memorisation regime: reproduced."
+    for ds in _sets(F7).values():
+        exact = ds.assign(R_f=ds.R_f.where(ds.P < 256, ds.R_f.sel(P=256, drop=True) * 256 / ds.P).transpose(*ds.R_f.dims))
+        assert _verdict(F7, "slope", ds, lambda d: exact).status == "reproduced"
+
+
+# --- fig3: every architecture at initialisation, fig5's too ----------------------------------------------------------
+
+def test_fig3_init_reads_fig5():
+    v = claims.evaluate(F3.claims["init"], _sets(F3)["long"])
+    assert "VGG11 (petrini_fig5 long) 0.446" in v.value and "AlexNet (petrini_fig5 long) 0.594" in v.value
+    assert v.note.startswith("below 1 at initialisation: VGG11 0.45, AlexNet 0.59") and "max-pool" in v.note
+    others = petrini_fig3._fig5_init(_sets(F3)["cpu"])
+    assert {a: lab for a, (lab, _) in others.items()}["AlexNet"] == "cpu"     # the cpu run reads fig5's cpu run (mnist5k)
+
+
+def test_fig3_init_fails_when_a_fig5_architecture_starts_far_from_1():
+    "fig3's cpu networks unchanged, fig5's AlexNet at a third of its R_f at init: the old criterion (fig3 only) said reproduced."
+    ds = _sets(F3)["cpu"]
+    others = petrini_fig3._fig5_init(ds)
+    low = {a: (lab, v * (0.3 if a == "AlexNet" else 1.0)) for a, (lab, v) in others.items()}
+    assert petrini_fig3._init_verdict(ds, {}).status == "reproduced"          # what the old criterion read
+    assert petrini_fig3._init_verdict(ds, others).status == "reproduced"
+    assert petrini_fig3._init_verdict(ds, low).status == "not"
