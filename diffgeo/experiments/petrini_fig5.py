@@ -21,8 +21,8 @@ from ..scaffold import Experiment, Var
 
 # %% auto #0
 __all__ = ['PAPER_ARCHS', 'CPU_WIDTH', 'LONG_ARCHS', 'COMMON', 'PROFILES', 'SMALL_NOISE', 'STATES', 'VARIABLES', 'EXPERIMENT',
-           'MIN_FIT', 'PAPER_CORR', 'cell', 'settings', 'derive', 'probe_ratios', 'fit_note', 'draw', 'draw_fig15',
-           'draw_fig16', 'draw_fig17', 'draw_fig19']
+           'MIN_FIT', 'PAPER_CORR', 'PAPER_R_SOTA', 'cell', 'settings', 'derive', 'probe_ratios', 'fit_note', 'draw',
+           'draw_fig15', 'draw_fig16', 'draw_fig17', 'draw_fig19']
 
 # %% ../../nbs/fig5.ipynb #0a70fb56
 PAPER_ARCHS = ["FullConnL2", "FullConnL4", "FullConnL6", "LeNet", "AlexNet", "VGG11", "VGG11bn", "VGG16bn", "VGG19bn",
@@ -439,10 +439,12 @@ def draw_fig19(ds:xr.Dataset):
     return _finish(fig)
 
 # %% ../../nbs/fig5.ipynb #e752f413
+import itertools
 import json
 import warnings
 
 from .. import claims
+from . import petrini
 
 #: The paper's correlations of log ε_t with log D_f, log G_f, log R_f per data set: CIFAR-10 from Figs. 5, 15, 16 (1/G_f: 0.85), the others from Table 2.
 PAPER_CORR = {"cifar10": (0.62, -0.85, 0.97), "mnist": (0.71, -0.43, 0.75), "svhn": (0.87, -0.28, 0.81), "fashionmnist": (0.72, -0.68, 0.94)}
@@ -494,40 +496,137 @@ def _on(dataset:str, change) -> callable:
 
 _INVERTED = claims.transform(lambda e: 1e-3 / e, "test_error")  # log ε_t → −log ε_t + const: every correlation changes sign
 
+@EXPERIMENT.regime
+def _regime(ds:xr.Dataset) -> tuple[str, str, bool]:
+    "Our regime beside the paper's Fig. 5 (`petrini.regime`): steps, width, P, data set and the test errors reached."
+    return petrini.regime(ds, paper_error="3–50 % on CIFAR-10 (Fig. 5)")
+
+def _deep(ds:xr.Dataset) -> np.ndarray:
+    "Which architectures are deep: the convolutional networks, every family but the fully connected one."
+    return np.asarray(ds.family.values) != "FullConn"
+
+def _positive(x:float, what:str) -> claims.Test:
+    "The rule `what` > 0 (cannot judge on a NaN)."
+    return claims.Test(None if np.isnan(x) else bool(x > 0), f"{what} positive", _num(x))
+
+def _order_p(err:np.ndarray, x:np.ndarray, n:int=5000) -> tuple[float, float, int]:
+    """corr(log err, log x) over the networks given; its permutation p, the share of the orderings of `err` over them
+    that correlate at least as well (every ordering up to 7 networks, else `n` drawn with a fixed generator, ours among
+    them); and how many orderings. NaN below `MIN_FIT` networks."""
+    rho, m = _fit(err, x)[2], len(err)
+    if np.isnan(rho): return math.nan, math.nan, 0
+    if m <= 7: orders = [list(o) for o in itertools.permutations(range(m))]
+    else:
+        rng = np.random.default_rng(0)
+        orders = [np.arange(m)] + [rng.permutation(m) for _ in range(n - 1)]
+    rs = np.array([_fit(err[o], x)[2] for o in orders])
+    return rho, float(np.mean(rs >= rho - 1e-9)), len(orders)
+
+def _deep_reversed(shrink:float=1.0) -> callable:
+    """A dataset change: the deep nets' test errors (every seed and state) handed round so that they run against their
+    R_f (trained, seed log-means), the smallest R_f getting the largest error; with `shrink` < 1 their log errors are also
+    drawn towards their mean, so that the fully connected nets' gap to them sets the fit. The fully connected nets keep theirs."""
+    def make(ds:xr.Dataset) -> xr.Dataset:
+        tr, deep = derive(ds.copy()).sel(state="trained"), _deep(ds)
+        at = np.where(deep)[0]
+        idx = np.arange(ds.sizes["arch"])
+        idx[at[np.argsort(tr.R_f_logmean.values[at])]] = at[np.argsort(-tr.test_error_logmean.values[at])]
+        e = ds.test_error.reset_coords(drop=True)
+        le = np.log(e.isel(arch=idx).assign_coords(arch=e.arch.values))
+        isdeep = xr.DataArray(deep, dims="arch", coords={"arch": e.arch.values})
+        centre = le.where(isdeep).mean(["arch", "seed"])
+        ds = ds.copy()
+        ds["test_error"] = np.exp(xr.where(isdeep, centre + shrink * (le - centre), le)).transpose(*e.dims)
+        return ds
+    make.__doc__ = "the deep nets' test errors anti-ordered to their R_f" + (f", their log spread × {shrink:g}" if shrink != 1 else "")
+    return make
+
+def _D_inverted(ds:xr.Dataset) -> xr.Dataset:
+    """A dataset change: each network's d_diffeo and d_noise scaled by one factor, (m / D_f)² with m the geometric mean of
+    D_f: D_f becomes m² / D_f, so every correlation with log D_f changes sign, and R_f, the ratio, is kept."""
+    D = derive(ds.copy()).D_f.reset_coords(drop=True)
+    f = (float(np.exp(np.log(D).mean())) / D) ** 2
+    ds = ds.copy()
+    for v in ("d_diffeo", "d_noise"): ds[v] = (ds[v] * f).transpose(*ds[v].dims)
+    return ds
+
+def _scaled_diffeo(factor:float) -> callable:
+    "A dataset change: every d_diffeo times `factor`, and so every D_f and R_f (G_f kept)."
+    def make(ds:xr.Dataset) -> xr.Dataset:
+        ds = ds.copy()
+        ds["d_diffeo"] = ds.d_diffeo * factor
+        return ds
+    make.__doc__ = f"d_diffeo × {factor:g}"
+    return make
+
 @EXPERIMENT.claim("correlation", where="Fig. 5",
     words="the test error correlates remarkably with R_f across architectures (correlation of the logs, footnote 3)",
     paper_value="corr 0.97 (CIFAR-10, 15 architectures × 5 seeds)",
-    statistic="corr(log ε_t, log R_f) over the trained architectures, on the seed log-means (the paper's) and within each seed; "
-              "one seed: bootstrap s.d. over architectures; CIFAR-10 only (the other data sets are Table 2's, in petrini_tab2)",
-    reproduced="on the seed log-means at least the paper's 0.97 minus 0.1 (0.87), and positive in every seed",
-    partly="positive on the seed log-means and in most seeds",
-    mutations={"test errors inverted": _INVERTED, "test errors rolled along arch": claims.roll("test_error", dim="arch", shift=3)},
+    statistic="corr(log ε_t, log R_f) over the trained architectures, on the seed log-means (the paper's) and within each seed "
+              "(one seed: bootstrap s.d. over architectures); the same over the deep (convolutional) networks alone, the fully "
+              "connected ones left out, with its permutation p: the share of the orderings of their errors that correlate at least "
+              "as well; CIFAR-10 only (the other data sets are Table 2's, in petrini_tab2)",
+    reproduced="on the seed log-means at least the paper's 0.97 minus 0.1 (0.87) and positive in every seed; and among the deep "
+               "networks alone, R_f orders the errors beyond chance: permutation p at most 0.05",
+    partly="positive on the seed log-means and in most seeds, and positive among the deep networks alone (the fully connected "
+           "nets' gap to the convolutional ones cannot carry it alone)",
+    mutations={"test errors inverted": _INVERTED, "test errors rolled along arch": claims.roll("test_error", dim="arch", shift=3),
+               "the deep nets' errors anti-ordered to their R_f (the fully connected nets kept)": _deep_reversed()},
     passes={"ε_t = 0.2 √R_f (the paper's law)": _follow("R_f", 0.5)})
 def _(ds):
     if _dataset(ds) != "cifar10": return claims.not_run(f"a Table 2 claim on {_dataset(ds)}: see petrini_tab2")
-    paper = PAPER_CORR["cifar10"]
+    paper = PAPER_CORR["cifar10"][2]
     ours, per = float(ds.corr_R_f), _corr_seeds(ds, "R_f")
-    k, n = claims.fraction(per > 0)
-    return claims.graded(ours >= paper[2] - 0.1 and k == n, ours > 0 and k > n / 2, _quote(ds, ours, per, lambda e, x: _fit(e, x("R_f"))[2]),
-                         f"the paper's {_dataset(ds)} value {paper[2]} ({'Fig. 5' if _dataset(ds) == 'cifar10' else 'Table 2'}); "
-                         f"positive in {k} of {n} seeds")
+    tr, deep = ds.sel(state="trained"), _deep(ds)
+    m = int(deep.sum())
+    rd, p, orders = _order_p(tr.test_error_logmean.values[deep], tr.R_f_logmean.values[deep])
+    value = (_quote(ds, ours, per, lambda e, x: _fit(e, x("R_f"))[2])
+             + f"; the {m} deep nets alone {_num(rd)}, permutation p {p:.3f} over {orders} orderings")
+    note = (f"the paper's {paper} (Fig. 5) is over every net, where the fully connected nets' gap to the convolutional ones "
+            f"carries much of the correlation: the deep nets' own ordering is judged too"
+            + (f"; with {m} deep nets only their exact order reaches p ≤ 0.05" if 0 < orders <= 24 else ""))
+    return claims.judge(
+        [claims.at_least(ours, paper - 0.1, "ρ_R on the seed log-means"), claims.every(per, lambda v: v > 0, "ρ_R positive"),
+         claims.at_most(p, 0.05, f"the permutation p of ρ_R among the {m} deep nets")],
+        [_positive(ours, "ρ_R on the seed log-means"), claims.most(per, lambda v: v > 0, "ρ_R positive"),
+         _positive(rd, f"ρ_R among the {m} deep nets")],
+        value, note)
+
+#: §3: the trained state-of-the-art nets' R_f, the low end of Fig. 5's law (the paper's fully connected nets lie above 1, Fig. 4).
+PAPER_R_SOTA = (1e-2, 1e-1)
 
 @EXPERIMENT.claim("power_law", where="Fig. 5",
     words="on CIFAR-10 the test error follows the power law ε_t ≈ 0.2 √R_f (the dashed line)",
     paper_value="ε_t ≈ 0.2 R_f^0.5 (CIFAR-10)",
     statistic="least-squares fit log ε_t = log A + b log R_f over the trained architectures' seed log-means; s.d. of b over seeds "
-              "(one seed: bootstrap over architectures)",
-    reproduced="b within 0.15 of 1/2 and A within a factor 2 of 0.2", partly="b positive and within a factor 2 of 1/2 (0.25 to 1)",
-    mutations={"CIFAR-10, ε_t = 0.2 / √R_f": _on("cifar10", _follow("R_f", -0.5))},
-    passes={"CIFAR-10, ε_t = 0.2 √R_f": _on("cifar10", _follow("R_f", 0.5))})
+              "(one seed: bootstrap over architectures); the same fit's b over the deep (convolutional) networks alone; the range "
+              "of R_f fitted",
+    reproduced="b within 0.15 of 1/2, A within a factor 2 of 0.2, and b positive among the deep networks alone; capped at partly "
+               "where our R_f range does not reach the paper's trained state-of-the-art nets' 10⁻² to 10⁻¹ (§3), the low end of "
+               "its law (ε_t ≈ 3 %)",
+    partly="b within a factor 2 of 1/2 (0.25 to 1), and b positive among the deep networks alone",
+    mutations={"CIFAR-10, ε_t = 0.2 / √R_f": _on("cifar10", _follow("R_f", -0.5)),
+               "the deep nets' errors anti-ordered to their R_f and drawn together (the fully connected nets' gap sets b)": _deep_reversed(0.3)},
+    passes={"CIFAR-10, R_f ÷ 20 (into the paper's 10⁻² to 10⁻¹), ε_t = 0.2 √R_f": _on("cifar10", lambda ds: _follow("R_f", 0.5)(_scaled_diffeo(1 / 20)(ds)))})
 def _(ds):
     A, b = float(ds.fit_prefactor), float(ds.fit_exponent)
     if _dataset(ds) != "cifar10": return claims.not_run(f"the paper fits the power law on CIFAR-10 only; this run is {_dataset(ds)} "
                                                         f"(its fit: b = {_num(b)}, A = {A:.3f})")
-    tr = ds.sel(state="trained")
+    tr, deep = ds.sel(state="trained"), _deep(ds)
+    m = int(deep.sum())
     per = xr.DataArray([_fit(tr.test_error.sel(seed=s).values, tr.R_f.sel(seed=s).values)[1] for s in ds.seed.values], dims="seed")
-    value = _quote(ds, b, per, lambda e, x: _fit(e, x("R_f"))[1])
-    return claims.graded(abs(b - 0.5) <= 0.15 and 0.1 <= A <= 0.4, 0.25 <= b <= 1, f"b = {value}; A = {A:.3f}")
+    bd = _fit(tr.test_error_logmean.values[deep], tr.R_f_logmean.values[deep])[1]
+    R = tr.R_f_logmean.values
+    lo, hi = float(np.nanmin(R)), float(np.nanmax(R))
+    value = f"b = {_quote(ds, b, per, lambda e, x: _fit(e, x('R_f'))[1])}; A = {A:.3f}; b among the {m} deep nets {_num(bd)}; R_f {lo:.2g} to {hi:.2g}"
+    reach = lo <= PAPER_R_SOTA[1] and hi >= PAPER_R_SOTA[0]
+    cap = None if reach else (f"our trained nets' R_f runs from {lo:.2g} to {hi:.2g} (seed log-means), never into the paper's "
+                              f"trained state-of-the-art nets' 10⁻² to 10⁻¹ (§3), where its law runs down to ε_t ≈ 3 %: our b is "
+                              f"fitted on the law's upper end only")
+    return claims.judge(
+        [claims.within(b, 0.5, 0.15, "b"), claims.within_factor(A, 0.2, 2, "A"), _positive(bd, f"b among the {m} deep nets")],
+        [claims.at_least(b, 0.25, "b"), claims.at_most(b, 1.0, "b"), _positive(bd, f"b among the {m} deep nets")],
+        value, cap=cap)
 
 def _rescaled(ds:xr.Dataset, k:str, against:list, also:tuple=()) -> xr.Dataset:
     """A dataset change: `d_diffeo` (and the distances in `also`) of each architecture scaled by one factor, chosen so that
@@ -569,22 +668,36 @@ def _ahead(ds:xr.Dataset, other:str, sign:float, expected:float=1.0, suffix:str=
     words="D_f alone correlates with the test error much less than R_f",
     paper_value="corr with D_f 0.62 against R_f 0.97 (CIFAR-10): a gap of 0.35",
     statistic="ρ_R − ρ_D: corr(log ε_t, log R_f) minus corr(log ε_t, log D_f), trained nets, on the seed log-means, with its s.e. "
-              "over seeds (one seed: bootstrap s.d. over architectures); CIFAR-10 only (the other data sets are Table 2's, in petrini_tab2)",
-    reproduced="ρ_R − ρ_D within max(0.15, 2 s.e.) of the paper's 0.35 and at least 0.15 (\"much less\"), with ρ_R > 0",
-    partly="ρ_R − ρ_D within 0.3 of the paper's 0.35, or positive, with ρ_R > 0",
-    mutations={"test errors inverted": _INVERTED, "ε_t = 0.1 √D_f": _follow("D_f", 0.5, 0.1)},
+              "over seeds (one seed: bootstrap s.d. over architectures), and ρ_D itself; beside them ρ_R and ρ_D over the deep "
+              "(convolutional) networks alone; CIFAR-10 only (the other data sets are Table 2's, in petrini_tab2)",
+    reproduced="ρ_D of the paper's sign (positive: D_f predicts the error, less well) and ρ_R > 0, with ρ_R − ρ_D within "
+               "max(0.15, 2 s.e.) of the paper's 0.35 and at least 0.15 (\"much less\")",
+    partly="ρ_D of the paper's sign (positive) and ρ_R > 0, with R_f ahead (ρ_R − ρ_D > 0)",
+    mutations={"test errors inverted": _INVERTED, "ε_t = 0.1 √D_f": _follow("D_f", 0.5, 0.1),
+               "D_f inverted, R_f kept (ρ_D of the other sign)": _D_inverted},
     passes={"ε_t = 0.2 √R_f · D_f^β, β set for ρ_D ≈ 0.5": _paper_gap})
 def _(ds):
     if _dataset(ds) != "cifar10": return claims.not_run(f"a Table 2 claim on {_dataset(ds)}: see petrini_tab2")
     paper = PAPER_CORR["cifar10"]
     gap = paper[2] - paper[0]
     r, d, k, n, value = _ahead(ds, "D_f", 1.0)
+    rD = float(ds.corr_D_f)
     per = _corr_seeds(ds, "R_f") - _corr_seeds(ds, "D_f")
     se = float(per.std(ddof=1)) / np.sqrt(n) if n > 1 else _boot_sd(ds, lambda e, x: _fit(e, x("R_f"))[2] - _fit(e, x("D_f"))[2])
     tol = max(0.15, 2 * se)
-    return claims.graded(r > 0 and abs(d - gap) <= tol and d >= 0.15, r > 0 and (abs(d - gap) <= 0.3 or d > 0), value,
-                         f"the paper's gap {gap:.2f}, tolerance {tol:.2f} (max of 0.15 and 2 s.e. {se:.2f}); ρ_R {_num(r)}, "
-                         f"ρ_D {_num(float(ds.corr_D_f))} on the seed log-means; R_f ahead in {k} of {n} seeds")
+    tr, deep = ds.sel(state="trained"), _deep(ds)
+    e = tr.test_error_logmean.values[deep]
+    dR, dD = _fit(e, tr.R_f_logmean.values[deep])[2], _fit(e, tr.D_f_logmean.values[deep])[2]
+    value += f"; ρ_D {_num(rD)}; without the fully connected nets ρ_R {_num(dR)}, ρ_D {_num(dD)}"
+    without = ("D_f predicts as well as R_f or better" if dD >= dR else "R_f ahead") if np.isfinite(dR - dD) else "cannot say"
+    return claims.judge(
+        [claims.same_sign(rD, paper[0], "ρ_D on the seed log-means"), _positive(r, "ρ_R on the seed log-means"),
+         claims.within(d, gap, tol, "ρ_R − ρ_D", fmt=".2f"), claims.at_least(d, 0.15, "ρ_R − ρ_D", fmt=".2f")],
+        [claims.same_sign(rD, paper[0], "ρ_D on the seed log-means"), _positive(r, "ρ_R on the seed log-means"),
+         _positive(d, "ρ_R − ρ_D")],
+        value, f"the paper's ρ_D {paper[0]}, gap {gap:.2f}, tolerance {tol:.2f} (max of 0.15 and 2 s.e. {se:.2f}); ρ_R {_num(r)}, "
+               f"ρ_D {_num(rD)} on the seed log-means; R_f ahead in {k} of {n} seeds; without the fully connected nets "
+               f"({int(deep.sum())} deep nets): {without}")
 
 @EXPERIMENT.claim("G_f_weaker", where="Fig. 16",
     words="the inverse stability to noise 1/G_f correlates with the test error less than R_f",
@@ -676,8 +789,9 @@ def _inflate(ds:xr.Dataset) -> xr.Dataset:
     ds["d_diffeo"], ds["test_error"] = ds.d_diffeo * f ** 6, ds.test_error * f
     return ds
 
-@EXPERIMENT.claim("error_bars", where="Fig. 19",
-    words="Fig. 5 with error bars over 5 seeds (the figure states no conclusion; our reading of it: the trend across architectures stands out of the seed-to-seed spread)",
+@EXPERIMENT.claim("error_bars", where="Fig. 19", kind="implementation",
+    words="Fig. 5 with error bars over 5 seeds (the figure states no conclusion; our reading of it, a property of our runs rather than "
+          "a finding of the paper: the trend across architectures stands out of the seed-to-seed spread)",
     statistic="spread (s.d.) of log10 ε_t and of log10 R_f across the trained architectures' seed log-means, over the median "
               "error bar (s.d. of log10 over seeds; one seed: binomial for ε_t, bootstrap over test images for R_f)",
     reproduced="corr(log ε_t, log R_f) > 0, and both spreads at least twice the median error bar",
@@ -691,5 +805,8 @@ def _(ds):
     rr = spread(tr.R_f_logmean) / float(np.median(_errors(ds, "R_f")))
     r = float(ds.corr_R_f)
     bars = "over seeds" if ds.sizes["seed"] > 1 else "binomial and bootstrap over test images, one seed"
-    return claims.graded(r > 0 and re >= 2 and rr >= 2, r > 0 and (re >= 2 or rr >= 2),
-                         f"spread / error bar: ε_t {re:.1f}, R_f {rr:.1f} (error bars {bars})", f"corr {_num(r)} on the seed log-means")
+    spread_e = claims.at_least(re, 2, "the spread of log ε_t over its median error bar", fmt=".2g")
+    spread_r = claims.at_least(rr, 2, "the spread of log R_f over its median error bar", fmt=".2g")
+    corr = _positive(r, "corr(log ε_t, log R_f) on the seed log-means")
+    return claims.judge([corr, spread_e, spread_r], [corr, claims.any_of(spread_e, spread_r)],
+                        f"spread / error bar: ε_t {re:.1f}, R_f {rr:.1f} (error bars {bars})", f"corr {_num(r)} on the seed log-means")
