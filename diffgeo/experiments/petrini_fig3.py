@@ -24,7 +24,7 @@ from ..scaffold import Experiment, Var
 # %% auto #0
 __all__ = ['CPU_WIDTH', 'COMMON', 'PROFILES', 'STATES', 'VARIABLES', 'EXPERIMENT', 'STEPS', 'SOTA', 'log_epochs', 'TrainingCurve',
            'probe_all', 'cell', 'settings', 'derive', 'draw_fig3', 'draw_fig4', 'draw_fig11', 'draw_fig14',
-           'draw_training', 'check_regression', 'quoted']
+           'draw_steps', 'draw_training', 'check_regression', 'quoted']
 
 # %% ../../nbs/petrini_fig3.ipynb #34a13252
 CPU_WIDTH = {"ResNet18": 0.125, "EfficientNetB0": 0.125}
@@ -95,10 +95,6 @@ def log_epochs(
 ) -> list[int]:
     """Epochs 1, …, `epochs` spaced by about `ratio` on a log scale (rounded, without repeats), the last always among
     them: where a training curve over the paper's 250 epochs is measured (17 points, and epoch 0).
-
-    Args:
-        epochs: the training's epochs
-        ratio: the spacing's factor
 
     Args:
         epochs: the training's epochs
@@ -414,9 +410,48 @@ def draw_fig14(ds:xr.Dataset):
     fig.suptitle(f"Fig. 14: R_f of each layer's output, geometric mean over {ds.sizes['seed']} seed(s)", fontsize=9)
     return fig
 
+def _steps_per_epoch(ds:xr.Dataset) -> int:
+    "Optimiser steps in one epoch of the run (its P images in batches of batch_size)."
+    p = results.parameters(ds)
+    return -(-int(p["P"]) // int(p.get("batch_size", 128)))
+
+def draw_steps(ds:xr.Dataset):
+    "R_f (with D_f, G_f) and the test error against optimiser steps, log axes, beside the paper's range of trained R_f."
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    n = ds.sizes["arch"]
+    fig, axes = _grid(1, n, 5.2, 3.4)
+    spe = _steps_per_epoch(ds)
+    for ax, arch in zip(axes.flat, ds.arch.values):
+        d = ds.sel(arch=arch)
+        e = d.epoch.where(d.curve_R_f.notnull().any("seed"), drop=True)
+        steps = e.values[e.values > 0] * spe
+        ax.axhspan(1e-2, 1e-1, color="0.85", zorder=0)
+        for k, color, lw in (("G_f", cycle_color(0), 1.2), ("D_f", cycle_color(1), 1.2), ("R_f", cycle_color(2), 2.2)):
+            v = d[f"curve_{k}"].sel(epoch=e.values[e.values > 0])
+            for s in d.seed.values: ax.plot(steps, v.sel(seed=s), color=color, lw=0.5, alpha=0.5)
+            ax.plot(steps, _lm(v), color=color, lw=lw, marker="o" if k == "R_f" else None, ms=3)
+            ax.axhline(float(logmean(d[f"curve_{k}"].sel(epoch=0))), color=color, lw=0.8, ls=":")
+        ax.set(xscale="log", yscale="log", xlabel="optimiser steps (batches of 128)", ylabel="$D_f$, $G_f$, $R_f$ (δ = 1)",
+               title=f"{arch}, width ×{results.parameters(ds)['width'].get(str(arch), 1) if isinstance(results.parameters(ds)['width'], dict) else results.parameters(ds)['width']:g}")
+        plain_log_ticks(ax)
+        twin = ax.twinx()
+        te = d.curve_test_error.sel(epoch=e.values[e.values > 0])
+        twin.plot(steps, _lm(te), "k--", lw=1)
+        twin.set(yscale="log", ylabel="test error")
+        twin.spines["right"].set_visible(True)
+        plain_log_ticks(twin, x=False)
+    h = [Line2D([], [], color=c, lw=2, label=f"${k[0]}_f$") for k, c in (("R_f", cycle_color(2)), ("D_f", cycle_color(1)), ("G_f", cycle_color(0)))]
+    h += [Line2D([], [], color="0.3", lw=0.8, ls=":", label="at initialisation"), Line2D([], [], color="k", ls="--", lw=1, label="test error (right axis)"),
+          Patch(color="0.85", label="the paper's trained $R_f$ ($10^{-2}$–$10^{-1}$)")]
+    fig.legend(handles=h, loc="outside lower center", ncol=3)
+    fig.suptitle(f"During {int(ds.epoch.max()) * spe:,} optimiser steps\n(thin: each of {ds.sizes['seed']} seeds; thick: their geometric mean)", fontsize=10)
+    return fig
+
 @EXPERIMENT.figure("training")
 def draw_training(ds:xr.Dataset):
-    "D_f, G_f and R_f of the output after every epoch, with the validation error."
+    "D_f, G_f and R_f of the output after every epoch, with the validation error (a run measured at log-spaced epochs: `draw_steps`)."
+    if "curve_test_error" in ds: return draw_steps(ds)
     from matplotlib.lines import Line2D
     n = ds.sizes["arch"]
     cols = 2 if n == 4 else n
