@@ -103,3 +103,21 @@ def test_fast_settings_are_trains_keywords():
         assert kw["amp"] in (None, *train.AMP) and kw["memory_format"] in train.MEMORY_FORMATS
     assert train.fast_settings("ResNet18", "cuda") == dict(amp=None, memory_format="auto")
     with pytest.raises(ValueError): train.fast_settings("NoSuchNet")
+
+
+def test_every_verdict_carries_its_regime():
+    "Issue 58 §3: every verdict that judged a dataset (reproduced, partly, not) says in which regime, beside the paper's."
+    df = claims.ledger()
+    judged = df[df.status.isin(["reproduced", "partly", "not"])]
+    missing = judged[judged.in_regime.isna()]
+    assert missing.empty, f"verdicts without a regime (declare EXPERIMENT.regime): {sorted(set(missing.experiment))}"
+    assert (judged.regime.str.len() > 0).all() and (judged.paper_regime.str.len() > 0).all()
+
+
+def test_summary_counts_the_papers_regime_apart_and_leaves_implementation_out():
+    md = claims.summary_table()
+    df = claims.ledger()
+    other = df[df.main.astype(bool) & (df.kind == "claim") & (df.status == "reproduced") & (df.in_regime == False)]   # noqa: E712
+    if not other.empty: assert "reproduced in another regime" in md
+    n = {p: len(g[g.profile == "cpu"]) for p, g in df[df.main.astype(bool) & (df.kind == "claim")].groupby("paper")}
+    for p, k in n.items(): assert f"| {k} |" in md, (p, k)

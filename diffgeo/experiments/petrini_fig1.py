@@ -18,7 +18,7 @@ from ..core import check_choice, progress, resolve_device, seed_everything
 from ..scaffold import Experiment, Var
 
 # %% auto #0
-__all__ = ['COMMON', 'PROFILES', 'IMAGES', 'VARIABLES', 'EXPERIMENT', 'load_image', 'cell', 'derive', 'draw']
+__all__ = ['COMMON', 'PROFILES', 'IMAGES', 'VARIABLES', 'EXPERIMENT', 'load_image', 'cell', 'derive', 'draw', 'regime']
 
 # %% ../../nbs/petrini_fig1.ipynb #4d41c970
 COMMON = dict(seed=0, image="astronaut", cutoff="code", interp="bilinear")  # every profile's: the published figure's cut-off and interpolation
@@ -248,3 +248,11 @@ def _(ds):
     return claims.graded(bool(ok.all()), bool((p >= 0.5).all()),
                          f"lowest {_share(p.min(), ds.sizes['sample'])}, over c = {cs[0]:g} to {cs[-1]:g}",
                          f"at least 90% at {int(ok.sum())} of {ok.size} cut-offs; the picture is {ds.sizes['x']}×{ds.sizes['x']}, the paper's 320×320")
+
+# %% ../../nbs/petrini_fig1.ipynb #e5a10958
+@EXPERIMENT.regime
+def regime(ds:xr.Dataset) -> tuple[str, str, bool]:
+    "No network is trained: the statements are about the distribution of the fields, sampled here as the paper's Eq. 2 defines it."
+    p = results.parameters(ds)
+    return (f"{p['samples']} fields per (T, c) on {p['n']}×{p['n']} pixels, no training",
+            "fields of the paper's Eq. 2, no training", True)

@@ -19,7 +19,7 @@ from ..scaffold import Experiment, Var
 
 
 # %% auto #0
-__all__ = ['PROFILES', 'VARIABLES', 'EXPERIMENT', 'MAX_CELL_BYTES', 'cell', 'settings', 'derive', 'draw', 'quoted']
+__all__ = ['PROFILES', 'VARIABLES', 'EXPERIMENT', 'MAX_CELL_BYTES', 'cell', 'settings', 'derive', 'draw', 'quoted', 'regime']
 
 # %% ../../nbs/petrini_fig8.ipynb #11c8c3b8
 PROFILES = {
@@ -196,3 +196,11 @@ def _(ds):
     if other is not None: note += f"; the text's cut-off: {other.min():.2f} to {other.max():.2f} of Eq. 13"
     return claims.graded(bool(ok20.all()), bool(ok50.all()) and 0.8 <= slope <= 1.2,
                          f"measured ÷ Eq. 13 from {ratio.min():.3f} to {ratio.max():.3f} (largest s.e. {se.max():.3f})", note)
+
+# %% ../../nbs/petrini_fig8.ipynb #e5a14292
+@EXPERIMENT.regime
+def regime(ds:xr.Dataset) -> tuple[str, str, bool]:
+    "No network is trained: the statements are about the distribution of the fields, sampled here as the paper's Eq. 2 defines it."
+    p = results.parameters(ds)
+    return (f"{p['samples']} fields per c on {p['n']}×{p['n']} pixels, no training",
+            "fields of the paper's Eq. 2, no training", True)

@@ -21,8 +21,9 @@ from ..scaffold import Experiment, Var
 
 # %% auto #0
 __all__ = ['TASKS', 'N_SINUSOID', 'HALF_SIDE', 'NEAR', 'RINGS', 'COMMON', 'PROFILES', 'GRID', 'VARIABLES', 'EXPERIMENT',
-           'true_boundary', 'task_data', 'ScaledLinear', 'build', 'train', 'grid_points', 'geometry', 'net_names',
-           'parse_net', 'cell', 'settings', 'finish', 'boundary_contrast', 'radial_share', 'derive', 'draw', 'draw_xor']
+           'PAPER_WIDTHS', 'true_boundary', 'task_data', 'ScaledLinear', 'build', 'train', 'grid_points', 'geometry',
+           'net_names', 'parse_net', 'cell', 'settings', 'finish', 'boundary_contrast', 'radial_share', 'derive',
+           'draw', 'draw_xor', 'regime']
 
 # %% ../../nbs/zavatoneveth_fig1.ipynb #cfb6bcc6
 #: App. I.1's training of each task; the batch sizes are the authors' code's (the paper does not state them).
@@ -478,3 +479,19 @@ def _(ds):
     return claims.graded(up0 and up1, up0, f"init {fmt(start)}, end {fmt(end)} (widths {', '.join(map(str, s.width.values))})",
                          f"{'increases' if up0 else 'does not increase'} with width at initialisation, "
                          f"{'increases' if up1 else 'does not increase'} at the end")
+
+# %% ../../nbs/zavatoneveth_fig1.ipynb #e5a14714
+from .. import results
+
+#: The paper's widths of the hidden layers (App. I.1: XOR and the sinusoid, Figs. 1 and I.5).
+PAPER_WIDTHS = {"sinusoid": [8, 20, 100, 250], "xor": [2, 10, 100, 250]}
+
+@EXPERIMENT.regime
+def regime(ds:xr.Dataset) -> tuple[str, str, bool]:
+    "The widths and training lengths of the run against the paper's (its large widths are where the rotational symmetry and the sharp peaks are claimed)."
+    p = results.parameters(ds)
+    ours = (f"sinusoid widths {p['sinusoid_widths']} for {p['sinusoid_epochs']:,} epochs, "
+            f"XOR widths {p['xor_widths']} for {p['xor_epochs']:,} epochs")
+    paper = f"sinusoid widths {PAPER_WIDTHS['sinusoid']}, XOR widths {PAPER_WIDTHS['xor']}, the same epochs"
+    same = all(set(PAPER_WIDTHS[t]) <= set(p[f"{t}_widths"]) for t in PAPER_WIDTHS)
+    return ours, paper, same

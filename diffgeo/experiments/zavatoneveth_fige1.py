@@ -20,7 +20,7 @@ from ..scaffold import Experiment, Var
 
 # %% auto #0
 __all__ = ['ACTIVATIONS', 'COMMON', 'PROFILES', 'VARIABLES', 'EXPERIMENT', 'network_geometry', 'cell', 'loglog_slope',
-           'check_fit', 'derive', 'draw']
+           'check_fit', 'derive', 'draw', 'regime']
 
 # %% ../../nbs/zavatoneveth_figE1.ipynb #78c3c3de
 #: activation name -> (σ of the finite network, its name for `diffgeo.riemann`'s NNGP closed forms)
@@ -282,3 +282,10 @@ def _(ds):
                          f"{ds.sizes['draw']} draws and {ds.sizes['angle']} directions)",
                          ("a minimum inside the range" if dip else "no initial decrease over these radii (the minimum is at the smallest)")
                          + "; in d = 2 whether R first falls depends on σ_b/σ_w (E.50)")
+
+# %% ../../nbs/zavatoneveth_figE1.ipynb #e5a16683
+@EXPERIMENT.regime
+def regime(ds:xr.Dataset) -> tuple[str, str, bool]:
+    "The widths and draws of the finite random networks against the infinite-width limit they approach; the paper's text does not state its widths."
+    p = results.parameters(ds)
+    return (f"widths {min(p['widths'])}–{max(p['widths'])}, {p['draws']} draws each", "finite widths not stated in the text (Fig. E.1)", False)
