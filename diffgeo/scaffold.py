@@ -27,7 +27,8 @@ from .core import check_choice, check_int, resolve_device
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['CELL_RECORD', 'REGISTRY', 'Var', 'experiments', 'Paths', 'cpu_cores', 'compute_settings', 'Experiment']
+__all__ = ['CELL_RECORD', 'REGISTRY', 'FLAG_WORDS', 'RUN_ARGUMENTS', 'RUN_FLAGS', 'Var', 'experiments', 'Paths', 'cpu_cores',
+           'compute_settings', 'Experiment', 'ParameterError', 'parse_flag', 'parse_literal']
 
 # %% ../nbs/55_scaffold.ipynb #53cb7ad0
 @dataclass(frozen=True)
@@ -516,7 +517,8 @@ def main(self:Experiment,
     redraw:bool=False, # compute nothing: draw the figures from the dataset already saved at this run's path
     **kwargs, # `run`'s arguments and the experiment's settings
 ) -> xr.Dataset:
-    """The notebook driver: run, save the dataset, draw every figure from the saved file alone, save and show them.
+    """The notebook driver: take the parameters as papermill passes them (`arguments`), run, save the dataset, draw every
+    figure from the saved file alone, save and show them.
 
     Args:
         profile: "smoke", "cpu" or "paper"
@@ -526,14 +528,19 @@ def main(self:Experiment,
         redraw: compute nothing: draw the figures from the dataset already saved at this run's path
         **kwargs: `run`'s arguments and the experiment's settings
     """
+    __tracebackhide__ = True   # a refused parameter: its message ends the notebook's traceback, not this frame (IPython hides it)
+    a = self.arguments(profile, out_dir, tag, show, redraw, **kwargs)
+    del __tracebackhide__
     import matplotlib.pyplot as plt
+    tag, show, redraw = a["tag"], a["show"], a["redraw"]
+    if a["note"]: print(a["note"])
     paths = self.paths(profile, out_dir, tag)
     if redraw:
         if not paths.dataset.exists():
             raise FileNotFoundError(f"redraw draws from the saved dataset {paths.dataset}, which does not exist; run without redraw first.")
         written = []
     else:
-        results.save_dataset(self.run(profile, tag=tag, out_dir=out_dir, **kwargs), paths.dataset)
+        results.save_dataset(self.run(profile, tag=tag, out_dir=out_dir, **a["run"]), paths.dataset)
         written = [paths.dataset]
     ds = self.load(paths.dataset)
     from diffgeo.style import check_legible, style
@@ -559,6 +566,151 @@ def _show(path:Path):
         from IPython.display import Image, display
         if get_ipython() is not None: display(Image(filename=str(results.resolve_path(path))))
     except ImportError: pass
+
+# %% ../nbs/55_scaffold.ipynb #c4d8f0a3
+#: yes-or-no parameters given as text (papermill's `-p NAME no` passes the word "no", which Python counts as true)
+FLAG_WORDS = {"yes": True, "true": True, "on": True, "1": True, "no": False, "false": False, "off": False, "0": False}
+
+class ParameterError(ValueError):
+    "A notebook parameter that `main` refuses: its message names the parameter and shows how to give it."
+
+def _y(name:str, value) -> str:
+    "The papermill option `-y` that passes `value` (a list or mapping) as it is, quoted for the shell."
+    text = f"{name}: {json.dumps(value)}"
+    return f"-y '{text}'" if '"' in text else f'-y "{text}"'
+
+def parse_flag(
+    value, # the value as given: a bool, 0 or 1, or text
+    name:str, # the parameter's name, for the message
+) -> bool:
+    """A yes-or-no parameter as papermill passes it: `True` or `False` (`-p rerun True`), 0 or 1, or the words yes, no, true,
+    false, on, off, 1, 0 in any case (`-p rerun no`); anything else is refused rather than read as true.
+
+    Args:
+        value: the value as given: a bool, 0 or 1, or text
+        name: the parameter's name, for the message
+    """
+    if isinstance(value, bool): return value
+    if isinstance(value, int) and value in (0, 1): return bool(value)
+    if isinstance(value, str) and value.strip().lower() in FLAG_WORDS: return FLAG_WORDS[value.strip().lower()]
+    raise ParameterError(f"{name} is yes or no, got {type(value).__name__} {value!r}: give -p {name} True or -p {name} False "
+                         "(or yes/no, true/false, 1/0).")
+
+def parse_literal(
+    text:str, # text that opens with [, { or (: a list or mapping written out
+    name:str, # the parameter's name, for the message
+    example=None, # a valid value of the parameter, for the message
+):
+    """A list or mapping that papermill's `-p` passed as text (`-p seeds "[0, 1]"`): read as JSON, a Python literal or YAML's
+    flow style (`[LeNet, AlexNet]`, `{timeout_min: 720}`); a tuple becomes a list. Text none of them reads is refused.
+
+    Args:
+        text: text that opens with [, { or (: a list or mapping written out
+        name: the parameter's name, for the message
+        example: a valid value of the parameter, for the message
+    """
+    import ast
+    readers = [json.loads, ast.literal_eval]
+    with contextlib.suppress(ImportError):
+        import yaml   # papermill's own reader of -y
+        readers.append(yaml.safe_load)
+    for read in readers:
+        try: value = read(text)
+        except Exception: continue
+        if isinstance(value, (list, tuple, dict)): return list(value) if isinstance(value, tuple) else value
+    example = [0, 1] if example is None else example
+    raise ParameterError(f"{name}: cannot read {text!r} as a list or mapping (JSON, Python or YAML); give it as "
+                         f"{_y(name, example)} or -p {name} '{json.dumps(example)}'.")
+
+def _parameter(name:str, value, ref, profile:str):
+    "A setting as papermill passes it, of the kind of the profile's value `ref`: parsed from text, or refused with the `-y` form."
+    if value is None: return None
+    if isinstance(ref, bool): return parse_flag(value, name)
+    if isinstance(value, str) and value.lstrip().startswith(("[", "{", "(")):
+        value = parse_literal(value.strip(), name, ref if isinstance(ref, (list, tuple, dict)) else None)
+    if isinstance(ref, (list, tuple)) and not isinstance(value, (list, tuple)):
+        example = list(ref) if isinstance(value, str) and "," in value else [value]   # "0, 1": not one item
+        raise ParameterError(f"{name} is a list (profile {profile!r}: {json.dumps(list(ref), default=str)}), got "
+                             f"{type(value).__name__} {value!r}; give it as {_y(name, example)} or -p {name} '{json.dumps(example)}'.")
+    return value
+
+def _auto_tag(changed:dict) -> str:
+    """The tag of a run whose settings `changed` are not its committed profile's: another data set's name (as the committed
+    runs on other data sets are tagged), else each setting and its value (`seeds=[1, 2]`: "seeds-1_2"), shortened to the
+    settings' names and a hash of their values where that is long."""
+    import re
+    if set(changed) == {"dataset"} and str(changed["dataset"]).replace("-", "_").isidentifier(): return str(changed["dataset"])
+    slug = lambda v: re.sub(r"[^A-Za-z0-9]+", "_", json.dumps(v, sort_keys=True, default=str)).strip("_") or "none"
+    tag = "_".join(f"{k}-{slug(v)}" for k, v in sorted(changed.items()))
+    if len(tag) <= 40: return tag
+    return "_".join(sorted(changed)) + "-" + hashlib.sha1(json.dumps(changed, sort_keys=True, default=str).encode()).hexdigest()[:8]
+
+def _same(a, b) -> bool:
+    "Whether a setting is the profile's value (a tuple and a list of the same items are)."
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)): return list(a) == list(b)
+    return a == b
+
+#: `run`'s arguments that `main` passes on, and those of them that are yes or no
+RUN_ARGUMENTS = tuple(n for n in inspect.signature(Experiment.run).parameters
+                      if n not in ("self", "profile", "tag", "out_dir", "overrides"))
+RUN_FLAGS = tuple(n for n, p in inspect.signature(Experiment.run).parameters.items() if p.annotation in (bool, "bool"))
+
+@patch
+def arguments(self:Experiment,
+    profile:str="cpu", # as for `main`
+    out_dir:str|None=None, # as for `main`
+    tag:str="", # as for `main`
+    show:bool=True, # as for `main`
+    redraw:bool=False, # as for `main`
+    **kwargs, # as for `main`: `run`'s arguments and the experiment's settings
+) -> dict: # profile, out_dir, tag, show, redraw, run (`run`'s keyword arguments), settings (resolved; None for a redraw), note (or None)
+    """What `main` makes of its arguments as a notebook's parameters cell passes them, before it computes anything: papermill's
+    text parsed (a list or mapping written out, yes or no), each setting checked by `resolve`, and the run's files kept apart
+    from a committed run of other settings. A value it cannot take is refused here, with a `ParameterError` that shows how
+    to give it, seconds into the run instead of minutes.
+
+    Args:
+        profile: as for `main`
+        out_dir: as for `main`
+        tag: as for `main`
+        show: as for `main`
+        redraw: as for `main`
+        **kwargs: as for `main`: `run`'s arguments and the experiment's settings
+    Returns:
+        profile, out_dir, tag, show, redraw, run (`run`'s keyword arguments), settings (resolved; None for a redraw), note (or None)
+    """
+    try:
+        check_choice(profile, "profile", tuple(self.profiles))
+        tag = "" if tag is None else str(tag)
+        show, redraw = parse_flag(show, "show"), parse_flag(redraw, "redraw")
+        run = {k: v for k, v in kwargs.items() if k in RUN_ARGUMENTS}
+        for k in RUN_FLAGS:
+            if k in run: run[k] = parse_flag(run[k], k)
+        if isinstance(run.get("executor_options"), str):
+            run["executor_options"] = parse_literal(run["executor_options"].strip(), "executor_options", {"timeout_min": 720})
+        if run.get("executor_options") is not None and not isinstance(run["executor_options"], dict):
+            raise ParameterError(f"executor_options is a mapping, got {run['executor_options']!r}; "
+                                 f"e.g. {_y('executor_options', {'timeout_min': 720})}.")
+        if run.get("executor") is not None: check_choice(run["executor"], "executor", sweep.EXECUTORS)
+        if run.get("amp") is not None: check_choice(run["amp"], "amp", tuple(train.AMP))
+        if "code_changed" in run: check_choice(run["code_changed"], "code_changed", results.CODE_CHANGED)
+        base = {**self.profiles[profile], **self.variants.get((profile, tag), {})}   # the profile's settings, and its variant's
+        overrides = {k: _parameter(k, v, base.get(k), profile) for k, v in kwargs.items() if k not in RUN_ARGUMENTS}
+        settings = None if redraw else self.resolve(   # a redraw computes nothing: it needs no data set the settings name
+            profile, run.get("data_root"), **{**self.variants.get((profile, tag), {}), **{k: v for k, v in overrides.items() if v is not None}})
+        self.paths(profile, out_dir, tag)                                   # checks the tag
+        changed = {k: v for k, v in overrides.items() if v is not None and k in base and not _same(v, base[k])}
+        note = None
+        if changed and not tag and out_dir is None and profile in results.COMMITTED_PROFILES:   # not over the committed files
+            tag = _auto_tag(changed)
+            said = ", ".join(f"{k}={v!r}" for k, v in changed.items())
+            note = (f"{said}: not the {profile} profile's settings, so this run's files are tagged _{tag} "
+                    f"({os.path.relpath(self.paths(profile, None, tag).dataset)}), apart from the committed run's; "
+                    f"-p tag NAME names them otherwise")
+    except (ValueError, TypeError) as e:
+        raise ParameterError(f"{self.name} (nbs/{self.notebook}): {e}") from None
+    return dict(profile=profile, out_dir=out_dir, tag=tag, show=show, redraw=redraw, run={**run, **overrides}, settings=settings,
+                note=note)
 
 # %% ../nbs/55_scaffold.ipynb #46d93d94
 @patch
