@@ -1,5 +1,5 @@
 """Does a faster training setting train as well as float32? Short trainings of the Petrini zoo on CIFAR-10, in float32
-(NCHW) and in each candidate setting, on the same seeds, side by side in one process: the validation error each reaches
+(NCHW) and in each candidate setting, on the same seeds, side by side in one process (one torch thread, as the long runs train): the validation error each reaches
 and the time per step. The decision `diffgeo.train.FAST_CPU` records comes from this script's output.
 
 Usage (the data folder holds CIFAR-10; see ../shared/data/README.md):

@@ -16,8 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 TOY = '''
 from pathlib import Path
 class _Experiment:
-    def main(self, profile, work_dir, executor, show):
-        run = Path(work_dir) / "toy" / f"{profile}_0123abcd"
+    def main(self, profile, work_dir, executor, show, tag=""):
+        run = Path(work_dir) / "toy" / f"{profile}{'_' + tag if tag else ''}_0123abcd"
         seen = sorted(str(p.relative_to(run)) for p in run.rglob("*") if p.is_file()) if run.exists() else []
         Path(work_dir).mkdir(parents=True, exist_ok=True)
         (Path(work_dir) / "seen.txt").write_text("\\n".join(seen))
@@ -170,3 +170,23 @@ def test_resume_in_a_clone_older_than_the_commit(toy, tmp_path):
     r = _stopped(toy, runs, "toy", "long")
     assert r.returncode == 0, r.stderr
     assert _git(runs / "src_toy_long", "rev-parse", "HEAD") == later
+
+
+def test_a_tagged_variant_is_named_apart_parked_and_resumed(toy, tmp_path):
+    "long_job.sh EXPERIMENT PROFILE TAG: a declared variant (Experiment.variant) gets its own log, work, parked folder and run folder."
+    runs = tmp_path / "runs"
+    r = _job(toy, runs, "toy", "long", "steps")
+    assert r.returncode == 0, r.stderr
+    log = runs / "toy_long_steps.log"
+    log.write_text("".join(l for l in log.read_text().splitlines(True) if l.strip() != "DONE"))   # stopped, not finished
+    assert (runs / "work_toy_long_steps" / "toy" / "long_steps_0123abcd" / "shards").is_dir()
+    assert not (runs / "work_toy_long").exists()                                             # the untagged run is untouched
+    r = _job(toy, runs, "--park", "--checkpoints", "toy", "long", "steps")
+    assert r.returncode == 0, r.stderr
+    parked = toy / "results" / "in_progress" / "toy_long_steps"
+    assert "sub-path toy/long_steps_0123abcd/shards" in (parked / "SOURCE").read_text()
+    shutil.rmtree(runs)
+    r = _job(toy, runs, "toy", "long", "steps")
+    assert r.returncode == 0 and "1 parked cells and 1 checkpoint files" in r.stdout, r.stderr
+    r = _job(toy, runs, "toy", "long", "steps", "extra")
+    assert r.returncode == 2 and "usage" in r.stderr
