@@ -32,6 +32,7 @@ Timings are wall-clock, one run each after a warm-up forward pass, with torch's 
 """
 import argparse
 import json
+import math
 import os
 import resource
 import subprocess
@@ -44,6 +45,7 @@ PROBES, STEPS = 8, 30  # the stochastic estimate's Rademacher probes and Lanczos
 
 def child(args):
     "Run one measurement in this process and print a JSON line."
+    import warnings
     import torch
     from torch import nn
     from diffgeo.experiments.zavatoneveth_fig3 import gelu_resnet
@@ -59,32 +61,35 @@ def child(args):
     x = torch.randn(1, 3, 32, 32, generator=torch.Generator().manual_seed(1)).to(dtype)
     with torch.no_grad(): model(x)
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    t0 = time.perf_counter()
-    rows, err = None, None
-    if args.method in ("ours", "cholesky"):
-        value = log_volume_element(model, x, memory=args.memory, method="svd" if args.method == "ours" else "cholesky").item()
-    elif args.method == "plain":             # ours without probes.jacobian_ready: what that copy saves
-        value = log_volume(jacobian_matrix(feature_map(model), x, args.memory)).item()
-    elif args.method == "estimate":           # stochastic Lanczos quadrature, no Jacobian
-        est, se = log_volume_estimate(model, x, probes=PROBES, steps=STEPS)
-        value, err = est.item(), se.item()
-    elif args.method == "jacrev":
-        f = lambda z: model(z)[0]
-        if args.rows:                      # a chunk of rows with jacrev's vmap, for extrapolation
-            rows = args.rows
-            y, pull = torch.func.vjp(f, x)
-            V = torch.eye(y.shape[0], dtype=dtype)[:rows]
-            torch.func.vmap(pull)(V)
-            value = float("nan")
-        else:
+
+    def run():
+        "The measurement: the log volume element (NaN where not computed), the rows of a chunk, the estimate's error."
+        if args.method in ("ours", "cholesky"):
+            return log_volume_element(model, x, memory=args.memory, method="svd" if args.method == "ours" else "cholesky").item(), None, None
+        if args.method == "plain":               # ours without probes.jacobian_ready: what that copy saves
+            return log_volume(jacobian_matrix(feature_map(model), x, args.memory)).item(), None, None
+        if args.method == "estimate":            # stochastic Lanczos quadrature, no Jacobian
+            est, se = log_volume_estimate(model, x, probes=PROBES, steps=STEPS)
+            return est.item(), None, se.item()
+        if args.method == "jacrev":
+            f = lambda z: model(z)[0]
+            if args.rows:                        # a chunk of rows with jacrev's vmap, for extrapolation
+                y, pull = torch.func.vjp(f, x)
+                torch.func.vmap(pull)(torch.eye(y.shape[0], dtype=dtype)[:args.rows])
+                return float("nan"), args.rows, None
             J = torch.func.jacrev(f)(x).reshape(-1, x.numel())
-            value = torch.linalg.svdvals(J.double()).log().sum().item()
-    else:
+            return torch.linalg.svdvals(J.double()).log().sum().item(), None, None
         J = torch.autograd.functional.jacobian(lambda z: model(z)[0], x).reshape(-1, x.numel())
-        value = torch.linalg.svdvals(J.double()).log().sum().item()
+        return torch.linalg.svdvals(J.double()).log().sum().item(), None, None
+
+    t0 = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:   # the library's word on J's rank, for the report
+        warnings.simplefilter("always")
+        value, rows, err = run()
     seconds = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps(dict(seconds=seconds, mb=(peak - base) / 1024, value=value, rows=rows, err=err)))
+    rank = next((w for w in ("rank unresolved", "degenerate metric") if any(str(c.message).startswith(w) for c in caught)), None)
+    print(json.dumps(dict(seconds=seconds, mb=(peak - base) / 1024, value=value, rows=rows, err=err, rank=rank)))
 
 
 def measure(net, method, dtype="float32", memory=2**30, rows=0, threads=2):
@@ -135,7 +140,9 @@ def main():
         for name, r in (("ours", ours), ("ours, method='cholesky'", chol), ("ours without jacobian_ready", plain), ("(a) jacrev, all rows" + note, a), ("(b) one row per backward", loop),
                         (f"stochastic estimate, {PROBES} probes x {STEPS} steps", est)):
             if "error" in r: print(f"  {name:45s} failed: {r['error']}")
-            else: print(f"  {name:45s} {r['seconds']:8.2f} s  {r['mb'] / 1024:7.2f} GiB  log vol {r['value']:.6f}")
+            else: print(f"  {name:45s} {r['seconds']:8.2f} s  {r['mb'] / 1024:7.2f} GiB  log vol {r['value']:.6f}"
+                        + {"rank unresolved": " (float32 cannot resolve J's rank here: a float64 Jacobian would)",
+                           "degenerate metric": " (J loses rank)"}.get(r.get("rank"), ""))
         for label, o in (("ours", ours), ("ours (cholesky)", chol)):
             if "error" in o: continue
             for name, r in (("(a)", a), ("(b)", loop)):
@@ -144,7 +151,11 @@ def main():
                           f"memory ratio {r['mb'] / max(o['mb'], 1e-9):.1f}x")
         if "error" not in ours and "error" not in plain:
             print(f"  speed-up from probes.jacobian_ready: {plain['seconds'] / ours['seconds']:.2f}x")
-        if "error" not in ours and "error" not in est:
+        if "error" not in ours and "error" not in est and not (math.isfinite(est["value"]) and math.isfinite(ours["value"])
+                                                                and est["err"] is not None and est["err"] > 0):
+            print(f"  stochastic estimate: {est['value']} ± {est['err']}, the exact value {ours['value']}: nothing to compare "
+                  "(a NaN estimate: its float32 products cannot resolve the bottom of the spectrum; -inf: J loses rank)")
+        elif "error" not in ours and "error" not in est:
             print(f"  stochastic estimate: {est['value']:.3f} ± {est['err']:.3f} (standard error), off the exact value by "
                   f"{est['value'] - ours['value']:+.3f} ({abs(est['value'] - ours['value']) / est['err']:.1f} standard errors, "
                   f"{abs(est['value'] - ours['value']) / abs(ours['value']):.1e} relative); "
@@ -152,6 +163,8 @@ def main():
     print("\nResNet18 in float64: agreement of ours with (b)")
     o64, b64 = measure("ResNet18", "ours", "float64", args.memory, threads=args.threads), measure("ResNet18", "loop", "float64", threads=args.threads)
     if "error" in o64 or "error" in b64: print("  failed:", o64.get("error") or b64.get("error"))
+    elif not (math.isfinite(o64["value"]) and math.isfinite(b64["value"])) or b64["value"] == 0:
+        print(f"  ours {o64['value']}, (b) {b64['value']}: no relative difference to take")
     else: print(f"  ours {o64['value']:.12f}, (b) {b64['value']:.12f}, relative difference "
                 f"{abs(o64['value'] - b64['value']) / abs(b64['value']):.1e}")
 

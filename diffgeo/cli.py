@@ -175,6 +175,12 @@ def load_images(
     return x, ds.n_classes
 
 # %% ../nbs/70_cli.ipynb #2c807366
+class _Defaults(argparse.ArgumentDefaultsHelpFormatter):
+    "Each option's default after its help, except where it has none (None, an on/off flag) or its help names it already."
+    def _get_help_string(self, action):
+        if action.default in (None, False, argparse.SUPPRESS) or "default" in (action.help or ""): return action.help
+        return super()._get_help_string(action)
+
 def build_parser() -> argparse.ArgumentParser:
     "The `diffgeo` command's parser."
     p = argparse.ArgumentParser(prog="diffgeo", description="diffgeo: diffeomorphisms, invariance and geometry in deep networks.")
@@ -182,7 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("stability", help="D_f, G_f and R_f of a network (Petrini et al. 2021)",
                        description="Measure a network's stability to maximum-entropy diffeomorphisms (D_f) and to noise of the same "
                                    "norm (G_f), and their ratio R_f = D_f / G_f, with bootstrap intervals.",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                       formatter_class=_Defaults)
     s.add_argument("model", help="a torchvision classification model (e.g. resnet18, efficientnet_b0) or a Table 1 architecture "
                                  f"({', '.join(_ARCHS)})")
     s.add_argument("--weights", help="a state_dict file, or torchvision's weight enum name (DEFAULT, IMAGENET1K_V1; downloads unless cached; the images then get the weights' own resize, centre crop and normalisation, printed); "
@@ -244,6 +250,7 @@ def stability_command(args:argparse.Namespace) -> int:
     from diffgeo import results, stability
     from diffgeo.core import resolve_device, seed_everything
     if args.n_images < 2: raise ValueError(f"--n-images must be at least 2, got {args.n_images}.")
+    if not 0 <= args.seed < 2**63: raise ValueError(f"--seed must be an integer in [0, 2^63), got {args.seed}; e.g. --seed 0.")
     if args.bootstrap == 1 or args.bootstrap < 0:
         raise ValueError(f"--bootstrap takes the number of resamples, at least 2 (or 0: no intervals), got {args.bootstrap}.")
     if args.bootstrap > MAX_BOOTSTRAP:
@@ -311,6 +318,18 @@ def plan_command(args:argparse.Namespace) -> int:
                                      **_pairs(args.set, "--set"))
     return 0
 
+#: The library's advice in the names of its arguments, and the same in the command's flags
+_FLAGS = (("use device='cpu' or 'auto'", "use --device cpu or --device auto"),
+          ("Choose the data folder with root= or the environment variable", "Choose the data folder with --data-root or the environment variable"),
+          ("pass root='/path/to/folder' or set", "pass --data-root /path/to/folder or set"),
+          (", or pass download=True to fetch it with torchvision", ", or fetch it once in Python with diffgeo.data.load(name, root, download=True)"),
+          (" (or where torchvision may download it with download=True)", ""))
+
+def _in_flags(msg:str) -> str:
+    "An error message of the library, its advice in the command's flags (--data-root, --device) where it names arguments."
+    for lib, flag in _FLAGS: msg = msg.replace(lib, flag)
+    return msg
+
 def main(argv:list[str]|None=None) -> int: # the exit status
     """The `diffgeo` command.
 
@@ -321,7 +340,7 @@ def main(argv:list[str]|None=None) -> int: # the exit status
     import torch                                                          # after parsing: `--help` and usage errors need none
     try: return plan_command(args) if args.command == "plan" else stability_command(args)
     except (ValueError, TypeError, OSError) as e:                        # OSError: files, folders, images the user named
-        print(f"diffgeo {args.command}: error: {e}", file=sys.stderr)
+        print(f"diffgeo {args.command}: error: {_in_flags(str(e))}", file=sys.stderr)
         return 2
     except (MemoryError, torch.OutOfMemoryError) as e:                 # sizes the checks let through but this machine cannot hold
         print(f"diffgeo {args.command}: error: out of memory ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else 'no details'}); "

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import maps
-from .core import all_finite, check_choice, check_images, check_scalar, load_compiled, match_threads
+from .core import all_finite, check_choice, check_finite, check_generator, check_images, check_scalar, load_compiled, match_threads
 
 # %% auto #0
 __all__ = ['CUTOFFS', 'MAX_C', 'INTERPOLATIONS', 'DELTA_METHODS', 'modes', 'sample_coefficients', 'field', 'displacement', 'warp',
@@ -79,6 +79,18 @@ def _check_T(T, batch:int) -> torch.Tensor:
     if (T < 0).any(): raise ValueError(f"T must be >= 0 (it is a variance scale), got min {T.min().item():g}.")
     return T.reshape(-1).expand(batch)
 
+def _check_cpu_generator(generator) -> torch.Generator|None:
+    "`generator`, checked to be None or a CPU torch.Generator: the draws are made on the CPU, then moved to the images' device."
+    if isinstance(generator, (str, torch.device)):
+        raise TypeError(f"generator must be a torch.Generator (or None), got the device {str(generator)!r}; the draws are made "
+                        "on the CPU and moved to the images' device: pass torch.Generator().manual_seed(seed).")
+    generator = check_generator(generator)
+    if generator is not None and generator.device.type != "cpu":
+        raise ValueError(f"generator must be a CPU torch.Generator, got one on {generator.device}; the draws are made on the "
+                         "CPU (so that a seed gives the same fields on every device) and moved to the images' device: pass "
+                         "torch.Generator().manual_seed(seed).")
+    return generator
+
 def sample_coefficients(
     batch:int, # number of independent fields B
     T, # temperature: a number or a tensor `[B]`, ≥ 0
@@ -109,7 +121,7 @@ def sample_coefficients(
     std = torch.zeros(m, m, dtype=torch.float64)
     std[k[:, 0] - 1, k[:, 1] - 1] = (k[:, 0]**2 + k[:, 1]**2).double().rsqrt()
     T = _check_T(T, batch)
-    z = torch.randn(batch, 2, m, m, generator=generator, dtype=torch.float64)
+    z = torch.randn(batch, 2, m, m, generator=_check_cpu_generator(generator), dtype=torch.float64)
     return (z * std * T.sqrt()[:, None, None, None]).to(device=device, dtype=dtype)
 
 # %% ../nbs/10_diffeo.ipynb #dec1e9e6
@@ -128,7 +140,7 @@ def _check_coefficients(coeffs:torch.Tensor) -> torch.Tensor:
         raise ValueError(f"coeffs must be a tensor [B, 2, m, m] from sample_coefficients, got "
                          f"{list(coeffs.shape) if isinstance(coeffs, torch.Tensor) else type(coeffs).__name__}.")
     if not coeffs.is_floating_point(): raise TypeError(f"coeffs must be floating point, got {coeffs.dtype}.")
-    return coeffs
+    return check_finite(coeffs, "coeffs", "check what produced them (a temperature that overflowed, or a diverged fit).")
 
 def field(
     coeffs:torch.Tensor, # `[B, 2, m, m]` coefficients from `sample_coefficients`
@@ -457,6 +469,9 @@ def delta_measured(
     if not isinstance(tau, torch.Tensor) or tau.ndim != 4 or tau.shape[1] != 2:
         raise ValueError(f"tau must be a field [B, 2, H, W] from field(), got "
                          f"{list(tau.shape) if isinstance(tau, torch.Tensor) else type(tau).__name__}.")
+    if not tau.is_floating_point():
+        raise TypeError(f"tau must be a floating-point field (displacements in units of the image side), got {tau.dtype}; "
+                        "use tau.float().")
     return displacement(tau).pow(2).sum(1).mean((-1, -2)).sqrt()
 
 def delta_center(
@@ -541,7 +556,7 @@ def field_gradient(
         `[B, H, W, 2, 2]`: ∂τ_a/∂s_b with a, b ∈ (u, v), the `maps` layout
     """
     coeffs = _check_coefficients(coeffs)
-    H, W = size
+    H, W = maps.check_size(size)
     m = coeffs.shape[-1]
     kw = dict(dtype=coeffs.dtype, device=coeffs.device)
     su, sv = _sines(W, m, **kw), _sines(H, m, **kw)
@@ -709,7 +724,7 @@ class RandomDiffeo(nn.Module):
         if self.c[0] != self.c[1] and math.ceil(self.c[0]) > math.floor(self.c[1]):
             raise ValueError(f"the c range {self.c} holds no integer; c ranges are drawn among integers.")
         modes(self.c[0] if self.c[0] == self.c[1] else math.ceil(self.c[0]), cutoff)  # fails early if the cut-off keeps no mode
-        self.interp, self.cutoff, self.generator, self.delta_method = interp, cutoff, generator, delta_method
+        self.interp, self.cutoff, self.generator, self.delta_method = interp, cutoff, _check_cpu_generator(generator), delta_method
         self._worker = None  # (worker seed, generator) inside a DataLoader worker
 
     def _generator(self) -> torch.Generator|None:

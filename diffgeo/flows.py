@@ -113,6 +113,11 @@ class Flow(nn.Module):
             try: return odeint(lambda t, z: V(z), x, t, method="dopri5", rtol=self.rtol, atol=self.atol,
                                options={"max_num_steps": MAX_ADAPTIVE_STEPS})[-1]
             except AssertionError as e:
+                if "underflow in dt" in str(e):
+                    raise RuntimeError(f"the adaptive scheme's step shrank to nothing across unit {k} (time {self.dt:g}; "
+                                       f"torchdiffeq: {e}): the points diverge, growing beyond {x.dtype}'s range over this "
+                                       "horizon (or the field is too stiff for the tolerances); shorten the horizon, or use "
+                                       "method='rk4' with substeps to see where it overflows.") from None
                 if "max_num_steps" not in str(e): raise
                 raise RuntimeError(f"the adaptive scheme took more than MAX_ADAPTIVE_STEPS = {MAX_ADAPTIVE_STEPS:,} steps across unit {k} "
                                    f"(time {self.dt:g}): the field is too fast or too stiff for rtol = {self.rtol:g}, atol = "
@@ -173,6 +178,11 @@ GRID_BYTES = 2**32  # the most memory `grid` and `determinant_map` may take (4 G
 
 def _itemsize(dtype) -> int: return dtype.itemsize if isinstance(dtype, torch.dtype) else 8
 
+def _check_float_dtype(dtype):
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating-point torch.dtype (points of a continuous domain), got {dtype}; "
+                        "e.g. torch.float32.")
+
 def grid(
     low:float=-1.0, high:float=1.0, # the square [low, high]²
     size:int=101, # points per side
@@ -187,6 +197,7 @@ def grid(
     """
     low, high = check_scalar(low, "low"), check_scalar(high, "high")
     if high <= low: raise ValueError(f"high must exceed low, got [{low}, {high}].")
+    _check_float_dtype(dtype)
     size = check_int(size, "size", low=2)
     need = size**2 * 2 * _itemsize(dtype)
     check_bytes(need, GRID_BYTES, f"a grid of {size:,}² points needs", "flows.GRID_BYTES", "use a smaller size (points per side).")
@@ -278,6 +289,7 @@ def uniform_points(
     """
     low, high = check_scalar(low, "low"), check_scalar(high, "high")
     if high <= low: raise ValueError(f"high must exceed low, got [{low}, {high}].")
+    _check_float_dtype(dtype)
     u = torch.rand(check_int(n, "n", low=1), check_int(dim, "dim", low=1), generator=check_generator(generator), dtype=dtype)
     return (low + (high - low) * u).to(device)
 

@@ -238,8 +238,6 @@ def saliency(
     Returns:
         `[B, H, W]` non-negative saliency maps
     """
-    try: from captum.attr import IntegratedGradients
-    except ImportError as e: raise ImportError("saliency maps use captum: pip install captum (or 'diffgeo[experiments]').") from e
     _check_classifier(model)
     x, _ = check_images(x)
     target = torch.as_tensor(target)
@@ -251,6 +249,16 @@ def saliency(
     sigma = check_scalar(sigma, "sigma", low=0, low_open=True)
     if not len(x): return x.new_zeros((0,) + tuple(x.shape[-2:]))        # an empty batch has no maps
     dev = module_device(model, x.device)
+    with probing(model, "running"), torch.no_grad(): out = model(x[:1].to(dev))   # one image: what the model returns
+    if not isinstance(out, torch.Tensor) or out.ndim != 2:
+        raise TypeError(f"model must return logits [B, K], got {type(out).__name__}"
+                        f"{' ' + str(list(out.shape)) if isinstance(out, torch.Tensor) else ''}; for a model that returns a "
+                        "tuple or dict, wrap it in an nn.Module whose forward returns the logits (e.g. model(x)[0]).")
+    if target.min() < 0 or target.max() >= out.shape[1]:
+        raise ValueError(f"target must hold classes in [0, {out.shape[1]}), the model's outputs, got {int(target.min())} to "
+                         f"{int(target.max())}; map the data set's labels to the model's classes.")
+    try: from captum.attr import IntegratedGradients
+    except ImportError as e: raise ImportError("saliency maps use captum: pip install captum (or 'diffgeo[experiments]').") from e
     ig = IntegratedGradients(model)
     with probing(model, "running"):   # evaluation mode, restored on exit
         maps = torch.cat([ig.attribute(x[i:i + batch_size].to(dev), target=target[i:i + batch_size].to(dev), n_steps=steps)
@@ -275,10 +283,20 @@ def saliency_similarity(
         `[B]` cosine similarity of m(x) and g⁻¹ m(gx) (SI, Eq. 3)
     """
     if m.shape != m_moved.shape or m.ndim != 3: raise ValueError(f"m and m_moved must be maps of the same shape [B, H, W], got {list(m.shape)} and {list(m_moved.shape)}.")
+    for t, n in ((m, "m"), (m_moved, "m_moved")):
+        if not t.is_floating_point(): raise TypeError(f"{n} must be floating-point saliency maps, got {t.dtype}; use {n}.float().")
+        check_finite(t, n, "check the model (its gradients diverged) or the images.")
     k = group.check_element(k, len(m))   # before inverting: an element out of range would wrap around
     inv = torch.tensor([group.inverse(j) for j in k.tolist()]) if isinstance(k, torch.Tensor) else group.inverse(k)
     back = group.act(m_moved[:, None], inv)[:, 0]
-    return F.cosine_similarity(m.flatten(1), back.flatten(1), dim=1)
+    zero = (m.flatten(1) == 0).all(1) | (back.flatten(1) == 0).all(1)   # no direction: the cosine is undefined
+    if bool(zero.any()):
+        i = torch.nonzero(zero).reshape(-1).tolist()
+        warnings.warn(f"a saliency map is zero everywhere at image {', '.join(map(str, i[:10]))}{' ...' if len(i) > 10 else ''}: "
+                      "integrated gradients attribute nothing to the target there (the logit does not depend on the image, "
+                      "e.g. dead units or a saturated output), so the similarity is undefined and NaN there (SI_f skips it); "
+                      "check the model and its target.", stacklevel=2)
+    return F.cosine_similarity(m.flatten(1), back.flatten(1), dim=1).masked_fill(zero, math.nan)
 
 # %% ../nbs/41_invariance.ipynb #4cdb57f1
 _MEANING = {"LI": cf_attrs("logit invariance error ½‖f(x) − f(gx)‖² (Eq. 2)"),

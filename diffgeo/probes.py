@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import math
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import contextmanager
 
 import torch
@@ -135,8 +135,18 @@ def check_layers(
     Returns:
         the names, checked to exist and to be distinct
     """
-    layers = ["output"] if layers is None else [layers] if isinstance(layers, str) else list(layers)
     named = dict(model.named_modules())
+    def refuse(got):
+        hint = f"; pass the name as a str: {str(got)!r}" if str(got) in named else ""
+        raise TypeError(f"layers must be a submodule name (a str from model.named_modules(), or 'output') or a list of "
+                        f"them, got {type(got).__name__} {got!r}{hint}.")
+    if layers is None: layers = ["output"]
+    elif isinstance(layers, str): layers = [layers]
+    elif isinstance(layers, (list, tuple)) or (isinstance(layers, Iterable) and not isinstance(layers, (bytes, torch.Tensor))):
+        layers = list(layers)
+    else: refuse(layers)
+    for l in layers:
+        if not isinstance(l, str): refuse(l)
     bad = [l for l in layers if l != "output" and l not in named]
     if bad:
         some = [n for n in named if n][:12]
@@ -226,6 +236,11 @@ def features(
     Returns:
         name → `[B, F]` flattened outputs (`[B, 1]` for a network with one number per input)
     """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module (features hooks its submodules), got {type(model).__name__}.")
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"x must be a torch.Tensor [B, ...] on the model's device, got {type(x).__name__}; convert with "
+                        "torch.as_tensor(x, dtype=torch.float32).")
     layers = check_layers(model, layers)
     output = check_output(output)
     got, hooks = {}, []
@@ -346,6 +361,9 @@ class ChannelAffine(torch.nn.Module):
         bn:torch.nn.modules.batchnorm._BatchNorm, # with running statistics (`track_running_stats=True`)
     ):
         super().__init__()
+        if not isinstance(bn, torch.nn.modules.batchnorm._BatchNorm):
+            raise TypeError(f"bn must be a batch norm (nn.BatchNorm1d, 2d or 3d), got {type(bn).__name__}; ChannelAffine is "
+                            "what a batch norm in evaluation mode computes (jacobian_ready swaps them in; other layers stay).")
         if bn.running_var is None:
             raise ValueError("this batch norm keeps no running statistics, so in evaluation mode it still normalises by "
                              "the batch; it is not a fixed affine map.")

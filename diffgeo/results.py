@@ -252,7 +252,15 @@ def minutes(
     Args:
         ds: a dataset stamped by `stamp`
     """
-    start, end = (np.datetime64(ds.attrs[k][:19]) for k in ("start_time", "end_time"))  # ISO 8601, UTC, to the second
+    if not isinstance(ds, xr.Dataset): raise TypeError(f"ds must be an xarray Dataset, got {type(ds).__name__}.")
+    lacking = [k for k in ("start_time", "end_time") if k not in ds.attrs]
+    if lacking:
+        raise ValueError(f"minutes needs the run's start_time and end_time attributes; this dataset lacks {', '.join(lacking)} "
+                         "(they are written by results.stamp, which Experiment.run calls).")
+    try: start, end = (np.datetime64(str(ds.attrs[k])[:19]) for k in ("start_time", "end_time"))  # ISO 8601, UTC, to the second
+    except ValueError as e:
+        raise ValueError(f"start_time and end_time must be ISO 8601 times (results.now()), got {ds.attrs['start_time']!r} and "
+                         f"{ds.attrs['end_time']!r}.") from e
     return (end - start).astype("timedelta64[s]").astype(int) / 60
 
 def core_hours(
@@ -325,7 +333,16 @@ def stamp(
 
 def parameters(ds:xr.Dataset) -> dict:
     "The parameters a results dataset was made with."
-    return json.loads(ds.attrs["parameters"])
+    if not isinstance(ds, xr.Dataset): raise TypeError(f"ds must be an xarray Dataset, got {type(ds).__name__}.")
+    if "parameters" not in ds.attrs:
+        raise ValueError("this dataset has no parameters attribute (results.stamp writes it, as JSON; Experiment.run calls stamp).")
+    try: p = json.loads(ds.attrs["parameters"])
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"the dataset's parameters attribute is not JSON ({e}): {str(ds.attrs['parameters'])[:80]!r}; it is "
+                         "written by results.stamp from a dict of the run's parameters.") from None
+    if not isinstance(p, dict):
+        raise ValueError(f"the dataset's parameters attribute must be a JSON object (a dict), got {type(p).__name__}.")
+    return p
 
 def load_checkpoint(
     path:Path|None, # the checkpoint file (None, or no file: nothing to resume)

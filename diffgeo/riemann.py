@@ -54,6 +54,9 @@ def feature_map(
         if layer is not None or output is not None:
             raise ValueError("layer= and output= select inside a network; for a plain function, select in the function.")
         return model
+    if isinstance(layer, (list, tuple)):
+        raise TypeError(f"layer is one submodule name (a str), got {type(layer).__name__} {layer!r}; for several layers, "
+                        "use diffgeo.probes.features.")
     name = check_layers(model, layer)[0]
     output = check_output(output)
     check_eval(model)
@@ -66,7 +69,19 @@ def feature_map(
         warnings.warn(f"{type(model).__name__} contains {', '.join(rough)}: its metric is piecewise constant and defined "
                       "almost everywhere (Zavatone-Veth et al. §5.2); use a smooth activation for a smooth geometry.",
                       stacklevel=3)
-    return lambda x: features(model, x, [name], output)[name]
+    dtypes = {t.dtype for t in itertools.chain(model.parameters(), model.buffers()) if t.is_floating_point()}
+    def fn(x):
+        if len(dtypes) == 1 and isinstance(x, torch.Tensor) and x.is_floating_point() and x.dtype not in dtypes:
+            (dt,) = dtypes
+            raise TypeError(f"x is {x.dtype} but {type(model).__name__}'s weights are {dt}; give both one dtype: "
+                            f"x.to({dt}), or model.to({x.dtype}) (model.double() and x.double() for float64 geometry).")
+        try: return features(model, x, [name], output)[name]
+        except RuntimeError as e:                                  # a network's shape error, named with the points' shape
+            msg = str(e)
+            if "out of memory" in msg or not any(w in msg for w in ("shape", "size", "dimension", "cannot be multiplied")): raise
+            raise ValueError(f"{type(model).__name__} failed on points of shape {list(x.shape)}: {msg.strip()}. The points "
+                             "are a batch [B, ...] of the network's inputs: a single point p is p[None].") from e
+    return fn
 
 # %% ../nbs/60_riemann.ipynb #73442464
 def log_volume_element(
@@ -89,53 +104,102 @@ def log_volume_element(
     Returns:
         `[B]` float64: Σ log s_i(J) over the min(m, d) singular values; -inf where J loses rank (`log_volume`)
     """
-    if isinstance(model, nn.Module): model = jacobian_ready(model)  # the same function, a cheaper Jacobian (bench/riemann.py)
-    return log_volume(jacobian_matrix(feature_map(model, layer, output), x, memory), method)
+    if isinstance(model, nn.Module):
+        check_layers(model, layer)                                 # the user's names, before the copy adds its own ('1.act')
+        model = jacobian_ready(model)                              # the same function, a cheaper Jacobian (bench/riemann.py)
+    check_choice(method, "method", ("svd", "cholesky"))
+    return _log_volume(jacobian_matrix(feature_map(model, layer, output), x, memory), method, _FLOAT64_MODEL)
 
 def log_volume(
     J:torch.Tensor, # `[B, m, d]` Jacobians in the dtype they were computed in (it sets the rank tolerance); logs in float64
     method:str="svd", # "svd", or "cholesky": the Gram on J's smaller side, SVD where κ(J) ≳ 1e3
-) -> torch.Tensor: # `[B]` float64 Σ log s_i(J) over the min(m, d) singular values; -inf where J's numerical rank is below min(m, d)
+) -> torch.Tensor: # `[B]` float64 Σ log s_i(J) over the min(m, d) singular values; -inf where J's numerical rank is below min(m, d) (a warning where J's precision cannot tell)
     """The log volume element from Jacobians: the sum of the logs of their singular values, -inf where J loses rank.
 
     Args:
         J: `[B, m, d]` Jacobians in the dtype they were computed in (it sets the rank tolerance); logs in float64
         method: "svd", or "cholesky": the Gram on J's smaller side, SVD where κ(J) ≳ 1e3
     Returns:
-        `[B]` float64 Σ log s_i(J) over the min(m, d) singular values; -inf where J's numerical rank is below min(m, d)
+        `[B]` float64 Σ log s_i(J) over the min(m, d) singular values; -inf where J's numerical rank is below min(m, d) (a warning where J's precision cannot tell)
     """
+    return _log_volume(J, method, _FLOAT64_J)
+
+_FLOAT64_MODEL = "pass model.double() and x.double()"
+_FLOAT64_J = "compute J in float64 (e.g. probes.jacobian_matrix(model.double(), x.double()))"
+
+def _log_volume(J:torch.Tensor, method:str, hint:str, stacklevel:int=3) -> torch.Tensor:
     check_choice(method, "method", ("svd", "cholesky"))
-    if not isinstance(J, torch.Tensor) or J.ndim != 3 or not J.is_floating_point():
-        raise ValueError(f"J must be a float tensor [B, m, d] of Jacobians, got {getattr(J, 'shape', type(J).__name__)}.")
-    rtol = max(J.shape[1:]) * torch.finfo(J.dtype).eps          # numpy.linalg.matrix_rank's, in J's own precision
-    J = J.double()
-    if method == "svd": out = _sum_log_svdvals(J, rtol)
-    else: out = _log_volume_cholesky(J, rtol)
-    _degenerate(out == -math.inf, "the log volume element", "-inf")
+    if not isinstance(J, torch.Tensor) or J.ndim != 3 or not J.is_floating_point() or 0 in J.shape[1:]:
+        raise ValueError(f"J must be a float tensor [B, m, d] of Jacobians (m, d >= 1), got "
+                         f"{(str(J.dtype) + ' ' + str(list(J.shape))) if isinstance(J, torch.Tensor) else type(J).__name__}.")
+    if not all_finite(J):                                         # (an SVD of NaN fails; of inf, returns NaN)
+        k = torch.nonzero(~torch.isfinite(J.detach()).flatten(1).all(1)).reshape(-1).tolist()
+        raise ValueError(f"J contains NaN or infinite values at point {', '.join(map(str, k[:10]))}{' ...' if len(k) > 10 else ''}: "
+                         "the map overflowed or produced NaN there; check the points and the network's weights (a "
+                         "float32 network that overflows may fit in float64).")
+    lost, unresolved = _rank_tolerances(J.shape[1], J.shape[2], J.dtype)
+    dtype, J = J.dtype, J.detach().double()
+    out, unsure = (_sum_log_svdvals if method == "svd" else _log_volume_cholesky)(J, lost, unresolved)
+    _degenerate(out == -math.inf, "the log volume element", "-inf", stacklevel + 1)
+    if bool(unsure.any()):
+        warnings.warn(f"rank unresolved at point {_points(unsure)}: the Jacobian's smallest singular value is at most "
+                      f"max(m, d) ε = {unresolved:.1e} of its largest, where the rounding of a {dtype} computation may have "
+                      f"put it, though above J's own rounding ({lost:.1e}); so {dtype} cannot tell a map that loses rank "
+                      "there (-inf) from an ill-conditioned one, and the log volume element there is the finite value of J "
+                      f"as computed, its last terms uncertain. To resolve it, {hint}.", stacklevel=stacklevel)
     return out
 
-def _log_volume_cholesky(J:torch.Tensor, rtol:float) -> torch.Tensor:
-    "Σ log s_i(J) through the Cholesky factor of the Gram on J's smaller side, by SVD where it fails or is ill-conditioned."
+def _rank_tolerances(m:int, d:int, dtype:torch.dtype) -> tuple[float, float]:
+    """Relative to s_1: at or below `lost` the smallest singular value of J is its own rounding (the map loses rank: -inf);
+    up to `unresolved` (numpy.linalg.matrix_rank's max(m, d) ε, in J's precision) rounding may have moved it that far,
+    and only a float64 J tells. In float64 there is nothing more precise, and numpy's rule decides alone."""
+    eps = torch.finfo(dtype).eps
+    unresolved = max(m, d) * eps
+    if eps <= torch.finfo(torch.float64).eps: return unresolved, unresolved
+    return math.sqrt(min(m, d)) * eps, unresolved          # ‖E‖₂ ≤ ‖E‖_F ≤ ε ‖J‖_F ≤ √min(m, d) ε s_1: J's own rounding
+
+def _log_volume_cholesky(J:torch.Tensor, lost:float, unresolved:float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Σ log s_i(J) through the Cholesky factor of the Gram on J's smaller side; by SVD where the factorisation fails, or
+    where κ(J) may exceed 1e3 or come within 10x of the rank tolerance, so that both routes draw the same lines."""
     G = J.mT @ J if J.shape[1] >= J.shape[2] else J @ J.mT
     L, info = torch.linalg.cholesky_ex(G)
     diag = L.diagonal(dim1=-2, dim2=-1)
     out = diag.log().sum(-1)
-    redo = (info != 0) | (diag.amax(-1) > min(1e3, 1 / rtol) * diag.amin(-1))
-    if redo.any(): out[redo] = _sum_log_svdvals(J[redo], rtol)
-    return out
+    kappa = torch.maximum(diag.amax(-1) / diag.amin(-1), _condition_lower_bound(G, L))
+    redo = (info != 0) | ~out.isfinite() | ~(kappa <= min(1e3, 0.1 / unresolved))
+    unsure = torch.zeros_like(redo)
+    if redo.any(): out[redo], unsure[redo] = _sum_log_svdvals(J[redo], lost, unresolved)
+    return out, unsure
 
-def _sum_log_svdvals(J:torch.Tensor, rtol:float) -> torch.Tensor:
-    "Σ log s_i(J) [B], -inf where the smallest s_i is at most rtol s_1: rounding, not a direction that J keeps."
+def _condition_lower_bound(G:torch.Tensor, L:torch.Tensor, steps:int=10) -> torch.Tensor:
+    """κ(J) = √κ(G) from below: power steps with G and with G⁻¹ (through its Cholesky factor L) from two fixed starts.
+    Each Rayleigh quotient is below the extreme eigenvalue; after 10 steps, within a small factor of it."""
+    n = G.shape[-1]
+    V = torch.randn(n, 2, generator=torch.Generator().manual_seed(0), dtype=G.dtype).to(G.device).expand(*G.shape[:-2], n, 2)
+    top, bottom = V, V
+    unit = lambda V: V / V.norm(dim=-2, keepdim=True)
+    for _ in range(steps): top, bottom = unit(G @ top), unit(torch.cholesky_solve(bottom, L))
+    rayleigh = lambda V, A: (V * A).sum(-2).amax(-1)
+    return (rayleigh(top, G @ top) * rayleigh(bottom, torch.cholesky_solve(bottom, L))).sqrt()
+
+def _sum_log_svdvals(J:torch.Tensor, lost:float, unresolved:float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Σ log s_i(J) [B], -inf where the smallest s_i is at most `lost` s_1 (rounding, not a direction that J keeps); and
+    where it is above that but at most `unresolved` s_1 (J's precision cannot tell)."""
     s = torch.linalg.svdvals(J)
-    return s.log().sum(-1).masked_fill(s[..., -1] <= rtol * s[..., 0], -math.inf)
+    low, top = s[..., -1], s[..., 0]
+    gone = low <= lost * top
+    return s.log().sum(-1).masked_fill(gone, -math.inf), ~gone & (low <= unresolved * top)
+
+def _points(bad:torch.Tensor) -> str:
+    "The indices where `bad` holds, the first ten of them."
+    k = torch.nonzero(bad.reshape(-1)).reshape(-1).tolist()
+    return ", ".join(map(str, k[:10])) + (f", ... ({len(k)} of {bad.numel()})" if len(k) > 10 else "")
 
 def _degenerate(bad:torch.Tensor, what:str, value:str, stacklevel:int=3):
     "Warn, naming the points, where the metric is degenerate (the map loses rank) and `what` is `value` there."
     if not bool(bad.any()): return
-    k = torch.nonzero(bad.reshape(-1)).reshape(-1).tolist()
-    at = ", ".join(map(str, k[:10])) + (f", ... ({len(k)} of {bad.numel()})" if len(k) > 10 else "")
-    warnings.warn(f"degenerate metric at point {at}: the map loses rank there (its Jacobian's smallest singular value is "
-                  f"rounding), so {what} is {value} there.", stacklevel=stacklevel)
+    warnings.warn(f"degenerate metric at point {_points(bad)}: the map loses rank there (its Jacobian's smallest singular "
+                  f"value is rounding), so {what} is {value} there.", stacklevel=stacklevel)
 
 # %% ../nbs/60_riemann.ipynb #39ffaac8
 def log_volume_rounding(
@@ -159,46 +223,64 @@ def log_volume_rounding(
 
 
 # %% ../nbs/60_riemann.ipynb #a41eb899
-def _gram_product(fn:Callable, x0:torch.Tensor) -> tuple[Callable, int]:
-    "v -> G v for a batch of vectors v [p, n], G the Gram matrix on the smaller side of the Jacobian of fn at one point."
+def _gram_product(fn:Callable, x0:torch.Tensor) -> tuple[Callable, int, torch.dtype]:
+    """v -> G v for a batch of vectors v [p, n], G the Gram matrix on the smaller side of the Jacobian of fn at one point;
+    n; and the dtype the products are computed in (the map's)."""
     flat = lambda z: fn(z).reshape(-1)
     with torch.enable_grad(): y, pull = torch.func.vjp(flat, x0)
     push = lambda t: torch.func.jvp(flat, (x0,), (t.reshape(x0.shape),))[1]
     m, d = y.numel(), x0.numel()
     dt = y.dtype
-    if m <= d: return (lambda V: vmap(push)(vmap(lambda v: pull(v.to(dt))[0])(V)).detach().double()), m   # J Jᵀ
-    return (lambda V: vmap(lambda u: pull(u)[0])(vmap(push)(V.to(dt))).reshape(len(V), -1).detach().double()), d  # Jᵀ J
+    if m <= d: return (lambda V: vmap(push)(vmap(lambda v: pull(v.to(dt))[0])(V)).detach().double()), m, dt   # J Jᵀ
+    return (lambda V: vmap(lambda u: pull(u)[0])(vmap(push)(V.to(dt))).reshape(len(V), -1).detach().double()), d, dt  # Jᵀ J
 
-def _lanczos_logdet(G:Callable, n:int, probes:int, steps:int, generator, rtol:float=0.0) -> tuple[float, float, float]:
-    """Stochastic Lanczos quadrature of tr log G: the mean over Rademacher probes, its standard error, and how far the mean
-    moved from half the steps to all of them (0 where the Krylov space was exhausted: the quadrature is exact); (-inf, 0, 0)
-    where a Ritz value is at most `rtol` times the largest (G singular)."""
+_LOST, _UNRESOLVED = 1, 2   # what _lanczos_logdet says of a point besides its estimate
+
+def _lanczos_logdet(G:Callable, n:int, probes:int, steps:int, generator, lost:float=0.0,
+                    unresolved:float=0.0) -> tuple[float, float, float, int]:
+    """Stochastic Lanczos quadrature of tr log G: the mean over Rademacher probes, its standard error, how far the mean
+    moved from half the steps to all of them (0 where every Krylov space was exhausted: the quadrature is exact), and 0;
+    (-inf, 0, 0, _LOST) where a Ritz value is at most `lost` times the largest (G singular); (NaN, NaN, 0, _UNRESOLVED)
+    where one is at most `unresolved` times it (below what the products' precision resolves). Each probe runs until its
+    own Krylov space is exhausted (a probe in an invariant subspace, e.g. the null space, stops at once; the others go on)."""
     Z = torch.randint(0, 2, (probes, n), generator=generator, dtype=torch.float64) * 2 - 1
     q = Z / math.sqrt(n)
+    K = min(steps, n)
     Q, alphas, betas = [q], [], []
-    for j in range(min(steps, n)):
+    live, length = torch.ones(probes, dtype=torch.bool), torch.zeros(probes, dtype=torch.long)
+    for j in range(K):
         w = G(q)
-        alphas.append((w * q).sum(-1))
-        if j == min(steps, n) - 1: break
-        B = torch.stack(Q, 1)                                              # full reorthogonalisation
-        w = w - torch.einsum("pjn,pj->pn", B, torch.einsum("pjn,pn->pj", B, w))
+        alphas.append((w * q).sum(-1)); length += live
+        if j == K - 1: break
+        size = w.norm(dim=-1)
+        B = torch.stack(Q, 1)                                 # full reorthogonalisation, twice: once is not enough where
+        for _ in range(2):                                    # w lies nearly in the span (an ill-conditioned G)
+            w = w - torch.einsum("pjn,pj->pn", B, torch.einsum("pjn,pn->pj", B, w))
         b = w.norm(dim=-1)
-        if (b < 1e-12 * alphas[-1].abs()).any(): break                     # the Krylov space is exhausted
-        betas.append(b); q = w / b[:, None]; Q.append(q)
-    T = torch.diag_embed(torch.stack(alphas, -1))
-    if betas:
-        off = torch.stack(betas, -1)
-        T = T + torch.diag_embed(off, 1) + torch.diag_embed(off, -1)
-    theta, U = torch.linalg.eigh(T)
-    if bool((theta[:, 0] <= rtol * theta[:, -1]).any()): return -math.inf, 0.0, 0.0   # a Ritz value at rounding: G is singular
-    quad = lambda th, u: n * (u[:, 0, :] ** 2 * th.log()).sum(-1)
-    est = quad(theta, U)
-    k = T.shape[-1]
-    moved = 0.0
-    if k == min(steps, n) and k > 1:                                   # not exhausted: the quadrature from half the steps
-        th, uh = torch.linalg.eigh(T[:, :(k + 1) // 2, :(k + 1) // 2])
-        moved = abs(est.mean().item() - quad(th.clamp_min(torch.finfo(th.dtype).tiny), uh).mean().item())
-    return est.mean().item(), (est.std().item() / math.sqrt(probes)) if probes > 1 else math.nan, moved
+        live = live & (b > 1e-12 * size)                                   # otherwise this probe's Krylov space is exhausted
+        if not live.any(): break
+        betas.append(torch.where(live, b, 0.0)); q = torch.where(live[:, None], w / b.clamp_min(1e-300)[:, None], 0.0)
+        Q.append(q)
+    A = torch.stack(alphas, -1)
+    Bt = torch.stack(betas, -1) if betas else A[:, :0]
+    est, half, said = [], [], 0
+    for p in range(probes):                                                # each probe's own tridiagonal matrix
+        k = int(length[p])
+        T = torch.diag(A[p, :k]) + torch.diag(Bt[p, :k - 1], 1) + torch.diag(Bt[p, :k - 1], -1)
+        theta, U = torch.linalg.eigh(T)
+        r = (theta[0] / theta[-1]).item() if theta[-1] > 0 else 0.0     # (G = 0: the zero map)
+        if abs(r) <= lost or (r < 0 and lost >= unresolved): said = _LOST  # rounding of float64, or of the map's float64
+        elif r <= unresolved and said != _LOST: said = _UNRESOLVED        # of its float32 products (maybe negative)
+        est.append(n * (U[0] ** 2 * theta.log()).sum())
+        if k == K and k > 1:                                               # not exhausted: the quadrature from half the steps
+            th, uh = torch.linalg.eigh(T[:(k + 1) // 2, :(k + 1) // 2])
+            half.append(n * (uh[0] ** 2 * th.clamp_min(torch.finfo(th.dtype).tiny).log()).sum())
+        else: half.append(est[-1])
+    if said == _LOST: return -math.inf, 0.0, 0.0, _LOST                   # a Ritz value at rounding: G is singular
+    if said == _UNRESOLVED: return math.nan, math.nan, 0.0, _UNRESOLVED
+    est, half = torch.stack(est), torch.stack(half)
+    moved = abs(est.mean().item() - half.mean().item())
+    return est.mean().item(), (est.std().item() / math.sqrt(probes)) if probes > 1 else math.nan, moved, 0
 
 def log_volume_estimate(
     model:nn.Module|Callable, # a network (eval mode) or a function of a batch `[B, ...]` -> `[B, ...]`
@@ -208,7 +290,7 @@ def log_volume_estimate(
     probes:int=8, # Rademacher probes per point (the error falls like 1/√probes)
     steps:int=30, # Lanczos steps per probe (the quadrature's bias falls fast with them)
     generator:torch.Generator|None=None, # for the probes (None: a fixed seed, 0)
-) -> tuple[torch.Tensor, torch.Tensor]: # `[B]` float64 estimates of Σ log s_i(J), and their standard errors over the probes (the quadrature's bias not included: a warning says where the estimate still moved by more than two of them between half the steps and all)
+) -> tuple[torch.Tensor, torch.Tensor]: # `[B]` float64 estimates of Σ log s_i(J), and their standard errors over the probes (the quadrature's bias not included: a warning says where the estimate still moved by more than two of them between half the steps and all); -inf ± 0 where J loses rank, NaN ± NaN (with a warning) where the products' precision cannot tell
     """Stochastic Lanczos estimate of the log volume element, with its standard error; no Jacobian is formed.
 
     Args:
@@ -220,9 +302,11 @@ def log_volume_estimate(
         steps: Lanczos steps per probe (the quadrature's bias falls fast with them)
         generator: for the probes (None: a fixed seed, 0)
     Returns:
-        `[B]` float64 estimates of Σ log s_i(J), and their standard errors over the probes (the quadrature's bias not included: a warning says where the estimate still moved by more than two of them between half the steps and all)
+        `[B]` float64 estimates of Σ log s_i(J), and their standard errors over the probes (the quadrature's bias not included: a warning says where the estimate still moved by more than two of them between half the steps and all); -inf ± 0 where J loses rank, NaN ± NaN (with a warning) where the products' precision cannot tell
     """
-    if isinstance(model, nn.Module): model = jacobian_ready(model)  # the same function, cheaper products with J and Jᵀ
+    if isinstance(model, nn.Module):
+        check_layers(model, layer)                                 # the user's names, before the copy adds its own ('1.act')
+        model = jacobian_ready(model)                              # the same function, cheaper products with J and Jᵀ
     fn = feature_map(model, layer, output)
     x = check_batch(x, empty=True)
     probes, steps = check_int(probes, "probes", low=1), check_int(steps, "steps", low=1)
@@ -230,11 +314,20 @@ def log_volume_estimate(
     generator = check_generator(generator) or torch.Generator().manual_seed(0)
     out = []
     for i in range(len(x)):
-        G, n = _gram_product(fn, x[i:i + 1])
-        rtol = n * torch.finfo(x.dtype).eps     # each product with G rounds at ε‖G‖: a Ritz value below n ε θ_max is that rounding
-        out.append(_lanczos_logdet(G, n, probes, steps, generator, rtol))
-    est, err, moved = torch.tensor(out, dtype=torch.float64).unbind(-1)
-    _degenerate(est == -math.inf, "the estimate", "-inf (standard error 0)")
+        G, n, dt = _gram_product(fn, x[i:i + 1])
+        # each product with G rounds at ε‖G‖ in the map's precision: a Ritz value below n ε θ_max is that rounding; in
+        # float64 it is taken as a lost rank, above float64's but below the map's own as unresolved
+        out.append(_lanczos_logdet(G, n, probes, steps, generator, n * torch.finfo(torch.float64).eps,
+                                   n * max(torch.finfo(dt).eps, torch.finfo(torch.float64).eps)))
+    est, err, moved, said = torch.tensor(out, dtype=torch.float64).unbind(-1)
+    _degenerate(said == _LOST, "the estimate", "-inf (standard error 0)")
+    if bool((said == _UNRESOLVED).any()):
+        warnings.warn(f"rank unresolved at point {_points(said == _UNRESOLVED)}: the smallest Ritz value of J's Gram matrix "
+                      f"is below what products with it resolve in {dt} (n ε of the largest, n = {n}: singular values below "
+                      f"about {math.sqrt(n * torch.finfo(dt).eps):.1e} s_1), so the estimate cannot tell a map that loses rank "
+                      "there from an ill-conditioned one, and is NaN (standard error NaN) there. Pass model.double() and "
+                      "x.double(), or use log_volume_element (exact, resolves singular values down to max(m, d) ε s_1).",
+                      stacklevel=2)
     late = moved > 2 * err.nan_to_num(0.0)                                 # the quadrature still moving: its bias is not in err
     if late.any():
         k = torch.nonzero(late).reshape(-1).tolist()
@@ -257,7 +350,7 @@ def _check_points(x, d_max:int=8) -> torch.Tensor:
     x = check_batch(x, empty=True)
     if x.ndim != 2 or x.shape[1] > d_max:
         raise ValueError(f"x must be points [B, d] with d <= {d_max} for curvature (it needs derivatives up to third "
-                         f"order, O(d^4) numbers per point), got shape {list(x.shape)}.")
+                         f"order, O(d^4) numbers per point), got shape {list(x.shape)}; a single point p is p[None].")
     return x
 
 def ricci_scalar_of_metric(
@@ -548,7 +641,9 @@ def nngp_log_volume_element(
     if not len(x): return x.new_zeros(0)
     r2 = (x * x).sum(-1)
     A, B = _nngp_AB(r2, activation, sigma_w, sigma_b)
-    return 0.5 * ((x.shape[1] - 1) * A.log() + (A + B * r2).log())
+    out = 0.5 * ((x.shape[1] - 1) * A.log() + (A + B * r2).log())
+    _far(out, x, "the log volume element")
+    return out
 
 def nngp_ricci_scalar(
     x:torch.Tensor, # `[B, d]` points, d >= 2
@@ -580,15 +675,19 @@ def nngp_ricci_scalar(
         return -2 * (d - 1) * rho_tt(r) / rho(r) + (d - 1) * (d - 2) * (1 - rt * rt) / rho(r) ** 2
     r = x.norm(dim=-1)
     out = vmap(R)(r.clamp_min(1e-4))
-    if not torch._C._functorch.is_functorch_wrapped_tensor(out) and not all_finite(out):
-        k = torch.nonzero(~torch.isfinite(out)).reshape(-1).tolist()
-        at = ", ".join(map(str, k[:10])) + (f", ... ({len(k)} of {len(out)})" if len(k) > 10 else "")
-        m = x[k].abs().amax(-1, keepdim=True)                      # |x| without overflowing: m |x / m|
-        far = (m[:, 0] * (x[k] / m.clamp_min(torch.finfo(x.dtype).tiny)).norm(dim=-1)).max().item()
-        warnings.warn(f"the Ricci scalar is NaN or infinite at point {at} (|x| up to {far:.3g}): so far from the "
-                      f"origin the closed form's terms overflow or cancel in {x.dtype}; use points nearer the origin (or "
-                      "rescale x, with sigma_w scaled inversely).", stacklevel=2)
+    _far(out, x, "the Ricci scalar")
     return out
+
+def _far(out:torch.Tensor, x:torch.Tensor, what:str):
+    "Warn where a closed form of the infinite-width metric is NaN or infinite: points so far out that its terms overflow."
+    if torch._C._functorch.is_functorch_wrapped_tensor(out) or all_finite(out): return
+    k = torch.nonzero(~torch.isfinite(out)).reshape(-1).tolist()
+    at = ", ".join(map(str, k[:10])) + (f", ... ({len(k)} of {len(out)})" if len(k) > 10 else "")
+    m = x[k].abs().amax(-1, keepdim=True)                          # |x| without overflowing: m |x / m|
+    far = (m[:, 0] * (x[k] / m.clamp_min(torch.finfo(x.dtype).tiny)).norm(dim=-1)).max().item()
+    warnings.warn(f"{what} is NaN or infinite at point {at} (|x| up to {far:.3g}): so far from the origin the closed "
+                  f"form's terms overflow or cancel in {x.dtype}; use points nearer the origin (or rescale x, with sigma_w "
+                  "scaled inversely).", stacklevel=3)
 
 # %% ../nbs/60_riemann.ipynb #246135b4
 #: The largest grid `simplex_grid` builds: its enumeration and its points grow as divisions^(k-1).

@@ -424,6 +424,22 @@ def _stat(v:xr.DataArray, statistic:str) -> xr.DataArray:
     if statistic == "unit_median": return v.median("sample").sum("unit")  # NaN-padded units add nothing
     return v.median("sample") if statistic == "median" else v.mean("sample")
 
+def _check_distances(ds, statistic:str, per_sample:bool=False) -> str:
+    "The prefix (d or u) of the distances `statistic` needs, checked to be in `ds` (and to run over its samples)."
+    check_choice(statistic, "statistic", STATISTICS)
+    if not isinstance(ds, xr.Dataset): raise TypeError(f"ds must be an xarray Dataset from relative_stability, got {type(ds).__name__}.")
+    prefix = "u" if statistic == "unit_median" else "d"
+    names = [f"{prefix}_{k}" for k in ("diffeo", "noise", "pair")]
+    missing = set(names) - set(ds.data_vars)
+    if missing:
+        raise ValueError(f"ds lacks {sorted(missing)}; pass a dataset made by relative_stability"
+                         + (" with units=True (the per-unit distances)." if prefix == "u" else "."))
+    flat = [k for k in names if "sample" not in ds[k].dims]
+    if per_sample and flat:
+        raise ValueError(f"{', '.join(flat)} in ds has no sample dimension (dims {ds[flat[0]].dims}) to resample; pass the "
+                         "per-sample dataset of relative_stability, not a summary.")
+    return prefix
+
 def summarize(
     ds:xr.Dataset, # a dataset from `relative_stability` (or with its `d_diffeo`, `d_noise`, `d_pair`)
     statistic:str="median", # "median", "mean" or "unit_median" (needs the per-unit distances, `units=True`)
@@ -436,12 +452,7 @@ def summarize(
     Returns:
         `D_f`, `G_f`, `R_f` over the remaining dimensions
     """
-    check_choice(statistic, "statistic", STATISTICS)
-    prefix = "u" if statistic == "unit_median" else "d"
-    missing = {f"{prefix}_{k}" for k in ("diffeo", "noise", "pair")} - set(ds.data_vars)
-    if missing:
-        raise ValueError(f"ds lacks {sorted(missing)}; pass a dataset made by relative_stability"
-                         + (" with units=True (the per-unit distances)." if prefix == "u" else "."))
+    prefix = _check_distances(ds, statistic)
     dd, dn, dp = (_stat(ds[f"{prefix}_{k}"], statistic) for k in ("diffeo", "noise", "pair"))
     out = xr.Dataset({"D_f": dd / dp, "G_f": dn / dp, "R_f": dd / dn})
     for k, what in (("D_f", "stability to diffeomorphisms D_f (Eq. 5)"), ("G_f", "stability to noise G_f (Eq. 5)"),
@@ -502,6 +513,7 @@ def bootstrap(
         warnings.warn("bootstrap's n is now resamples (n counts images or examples everywhere else in diffgeo).", FutureWarning, stacklevel=2)
         resamples = n
     resamples = check_int(resamples, "resamples", low=2)
+    _check_distances(ds, statistic, per_sample=True)
     B = ds.sizes["sample"]
     rng = np.random.default_rng(seed)
     idx = xr.DataArray(np.stack([rng.integers(0, B, B) for _ in range(resamples)]), dims=("resample", "sample"))

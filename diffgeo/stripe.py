@@ -54,6 +54,10 @@ def stripe_labels(
 
 MAX_DATA_BYTES = 2**32  # the most memory `stripe_data`'s points may take (4 GiB), refused up front beyond
 
+def _check_float_dtype(dtype):
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating-point torch.dtype, got {dtype}; e.g. torch.float64 (the paper's precision).")
+
 def stripe_data(
     P:int, # points
     d:int, # dimension (d - 1 invariant directions)
@@ -72,6 +76,7 @@ def stripe_data(
         points `[P, d]` ~ N(0, I_d) and their labels `[P]`
     """
     P, d = check_int(P, "P", low=1), check_int(d, "d", low=2, hint="d = 1 has no invariant direction.")
+    _check_float_dtype(dtype)
     need = P * d * 8 * 2                                                 # the float64 draw and its cast
     check_bytes(need, MAX_DATA_BYTES, f"P = {P:,} points in d = {d} dimensions need", "stripe.MAX_DATA_BYTES",
                 "use fewer points (the paper trains on P of a few thousand).")
@@ -93,6 +98,7 @@ class StripeNet(nn.Module):
         self.d, self.h = check_int(d, "d", low=1), check_int(h, "h", low=1)
         self.alpha = check_scalar(alpha, "alpha", low=0, low_open=True, hint="e.g. 1e-2 with h = 100 (α√h = 0.1, the feature regime).")
         check_generator(generator)
+        _check_float_dtype(dtype)
         draw = lambda *s: torch.randn(*s, generator=generator, dtype=dtype)
         self.W, self.b, self.beta = nn.Parameter(draw(h, d)), nn.Parameter(draw(h)), nn.Parameter(draw(h))
         for k, v in (("W0", self.W), ("b0", self.b), ("beta0", self.beta)): self.register_buffer(k, v.detach().clone())

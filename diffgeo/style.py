@@ -8,6 +8,8 @@ Docs: https://diffgeo.github.io/diffgeo/style.html.md"""
 from __future__ import annotations
 
 import contextlib
+import math
+import numbers
 import re
 from dataclasses import dataclass, field
 
@@ -52,7 +54,13 @@ def cycle_color(
         a hex colour
     """
     from matplotlib.colors import to_hex
-    return to_hex(c if isinstance(c, str) else f"C{c}")
+    if isinstance(c, str):
+        try: return to_hex(c)
+        except ValueError: raise ValueError(f"c must be a colour name such as 'C0' (or an index of the colour cycle), got {c!r}.") from None
+    if isinstance(c, bool) or not isinstance(c, numbers.Integral) or c < 0:
+        raise TypeError(f"c must be an index of the colour cycle (0, 1, ...) or its name ('C0'), got {type(c).__name__} {c!r}; "
+                        "e.g. cycle_color(1).")
+    return to_hex(f"C{int(c)}")
 
 #: Matplotlib settings of every figure: seaborn's `ticks` theme, sized for the docs pages
 RC = {"axes.spines.top": False, "axes.spines.right": False, "axes.grid": False,
@@ -115,6 +123,10 @@ def _labelled(ax, n:str) -> bool:
 
 def _has_data(ax) -> bool: return bool(ax.lines or ax.collections or ax.images or ax.patches or ax.containers)
 
+def _check_figure(fig):
+    if not isinstance(fig, mpl.figure.Figure):
+        raise TypeError(f"fig must be a matplotlib Figure, got {type(fig).__name__}; e.g. plt.gcf() or ax.figure.")
+
 def layout(
     fig, # a matplotlib Figure
 ):
@@ -125,6 +137,7 @@ def layout(
     Args:
         fig: a matplotlib Figure
     """
+    _check_figure(fig)
     r = fig.canvas.get_renderer()
     with getattr(r, "_draw_disabled", contextlib.nullcontext)():   # matplotlib's own `draw_without_rendering`, on this renderer
         fig.draw(r)
@@ -141,6 +154,8 @@ def legibility(
         slack: pixels two texts may share each way before they overlap
     """
     if not isinstance(fig, mpl.figure.Figure): raise TypeError(f"fig must be a matplotlib Figure, got {type(fig).__name__}.")
+    if isinstance(slack, bool) or not isinstance(slack, numbers.Real) or not math.isfinite(slack):
+        raise ValueError(f"slack must be a finite number of pixels, got {slack!r}; e.g. slack=1.0 (NaN would find no overlap).")
     r = layout(fig)
     boxes = [(t.get_text(), role, t.get_window_extent(r)) for t, role in _texts(fig)]
     res = Legibility()
@@ -373,6 +388,7 @@ def tidy_labels(
     Args:
         fig: a matplotlib Figure, drawn (its layout final)
     """
+    _check_figure(fig)
     thin_ticks(fig)
     place_labels(fig)
     return fig

@@ -375,6 +375,7 @@ def warp(
     family = get_family(family, **family_kwargs)
     theta = check_theta(theta, family, xb.shape[0]).to(dtype=xb.dtype, device=xb.device)
     size = xb.shape[-2:] if size is None else maps.check_size(size, "size")
+    if not len(xb): return xb.new_zeros(0, xb.shape[1], *size)          # an empty batch: no images to warp (as cpab.warp)
     out = maps.warp(xb, family.grid(theta, tuple(size)), "normalised", interp, padding_mode)
     return out[0] if single else out
 
@@ -520,11 +521,14 @@ class SpatialTransformer(nn.Module):
         self.register_buffer("theta0", self.family.identity(), persistent=False)
         self.last_theta:torch.Tensor|None = None
 
-    def localise(self, x:torch.Tensor) -> torch.Tensor:
-        "θ = identity + head(body(x)), `[B, dim]`."
+    def _check_shape(self, x:torch.Tensor):
         if tuple(x.shape[1:]) != self.in_shape:
             raise ValueError(f"this layer was built for images of shape (C, H, W) = {self.in_shape}, got {list(x.shape)}; "
                              f"build it with in_shape=x.shape[1:].")
+
+    def localise(self, x:torch.Tensor) -> torch.Tensor:
+        "θ = identity + head(body(x)), `[B, dim]`."
+        self._check_shape(x)
         return self.theta0 + self.head(self.body(x).flatten(1))
 
     def transform(self, x:torch.Tensor, theta:torch.Tensor) -> torch.Tensor:
@@ -533,6 +537,10 @@ class SpatialTransformer(nn.Module):
 
     def forward(self, x:torch.Tensor) -> torch.Tensor:
         xb, single = check_images(x)
+        if not len(xb):                                                # an empty batch: no θ, no images (as cpab.warp)
+            self._check_shape(xb)
+            self.last_theta = self.theta0.new_zeros(0, self.family.dim)
+            return xb.new_zeros(0, xb.shape[1], *(self.out_size or xb.shape[-2:]))
         theta = self.localise(xb)
         self.last_theta = theta.detach()
         out = self.transform(xb, theta)
