@@ -513,7 +513,11 @@ def committed(
         root: the repository (None: `results.project_root()`)
     """
     name = exp if isinstance(exp, str) else exp.name
+    if name not in REGISTRY:
+        registered()
+        if name not in REGISTRY: raise ValueError(f"no experiment named {name!r}; the registered ones: {sorted(REGISTRY)}.")
     root = Path(root) if root is not None else results.project_root()
+    if not (root / "results").is_dir(): raise FileNotFoundError(f"{root} has no results/ folder: give the repository's root (or None for this one).")
     files = sorted((root / "results").glob(f"{name}*.nc"))
     return _committed(name, str(root), tuple((f.name, f.stat().st_mtime_ns) for f in files))
 

@@ -120,3 +120,24 @@ def test_no_status_word_is_typed_on_the_pages():
         nb = json.loads((NBS / f"{page}.ipynb").read_text())
         typed = [m.group(0) for c in nb["cells"] if c["cell_type"] == "markdown" for m in STATUS_WORDS.finditer("".join(c["source"]))]
         assert not typed, f"{page}.ipynb types status words {typed}: render them from the ledger (claims.show)"
+
+
+def _all_nan(ds):
+    "Every floating data variable of `ds` NaN: a run whose every measurement failed."
+    ds = ds.copy()
+    for v in ds.data_vars:
+        if ds[v].dtype.kind == "f": ds[v] = ds[v] * float("nan")
+    return ds
+
+
+@pytest.mark.parametrize("exp", [e for e in EXPS if e.claims], ids=lambda e: e.name)
+def test_an_all_nan_run_cannot_be_judged(exp):
+    """Issue 58: NaN never passes silently into a verdict. On a committed dataset whose measurements are all NaN, every
+    claim says *cannot judge* (or *not run*, where the dataset cannot speak to it at all): never reproduced, partly or not."""
+    import warnings
+    label, ds = next(iter(claims.committed(exp, ROOT).items()))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        nan = _derived(exp, _all_nan(ds))
+        wrong = {c.id: (v.status, v.value) for c in exp.claims.values() if (v := c(nan)).status not in ("cannot judge", "not run")}
+    assert not wrong, f"{exp.name} ({label}), all measurements NaN: {wrong}"

@@ -121,3 +121,8 @@ def test_summary_counts_the_papers_regime_apart_and_leaves_implementation_out():
     if not other.empty: assert "reproduced in another regime" in md
     n = {p: len(g[g.profile == "cpu"]) for p, g in df[df.main.astype(bool) & (df.kind == "claim")].groupby("paper")}
     for p, k in n.items(): assert f"| {k} |" in md, (p, k)
+
+
+def test_committed_refuses_an_unknown_experiment_and_a_bad_root(tmp_path):
+    with pytest.raises(ValueError, match="no experiment named"): claims.committed("petrini_fig99")
+    with pytest.raises(FileNotFoundError, match="results"): claims.committed("petrini_fig5", tmp_path)

@@ -269,6 +269,18 @@ def _trained_as_init(ds:xr.Dataset) -> xr.Dataset:
     "A dataset whose trained networks' distances are those at initialisation: nothing learnt, with any augmentation."
     return ds.assign({v: xr.where(ds.state == "trained", ds[v].sel(state="init", drop=True), ds[v]).transpose(*ds[v].dims) for v in _D})
 
+def _as_translation(f:float):
+    "A dataset whose every augmentation has the translations' networks, the trained diffeo-augmented ones' deformation distances × f: the augmentations differ by f alone."
+    def make(ds:xr.Dataset) -> xr.Dataset:
+        ds = ds.assign({v: ds[v].where(ds.augmentation == "translation", ds[v].sel(augmentation="translation", drop=True)).transpose(*ds[v].dims)
+                        for v in _D})
+        return ds.assign(d_diffeo=(ds.d_diffeo * xr.where((ds.augmentation == "diffeo") & (ds.state == "trained"), f, 1.0)).transpose(*ds.d_diffeo.dims))
+    return make
+
+#: The least factor by which the diffeo-augmented networks' R_f must lie below the others' (0.1 decade): the factor 1.25
+#: within which the ledger reads two R_f as the same (the interpolation claims of petrini_fig3 and fig6); the paper gives no number.
+_LOWER = float(np.log10(1.25))
+
 def _falls(ds:xr.Dataset, aug:str="none") -> claims.Test:
     "The rule: R_f after training below the same network's R_f at initialisation in every seed."
     return claims.every(_learnt(ds, aug), lambda v: v < 0, f"log10 R_f trained/init below 0 ({aug})", fmt=".2f")
@@ -292,28 +304,41 @@ def _(ds):
     none, tr = _learnt(ds, "none"), _learnt(ds, "translation")
     fn, ft = float(none.mean()), float(tr.mean())
     rn, rt = logmean(_trained(ds, "none")), logmean(_trained(ds, "translation"))
+    value = (f"log10 trained/init: none {claims.mean_sd(none, compact=True)}, translation {claims.mean_sd(tr, compact=True)}; "   # a NaN: cannot judge
+             f"trained R_f none {_g(_trained(ds, 'none'))}, translation {_g(_trained(ds, 'translation'))}")
     return claims.judge(
         [_falls(ds), claims.at_most(fn, 0.5 * ft, "log10 R_f trained/init without augmentation, seed mean (bound: half the translations')", fmt=".2f"),
          claims.within_factor(rn, float(rt), 2, "the trained R_f without augmentation (seed geometric mean)")],
-        _falls(ds),
-        f"log10 trained/init: none {claims.mean_sd(none, compact=True)}, translation {claims.mean_sd(tr, compact=True)}; "
-        f"trained R_f none {_g(_trained(ds, 'none'))}, translation {_g(_trained(ds, 'translation'))}",
+        _falls(ds), value,
         f"R_f at initialisation {_g(_init(ds, 'none'))}: the trained R_f is judged against the same network before training, "
         "not against 1 (an untrained network already has R_f near or below 1)")
 
 @EXPERIMENT.claim("diffeo_lowest", where="Fig. 12", words="augmenting with smooth deformations makes the net more invariant to such transformations",
     statistic="ResNet18's trained R_f with diffeomorphism augmentation against translations and no augmentation, per seed and cut-off",
-    reproduced="lower than both in every seed at every cut-off", partly="the seed geometric mean lower than both at c = 3",
-    mutations={"augmentations rolled": claims.roll(*_D, dim="augmentation")})
+    reproduced="lower than both by at least a factor 1.25 in every seed at every cut-off (paired: the same initialisation, images and probes; "
+               "a factor 1.25 is the band within which the ledger reads two R_f as the same, the paper gives no number)",
+    partly="at c = 3, the seed geometric mean lower than both by at least a factor 1.25, the seed mean of the paired log10 difference "
+           "below 0 by at least 2 s.d. of the seeds' differences (beyond the seeds' noise)",
+    mutations={"augmentations rolled": claims.roll(*_D, dim="augmentation"),
+               "every augmentation the translations' networks, diffeo's deformation distances × 0.999": _as_translation(0.999)},
+    passes={"diffeo's trained deformation distances × 0.1": _scale_aug("diffeo", 0.1)})
 def _(ds):
     if not _has(ds, "none", "translation", "diffeo"): return claims.not_run("not every augmentation was run on ResNet18")
     if _no_probe(ds): return claims.not_run(_no_probe(ds))
-    R = ds.R_f.sel(arch="ResNet18", state="trained", interpolation="bilinear")
-    lower = (R.sel(augmentation="diffeo") < R.sel(augmentation="translation")) & (R.sel(augmentation="diffeo") < R.sel(augmentation="none"))
-    lm = logmean(R.sel(c=3))
-    k, n = claims.fraction(lower)
-    return claims.graded(k == n, bool((lm.sel(augmentation="diffeo") < lm.sel(augmentation=["none", "translation"])).all()),
-                         f"diffeo {_g(_trained(ds, 'diffeo'))} (c = 3)", f"lowest in {k} of {n} (seed, c)")
+    lR = np.log10(ds.R_f.sel(arch="ResNet18", state="trained", interpolation="bilinear"))
+    d = (lR.sel(augmentation="diffeo") - lR.sel(augmentation=["none", "translation"])).transpose("augmentation", "seed", "c")
+    k, n = claims.fraction(d < 0)
+    value = f"diffeo {_g(_trained(ds, 'diffeo'))} (c = 3)"   # a NaN network cannot be judged
+    d3 = d.sel(c=3)
+    partly = []
+    for other in ("none", "translation"):
+        m, sd = float(d3.sel(augmentation=other).mean()), float(d3.sel(augmentation=other).std(ddof=1)) if d3.sizes["seed"] > 1 else 0.0
+        partly += [claims.at_most(m, -_LOWER, f"the seed mean of log10 R_f diffeo over {other} at c = 3 (bound: a factor 1.25)", fmt=".2f"),
+                   claims.ahead(-m, sd, 2, f"its fall below 0, over the seeds' s.d. ({other})", fmt=".2f")]
+    return claims.judge(
+        claims.every(d, lambda v: v <= -_LOWER, "log10 R_f with diffeo over with none and with translations at most −0.10",
+                     over="(other augmentation, seed, cut-off)", fmt=".2f"),
+        partly, value, f"lowest in {k} of {n} (other augmentation, seed, c)")
 
 @EXPERIMENT.claim("none_stable", where="§3, Fig. 12", words="the relative stability after training (R_f ∈ [10⁻², 10⁻¹]) only mildly depends on the augmentation: it holds without augmentation",
     paper_value="R_f ∈ [10⁻², 10⁻¹]", statistic="ResNet18's trained R_f without augmentation, c = 3: seed geometric mean, and per seed over the same network's R_f at initialisation",

@@ -282,8 +282,9 @@ def derive(ds:xr.Dataset) -> xr.Dataset:
     small = slice(0, 3)
     lx = np.log(ds.eta_norm.isel(noise_scale=small))
     ly = np.log(ds.G_f_eta.isel(noise_scale=small))
-    ds["noise_slope"] = ((lx - lx.mean("noise_scale")) * (ly - ly.mean("noise_scale"))).sum("noise_scale") / \
-                        ((lx - lx.mean("noise_scale")) ** 2).sum("noise_scale")
+    # skipna=False: a NaN among the radii makes the slope NaN (cannot judge), never a sum over the radii left, nor 0 over none
+    dx, dy = lx - lx.mean("noise_scale", skipna=False), ly - ly.mean("noise_scale", skipna=False)
+    ds["noise_slope"] = (dx * dy).sum("noise_scale", skipna=False) / (dx ** 2).sum("noise_scale", skipna=False)
     return ds
 
 # %% ../../nbs/petrini_fig3.ipynb #f798a546
@@ -578,7 +579,43 @@ def _no_probe(ds:xr.Dataset) -> str:
     ok = 3 in ds.c.values and "bilinear" in ds.interpolation.values and 1.0 in ds.delta.values
     return "" if ok else "no probe at δ = 1, c = 3, bilinear in this run"
 
-_swap_states = claims.roll("m_diffeo", "m_noise", "m_pair", dim="state")
+_M = ("m_diffeo", "m_noise", "m_pair")
+_swap_states = claims.roll(*_M, dim="state")
+
+def _init_times(f:float):
+    "A dataset whose trained networks' medians are those at initialisation, the deformations' multiplied by f: nothing learnt, R_f moved by the factor f."
+    def make(ds):
+        ds = ds.assign({v: xr.where(ds.state == "trained", ds[v].sel(state="init", drop=True), ds[v]).transpose(*ds[v].dims) for v in _M})
+        return ds.assign(m_diffeo=(ds.m_diffeo * xr.where(ds.state == "trained", f, 1.0)).transpose(*ds.m_diffeo.dims))
+    return make
+
+def _whole(v:xr.DataArray, what:str) -> xr.DataArray:
+    "`v`, refused (`claims.CannotJudge`) where a NaN is among its values: a mean over seeds never skips a failed network."
+    if v.isnull().any(): raise claims.CannotJudge(f"{what}: a NaN in {int(v.isnull().sum())} of {v.size} values (a failed network or probe)")
+    return v
+
+def _layers_whole(ds:xr.Dataset, state:str) -> xr.DataArray:
+    """The seed geometric mean of every layer's R_f in `state` (NaN past an architecture's last layer), refused
+    (`claims.CannotJudge`) where a layer is measured in some seeds and NaN in others, or where no layer is measured."""
+    L = ds.layer_R_f.sel(state=state)
+    miss = L.isnull()
+    some = miss.any("seed") & ~miss.all("seed")
+    if some.any(): raise claims.CannotJudge(f"layer R_f ({state}): NaN in some seeds only at {int(some.sum())} (architecture, layer): a failed network or probe")
+    if miss.all(): raise claims.CannotJudge(f"layer R_f ({state}): no layer measured")
+    return logmean(L)
+
+#: A factor 2 (0.3 decade) is the least change the criteria below count as training having moved a quantity: the
+#: `init` claim still reads R_f within a factor 2 of 1 as R_f ≈ 1 (its partly rung).
+_TWO = float(np.log10(2))
+
+def _moved(ds:xr.Dataset, archs) -> claims.Test:
+    """The rule that the networks of `archs` were trained: in every seed the trained network's D_f or G_f (δ = 1, c = 3,
+    bilinear) at least a factor 2 from the same network's at initialisation (training moves them by 0.3 to 2 decades in
+    the committed runs). A claim about trained networks must not hold of networks that never left their initialisation."""
+    move = lambda k: abs(np.log10(_probe(ds, k) / _probe(ds, k, state="init")))
+    m = np.maximum(move("D_f"), move("G_f")).sel(arch=archs)
+    return claims.every(m, lambda v: v >= _TWO, f"{', '.join(np.atleast_1d(archs))}: D_f or G_f at least a factor 2 from its value at "
+                        "initialisation (the larger |log10 trained/init| at least 0.30: the network was trained)", over="(architecture, seed)", fmt=".2f")
 
 def _last_epoch(v:xr.DataArray) -> xr.DataArray:
     "`v` at each network's last measured epoch: architectures trained for fewer epochs than others are NaN past their end (the `long` profile)."
@@ -671,46 +708,72 @@ def _trained_sota(arch:str):
     def verdict(ds):
         if arch not in ds.arch.values: return claims.not_run(f"{arch} is not in this run")
         if _no_probe(ds): return claims.not_run(_no_probe(ds))
-        R = _probe(ds).sel(arch=arch)
-        gm, (k, n) = float(logmean(R)), claims.fraction(R < 1)
-        return claims.graded(1e-2 <= gm <= 1e-1, gm < 1 and k == n, _g(R), f"R_f < 1 in {k} of {n} seeds ({_dataset(ds)})")
+        R = _whole(_probe(ds).sel(arch=arch), f"{arch}'s trained R_f")
+        fall = np.log10(R / _probe(ds, state="init").sel(arch=arch))
+        gm = float(logmean(R))
+        return claims.judge(
+            [claims.at_least(gm, 1e-2, "the seed geometric mean"), claims.at_most(gm, 1e-1, "the seed geometric mean")],
+            [claims.every(R, lambda v: v < 1, "R_f below 1", fmt=".2f"),
+             claims.every(fall, lambda v: v <= -_TWO, "R_f at least a factor 2 below the same network's at initialisation "
+                          "(log10 trained/init at most −0.30)", fmt=".2f")],
+            _g(R), f"log10 trained/init {claims.mean_sd(fall, compact=True)} ({_dataset(ds)})")
     return verdict
 
 for _a in SOTA:
     EXPERIMENT.claim(f"trained_{_a}", where="§3, Fig. 3 (centre)",
         words=f"SOTA architectures become relatively stable after training: {_a}'s R_f is generally in [10⁻², 10⁻¹]",
         paper_value="R_f ∈ [10⁻², 10⁻¹]", statistic=f"{_a}'s R_f at δ = 1, c = 3, bilinear, after training: seed geometric mean",
-        reproduced="the geometric mean within [10⁻², 10⁻¹]", partly="the geometric mean and every seed below 1, the range missed",
-        mutations={"R_f × 100 after training": _scale_trained("m_diffeo", 100.0)}, passes={"R_f × 0.05 after training": _scale_trained("m_diffeo", 0.05)}
+        reproduced="the geometric mean within [10⁻², 10⁻¹]",
+        partly="every seed below 1 and at least a factor 2 (0.3 decade) below the same network's R_f at initialisation, the range missed: "
+               "a real fall, under a third of the one decade from R_f ≈ 1 to the top of the paper's range, and beyond the factor 2 "
+               "within which `init` still reads R_f as ≈ 1",
+        mutations={"R_f × 100 after training": _scale_trained("m_diffeo", 100.0),
+                   "trained as init, R_f × 0.9 (a 10 % fall)": _init_times(0.9)},
+        passes={"R_f × 0.05 after training": _scale_trained("m_diffeo", 0.05)}
     )(_trained_sota(_a))
 
 @EXPERIMENT.claim("fc_grows", where="Fig. 4 (top)", words="the fully connected net does not become relatively stable: R_f ≈ 1 at initialisation grows after training",
     statistic="FullConnL4's R_f at δ = 1, c = 3, bilinear: trained over initial, per seed",
-    reproduced="the ratio above 1 in every seed", partly="the ratio's seed geometric mean above 1",
-    mutations={"init and trained swapped": _swap_states})
+    reproduced="the ratio at least 1.5 in every seed: R_f grown beyond the band (a factor 1.5 of 1) that `init` reads as R_f ≈ 1; "
+               "the paper gives no number, \"grows\" is a change Fig. 4's log axis shows",
+    partly="the ratio's seed geometric mean at least 1.25 (beyond the factor 1.25 the `interpolation` claims read as no effect), "
+           "its seed mean of log10 ahead of 0 by at least 2 s.d. of the seeds' log10 ratios",
+    mutations={"init and trained swapped": _swap_states, "trained as init, R_f × 1.02 (a 2 % growth)": _init_times(1.02)})
 def _(ds):
     if "FullConnL4" not in ds.arch.values: return claims.not_run("FullConnL4 is not in this run")
     if _no_probe(ds): return claims.not_run(_no_probe(ds))
     r = (_probe(ds) / _probe(ds, state="init")).sel(arch="FullConnL4")
-    k, n = claims.fraction(r > 1)
-    return claims.graded(k == n, float(logmean(r)) > 1, f"trained/init {_g(r)}", f"above 1 in {k} of {n} seeds")
+    lr = np.log10(r)
+    m, sd = float(lr.mean(skipna=False)), float(lr.std(ddof=1, skipna=False)) if lr.size > 1 else 0.0
+    k, n = claims.fraction(_whole(r, "FullConnL4's trained/init R_f") > 1)
+    return claims.judge(
+        claims.every(lr, lambda v: v >= np.log10(1.5), "log10 trained/init at least 0.18 (a factor 1.5)", fmt=".2f"),
+        [claims.at_least(m, np.log10(1.25), "the seed mean of log10 trained/init (bound: a factor 1.25)", fmt=".2f"),
+         claims.ahead(m, sd, 2, "the seed mean of log10 trained/init, over the seeds' s.d.", fmt=".2f")],
+        f"trained/init {_g(r)}", f"above 1 in {k} of {n} seeds")
 
 @EXPERIMENT.claim("lenet", where="Fig. 4 (top)", words="LeNet only becomes slightly insensitive (R_f ≈ 0.6) on CIFAR-10, and otherwise remains larger than unity",
     paper_value="R_f ≈ 0.6 (CIFAR-10), > 1 otherwise", statistic="LeNet's R_f at δ = 1, c = 3, bilinear, after training: seed geometric mean",
-    reproduced="the seed mean of log R_f above 0 by more than twice its standard error (CIFAR-10: within a factor 1.5 of 0.6)",
-    partly="the geometric mean above 1 (CIFAR-10: below 1)",
-    mutations={"R_f × 0.2 after training": _scale_trained("m_diffeo", 0.2)},
+    reproduced="LeNet trained (in every seed its D_f or G_f at least a factor 2 from its value at initialisation: the claim is about "
+               "trained networks) and the seed mean of log R_f above 0 by more than twice its standard error (CIFAR-10: within a factor 1.5 of 0.6)",
+    partly="LeNet trained, and the geometric mean above 1 (CIFAR-10: below 1)",
+    mutations={"R_f × 0.2 after training": _scale_trained("m_diffeo", 0.2), "trained as init (nothing learnt)": _init_times(1.0)},
     passes={"LeNet's trained R_f at the paper's value (0.6 on CIFAR-10, 2 elsewhere)": lambda ds: ds.assign(m_diffeo=xr.where(
         (ds.arch == "LeNet") & (ds.state == "trained"), (0.6 if _dataset(ds) == "cifar10" else 2.0) * ds.m_noise, ds.m_diffeo
     ).transpose(*ds.m_diffeo.dims))})
 def _(ds):
     if "LeNet" not in ds.arch.values: return claims.not_run("LeNet is not in this run")
     if _no_probe(ds): return claims.not_run(_no_probe(ds))
-    R = _probe(ds).sel(arch="LeNet")
+    R = _whole(_probe(ds).sel(arch="LeNet"), "LeNet's trained R_f")
     gm, k, lr = float(logmean(R)), claims.fraction(R > 1), np.log10(R.values)
     se = lr.std(ddof=1) / np.sqrt(lr.size) if lr.size > 1 else 0.0
-    if _dataset(ds) == "cifar10": return claims.graded(0.4 <= gm <= 0.9, gm < 1, _g(R), "CIFAR-10")
-    return claims.graded(lr.mean() > 2 * se, gm > 1, _g(R), f"above 1 in {k[0]} of {k[1]} seeds; 2 s.e. of the mean log10 {2 * se:.2f} ({_dataset(ds)})")
+    trained = _moved(ds, "LeNet")
+    if _dataset(ds) == "cifar10":
+        return claims.judge([trained, claims.within_factor(gm, 0.6, 1.5, "the seed geometric mean", fmt=".2f")],
+                            [trained, claims.at_most(gm, 1, "the seed geometric mean", fmt=".2f")], _g(R), "CIFAR-10")
+    return claims.judge([trained, claims.ahead(float(lr.mean()), se, 2, "the seed mean of log10 R_f, over its standard error", fmt=".2f")],
+                        [trained, claims.at_least(gm, 1, "the seed geometric mean", fmt=".2f")],
+                        _g(R), f"above 1 in {k[0]} of {k[1]} seeds; 2 s.e. of the mean log10 {2 * se:.2f} ({_dataset(ds)})")
 
 @EXPERIMENT.claim("interpolation", where="App. C, Fig. 3 (left)", words="the interpolation method only affects the results in the small-displacement limit (δ → 0)",
     statistic="Gaussian over bilinear trained R_f (seed geometric means) at every δ ≥ 1, cut-off and architecture; and the largest factor away from 1 at the smallest δ",
@@ -719,6 +782,7 @@ def _(ds):
     mutations={"Gaussian m_diffeo × 3": lambda ds: ds.assign(m_diffeo=ds.m_diffeo * xr.where(ds.interpolation == "gaussian", 3.0, 1.0))})
 def _(ds):
     if not {"bilinear", "gaussian"} <= set(ds.interpolation.values): return claims.not_run("one interpolation only")
+    _whole(ds.R_f.sel(state="trained", interpolation=["bilinear", "gaussian"]), "trained R_f")   # the seed means below skip a NaN
     lm = ds.R_f_logmean.sel(state="trained")
     ratio = lm.sel(interpolation="gaussian") / lm.sel(interpolation="bilinear")
     r = ratio.sel(delta=ds.delta >= 1)
@@ -734,15 +798,18 @@ def _(ds):
     mutations={"G_f ^ 1.5": claims.transform(lambda v: v ** 1.5, "G_f_eta")})
 def _(ds):
     s = ds.noise_slope.sel(state="trained")
-    d = float(np.abs(s - 2).max())
-    return claims.graded(d <= 0.1, d <= 0.3, claims.mean_sd(s.values.ravel(), dim="network"), f"farthest from 2 by {d:.2f}")
+    dev = np.abs(s - 2)
+    value = claims.mean_sd(s.values.ravel(), dim="network")   # a NaN slope (a NaN radius: `derive`) cannot be judged
+    return claims.judge(claims.every(dev, lambda v: v <= 0.1, "the slope within 2 ± 0.1", over="network", fmt=".2f"),
+                        claims.every(dev, lambda v: v <= 0.3, "the slope within 2 ± 0.3", over="network", fmt=".2f"),
+                        value, f"farthest from 2 by {float(dev.max()):.2f}")
 
 @EXPERIMENT.claim("depth_init", where="Fig. 14", words="R_f ≈ 1 independently of depth at initialisation", paper_value="R_f ≈ 1",
     statistic="R_f of every layer's output at initialisation (δ = 1, c = 3): seed geometric mean per architecture and layer",
     reproduced="every layer within a factor 1.5 of 1", partly="every layer within a factor 2 of 1",
     mutations={"layer R_f × 4": claims.transform(lambda v: 4 * v, "layer_R_f")})
 def _(ds):
-    L = _layers(ds, "init")
+    L = _layers_whole(ds, "init")
     f = float(np.exp(np.nanmax(np.abs(np.log(L.values)))))
     return claims.graded(f <= 1.5, f <= 2, f"{float(L.min()):.2f} to {float(L.max()):.2f} over {int(L.notnull().sum())} (arch, layer)",
                          f"farthest from 1 by a factor {f:.2f}")
@@ -755,7 +822,7 @@ def _(ds):
     passes={"layers sorted by decreasing R_f": lambda ds: ds.assign(layer_R_f=xr.apply_ufunc(
         lambda v: -np.sort(-v, axis=-1), ds.layer_R_f, input_core_dims=[["layer_index"]], output_core_dims=[["layer_index"]]))})
 def _(ds):
-    L = _layers(ds, "trained")
+    L = _layers_whole(ds, "trained")
     rho = {str(a): _spearman(L.sel(arch=a).dropna("layer_index").values) for a in L.arch.values}
     k, n = claims.fraction(np.array(list(rho.values())) < 0)
     return claims.graded(all(r <= -0.9 for r in rho.values()), k > n / 2, "; ".join(f"{a} {r:+.2f}" for a, r in rho.items()).replace("-", "−"),
@@ -763,12 +830,18 @@ def _(ds):
 
 @EXPERIMENT.claim("training", where="§1, §3", words="R_f is of order unity at initialisation and decreases by several decades during training for SOTA architectures",
     paper_value="several decades (≈1 to 10⁻²–10⁻¹)", statistic="log10 of R_f after the last epoch over R_f before training (δ = 1, c = 3), per seed, ResNet18 and EfficientNetB0",
-    reproduced="a fall of at least one decade in every seed of every SOTA architecture", partly="a fall (below 0) in every seed of every SOTA architecture",
-    mutations={"the last epoch at 3 × the first": _end_at(3.0)}, passes={"the last epoch at 10⁻² × the first": _end_at(1e-2)})
+    reproduced="a fall of at least one decade in every seed of every SOTA architecture",
+    partly="a fall of at least 0.3 decade (a factor 2) in every seed of every SOTA architecture: a tenth of the paper's \"several\" "
+           "(three) decades, and beyond the factor 2 within which `init` still reads R_f as ≈ 1",
+    mutations={"the last epoch at 3 × the first": _end_at(3.0), "the last epoch at 0.97 × the first (a 0.01-decade fall)": _end_at(0.97)},
+    passes={"the last epoch at 10⁻² × the first": _end_at(1e-2)})
 def _(ds):
     archs = [a for a in SOTA if a in ds.arch.values]
     if not archs: return claims.not_run("no SOTA architecture in this run")
     c = np.log10(ds.curve_R_f.sel(arch=archs))
     fall = _last_epoch(c) - c.isel(epoch=0)
-    return claims.graded(bool((fall <= -1).all()), bool((fall < 0).all()), "; ".join(f"{a} {claims.mean_sd(fall.sel(arch=a))}" for a in archs),
-                         f"falls in {claims.fraction(fall < 0)[0]} of {fall.size} networks")
+    value = "; ".join(f"{a} {claims.mean_sd(fall.sel(arch=a))}" for a in archs)   # a NaN seed (no curve) cannot be judged
+    return claims.judge(
+        claims.every(fall, lambda v: v <= -1, "log10 R_f after the last epoch over before training at most −1", over="(architecture, seed)", fmt=".2f"),
+        claims.every(fall, lambda v: v <= -_TWO, "log10 R_f after the last epoch over before training at most −0.30", over="(architecture, seed)", fmt=".2f"),
+        value, f"falls in {claims.fraction(fall < 0)[0]} of {fall.size} networks")

@@ -170,10 +170,11 @@ def finish(ds:xr.Dataset, p:dict) -> xr.Dataset:
 
 # %% ../../nbs/petrini_fig6.ipynb #15a579c8
 def _slope(v:xr.DataArray, fit:np.ndarray) -> xr.DataArray:
-    "Least-squares slope of log v against log P over the P in `fit`, for every other index."
+    "Least-squares slope of log v against log P over the P in `fit`, for every other index: NaN where a value is NaN or `fit` is empty, never a slope of the sizes left."
     sub = np.log(v.sel(P=fit))
     lp = xr.DataArray(np.log(fit.astype(float)), dims="P", coords={"P": fit})
-    return ((lp - lp.mean()) * (sub - sub.mean("P"))).sum("P") / ((lp - lp.mean()) ** 2).sum()
+    dx, dy = lp - lp.mean(skipna=False), sub - sub.mean("P", skipna=False)
+    return (dx * dy).sum("P", skipna=False) / (dx ** 2).sum(skipna=False)
 
 @EXPERIMENT.derive
 def derive(ds:xr.Dataset) -> xr.Dataset:
@@ -422,6 +423,56 @@ def _G_f_prop_P(ds:xr.Dataset) -> xr.Dataset:
     out = ds.assign({v: ds[v].sel(P=P0, drop=True).broadcast_like(ds[v]).transpose(*ds[v].dims) for v in _D})
     return out.assign(d_noise=out.d_noise * (ds.P / P0))
 
+def _flat_but(var:str, a:float):
+    "Every P's distances those of the smallest, `var` × (P/P₀)^a: a power law of exponent a in P (a mutation where a is near 0)."
+    def make(ds:xr.Dataset) -> xr.Dataset:
+        P0 = ds.P.values[0]
+        out = ds.assign({v: ds[v].sel(P=P0, drop=True).broadcast_like(ds[v]).transpose(*ds[v].dims) for v in _D})
+        return out.assign({var: (out[var] * (ds.P / P0) ** a).transpose(*ds[var].dims)})
+    return make
+
+def _init_times(f:float):
+    "A dataset whose trained networks' distances are those at initialisation, the deformations' multiplied by f: nothing learnt, R_f moved by f."
+    def make(ds:xr.Dataset) -> xr.Dataset:
+        ds = ds.assign({v: xr.where(ds.state == "trained", ds[v].sel(state="init", drop=True), ds[v]).transpose(*ds[v].dims) for v in _D})
+        return ds.assign(d_diffeo=(ds.d_diffeo * xr.where(ds.state == "trained", f, 1.0)).transpose(*ds.d_diffeo.dims))
+    return make
+
+def _whole(v:xr.DataArray, what:str) -> xr.DataArray:
+    "`v`, refused (`claims.CannotJudge`) where a NaN is among its values: a mean over seeds never skips a failed network."
+    if v.isnull().any(): raise claims.CannotJudge(f"{what}: a NaN in {int(v.isnull().sum())} of {v.size} values (a failed network or probe)")
+    return v
+
+def _fit(ds:xr.Dataset) -> np.ndarray:
+    "The training-set sizes the slopes are fitted over (`in_fit`), refused (`claims.CannotJudge`) where `in_fit` has a NaN or holds fewer than two sizes."
+    f = np.asarray(ds.in_fit.values, float)
+    if np.isnan(f).any(): raise claims.CannotJudge("a NaN in in_fit: the range of P the slopes are fitted over is unknown")
+    fit = ds.P.values[f > 0]
+    if fit.size < 2: raise claims.CannotJudge(f"{fit.size} training-set size(s) in the fitted range: no slope in P")
+    return fit
+
+#: The least change over the fitted range of P that `decreases` and `G_f_grows` count (a factor 1.5, 0.18 decade): the
+#: paper gives no number; a factor 1.5 is beyond the band within which petrini_fig3's `init` reads R_f as ≈ 1, and a
+#: curve flat in P but for a slope of ±0.01 changes by 0.02 decade over the 1.6 decades of the `long` sizes.
+_CHANGE = float(np.log10(1.5))
+#: A factor 2 (0.3 decade): the least move of D_f or G_f in training that counts as the network trained (`_moved`).
+_TWO = float(np.log10(2))
+
+def _over_range(ds:xr.Dataset, s:xr.DataArray, fit:np.ndarray) -> xr.DataArray:
+    "log10 change of the least-squares line of slope `s` (log against log) from the first to the last P of `fit`."
+    return s * float(np.log10(fit[-1] / fit[0]))
+
+def _moved(ds:xr.Dataset, archs, P=None) -> claims.Test:
+    """The rule that the networks of `archs` (at the training-set sizes `P`, None: every one) were trained: the trained
+    network's D_f or G_f (c = 3, bilinear) at least a factor 2 from the same network's at initialisation, in every seed
+    (training moves them by 0.2 to 2 decades in the committed runs). A claim about trained networks must not hold of
+    networks that never left their initialisation."""
+    move = lambda k: abs(np.log10(_probe(ds, k) / _probe(ds, k, state="init")))
+    m = np.maximum(move("D_f"), move("G_f")).sel(arch=archs)
+    if P is not None: m = m.sel(P=P)
+    return claims.every(m, lambda v: v >= _TWO, f"{', '.join(np.atleast_1d(archs))}: D_f or G_f at least a factor 2 from its value at "
+                        "initialisation (the larger |log10 trained/init| at least 0.30: the network was trained)", over="network", fmt=".2f")
+
 def _with_efficientnet(make):
     "`make`, then EfficientNetB0 added as a copy of ResNet18's networks (where the run has none): a dataset with both SOTA architectures."
     def both(ds:xr.Dataset) -> xr.Dataset:
@@ -451,33 +502,46 @@ EXPERIMENT.regime(lambda ds: petrini.regime(ds, paper_error="Fig. 5's 3–50 % o
 
 @EXPERIMENT.claim("one_over_P", where="Fig. 3 (right), Fig. 13, §6", words="for ResNets R_f decreases with P as the 1/P of the stripe model",
     paper_value="slope −1", statistic="least-squares slope of log R_f against log P past the plateau (fit_from), ResNet18, c = 3, bilinear, per seed",
-    reproduced="seed-mean slope in [−1.3, −0.7] and negative in every seed", partly="negative in every seed",
-    mutations={"P reversed": _reverse_P}, passes={"R_f ∝ 1/P": _one_over_P})
+    reproduced="seed-mean slope in [−1.3, −0.7] and negative in every seed",
+    partly="the slope within a factor 2 of the paper's exponent −1, in [−2, −0.5], in every seed: the claim is the exponent of 1/P "
+           "(`decreases` credits a fall with P of any exponent)",
+    mutations={"P reversed": _reverse_P, "R_f flat in P but for a slope of −0.01": _flat_but("d_diffeo", -0.01)}, passes={"R_f ∝ 1/P": _one_over_P})
 def _(ds):
     if "ResNet18" not in ds.arch.values: return claims.not_run("ResNet18 is not in this run")
     if _no_probe(ds): return claims.not_run(_no_probe(ds))
+    _fit(ds)
     s = ds.slope_R_f.sel(arch="ResNet18", c=3, interpolation="bilinear")
+    value = claims.mean_sd(s)   # a NaN slope (a NaN distance: `derive`) cannot be judged
     k, n = claims.fraction(s < 0)
-    return claims.graded(-1.3 <= float(s.mean()) <= -0.7 and k == n, k == n, claims.mean_sd(s), f"negative in {k} of {n} seeds")
+    return claims.judge(
+        [claims.within(float(s.mean()), -1, 0.3, "the seed-mean slope", fmt=".2f"), claims.every(s, lambda v: v < 0, "the slope negative", fmt=".2f")],
+        claims.every(s, lambda v: (v >= -2) & (v <= -0.5), "the slope in [−2, −0.5]", fmt=".2f"),
+        value, f"negative in {k} of {n} seeds")
 
 @EXPERIMENT.claim("decreases", where="Fig. 3 (right), Fig. 13", words="past P ∼ 10³, R_f monotonically decreases with P (ResNet18 and EfficientNetB0)",
     statistic="log10 R_f (c = 3, bilinear, trained) from each P to the next past the plateau (P ≥ fit_from), per seed and SOTA architecture; "
               "and the least-squares slope of log R_f against log P over the same range",
-    reproduced="R_f falls at every step between consecutive P in every seed of ResNet18 and EfficientNetB0 (monotonic)",
-    partly="the slope negative in every seed of every SOTA architecture run; also the most a run without EfficientNetB0 can reach",
-    mutations={"P reversed": _reverse_P, "seed 0's R_f × (P/P₀)^0.3 (that seed no longer falling)": _tilt_seed("d_diffeo", 0.3)},
+    reproduced="R_f falls at every step between consecutive P in every seed of ResNet18 and EfficientNetB0 (monotonic), and the "
+               "least-squares line falls by at least a factor 1.5 over the fitted range in every seed (no number in the paper: a "
+               "fall beyond the band in which `init` reads R_f as ≈ 1)",
+    partly="the least-squares line falling by at least a factor 1.5 over the fitted range in every seed of every SOTA architecture "
+           "run; also the most a run without EfficientNetB0 can reach",
+    mutations={"P reversed": _reverse_P, "seed 0's R_f × (P/P₀)^0.3 (that seed no longer falling)": _tilt_seed("d_diffeo", 0.3),
+               "R_f flat in P but for a slope of −0.01": _flat_but("d_diffeo", -0.01)},
     passes={"R_f ∝ 1/P, EfficientNetB0 a copy of ResNet18": _with_efficientnet(_one_over_P)})
 def _(ds):
     archs = _sota(ds)
     if not archs: return claims.not_run("no SOTA architecture in this run")
     if _no_probe(ds): return claims.not_run(_no_probe(ds))
-    fit = ds.P.values[ds.in_fit.values > 0]
+    fit = _fit(ds)
     step = _steps(_probe(ds).sel(arch=archs), fit).transpose("arch", "seed", "P")
     s = ds.slope_R_f.sel(arch=archs, c=3, interpolation="bilinear")
     monotone = claims.every(step, lambda v: v < 0, f"R_f falling from each P to the next (log10 step; {', '.join(archs)}, P ≥ {fit[0]})",
                             over="(architecture, seed, step)", fmt=".2f")
+    falls = claims.every(_over_range(ds, s, fit), lambda v: v <= -_CHANGE, f"the least-squares line of log10 R_f falling by at least 0.18 "
+                         f"(a factor 1.5) from P = {fit[0]} to {fit[-1]}", over="(architecture, seed)", fmt=".2f")
     return claims.judge(
-        monotone, claims.every(s, lambda v: v < 0, "the slope of log R_f against log P negative", over="(architecture, seed)", fmt=".2f"),
+        [monotone, falls], falls,
         _slopes(ds, "R_f", archs), "; ".join(x for x in (f"steps of log10 R_f per seed (P ≥ {fit[0]}): " + "; ".join(
             f"{a} seed {int(sd)}: " + ", ".join(f"{v:+.2f}".replace("-", "−") for v in step.sel(arch=a, seed=sd).values)
             for a in archs for sd in step.seed.values), "" if monotone.holds or not _cap(ds) else f"partly at most: {_cap(ds)}") if x),
@@ -486,61 +550,78 @@ def _(ds):
 @EXPERIMENT.claim("G_f_grows", where="Fig. 6, Fig. 22", words="stability toward noise is always reduced for larger training sets: G_f grows with P",
     statistic="log10 G_f (bilinear, trained) from each P to the next past the plateau (P ≥ fit_from), per seed, SOTA architecture and cut-off; "
               "and the least-squares slope of log G_f against log P",
-    reproduced="G_f grows at every step between consecutive P in every seed and cut-off of ResNet18 and EfficientNetB0 (\"always\")",
-    partly="the slope positive in every seed, SOTA architecture run and cut-off; also the most a run without EfficientNetB0 can reach",
+    reproduced="G_f grows at every step between consecutive P in every seed and cut-off of ResNet18 and EfficientNetB0 (\"always\"), "
+               "and its least-squares line by at least a factor 1.5 over the fitted range in every seed and cut-off (no number in the "
+               "paper: a growth beyond the seeds' scatter, as for `decreases`)",
+    partly="the least-squares line growing by at least a factor 1.5 over the fitted range in every seed, SOTA architecture run and "
+           "cut-off; also the most a run without EfficientNetB0 can reach",
     mutations={"noise distances × (P₀/P)²": _scale("d_noise", lambda ds: (ds.P[0] / ds.P) ** 2),
-               "seed 0's noise distances × (P/P₀)^−0.35 (that seed's G_f no longer growing)": _tilt_seed("d_noise", -0.35)},
+               "seed 0's noise distances × (P/P₀)^−0.35 (that seed's G_f no longer growing)": _tilt_seed("d_noise", -0.35),
+               "G_f flat in P but for a slope of +0.01": _flat_but("d_noise", 0.01)},
     passes={"G_f ∝ P, EfficientNetB0 a copy of ResNet18": _with_efficientnet(_G_f_prop_P)})
 def _(ds):
     archs = _sota(ds)
     if not archs: return claims.not_run("no SOTA architecture in this run")
     if _no_probe(ds): return claims.not_run(_no_probe(ds))
-    fit = ds.P.values[ds.in_fit.values > 0]
+    fit = _fit(ds)
     step = _steps(ds.G_f.sel(arch=archs, state="trained", interpolation="bilinear"), fit).transpose("arch", "seed", "c", "P")
     s = ds.slope_G_f.sel(arch=archs, interpolation="bilinear")
     k, n = claims.fraction(step < 0)
+    grows = claims.every(_over_range(ds, s, fit), lambda v: v >= _CHANGE, f"the least-squares line of log10 G_f growing by at least 0.18 "
+                         f"(a factor 1.5) from P = {fit[0]} to {fit[-1]}", over="(architecture, seed, cut-off)", fmt=".2f")
     return claims.judge(
-        claims.every(step, lambda v: v > 0, f"G_f growing from each P to the next (log10 step; {', '.join(archs)}, every cut-off, P ≥ {fit[0]})",
-                     over="(architecture, seed, cut-off, step)", fmt=".2f"),
-        claims.every(s, lambda v: v > 0, "the slope of log G_f against log P positive", over="(architecture, seed, cut-off)", fmt=".2f"),
+        [claims.every(step, lambda v: v > 0, f"G_f growing from each P to the next (log10 step; {', '.join(archs)}, every cut-off, P ≥ {fit[0]})",
+                      over="(architecture, seed, cut-off, step)", fmt=".2f"), grows],
+        grows,
         _slopes(ds, "G_f", archs) + " (c = 3)", f"G_f falls at {k} of {n} steps (architecture, seed, cut-off, consecutive P)"
         + (f"; partly at most: {_cap(ds)}" if k and _cap(ds) else ""), cap=_cap(ds))
 
 @EXPERIMENT.claim("fc", where="Fig. 4 (bottom), §3", words="the fully connected net does not learn relative stability: R_f grows above R_f⁰ ≈ 1 after training, modestly evolving with P",
     statistic="FullConnL4's trained over initial R_f, c = 3, bilinear, per seed at the largest P (the paper states the growth on the full "
               "training set; with P it only \"modestly evolves\"), and its seed geometric mean at every P",
-    reproduced="above 1 in every seed at the largest P", partly="the seed geometric mean above 1 at most P",
-    mutations={"init and trained swapped": claims.roll(*_D, dim="state")})
+    reproduced="at least 1.5 in every seed at the largest P: R_f grown beyond the band (a factor 1.5 of 1) that petrini_fig3's `init` "
+               "reads as R_f ≈ 1; the paper gives no number, \"grows\" is a change Fig. 4's log axis shows",
+    partly="the seed geometric mean at least 1.25 at most P (beyond the factor 1.25 the `interpolation` claim reads as no effect)",
+    mutations={"init and trained swapped": claims.roll(*_D, dim="state"), "trained as init, R_f × 1.02 (a 2 % growth)": _init_times(1.02)})
 def _(ds):
     if "FullConnL4" not in ds.arch.values: return claims.not_run("FullConnL4 is not in this run")
     if _no_probe(ds): return claims.not_run(_no_probe(ds))
-    r = (_probe(ds) / _probe(ds, state="init")).sel(arch="FullConnL4")
+    r = _whole((_probe(ds) / _probe(ds, state="init")).sel(arch="FullConnL4"), "FullConnL4's trained/init R_f")
     last = r.isel(P=-1)
     k, n = claims.fraction(last > 1)
     gm = logmean(r)
-    kp, nP = claims.fraction(gm > 1)
-    return claims.graded(k == n, kp > nP / 2, f"{claims.mean_sd(last)} at P = {int(ds.P[-1])}; geometric mean {float(gm.min()):.2f} to {float(gm.max()):.2f} over P",
-                         f"above 1 in {k} of {n} seeds at the largest P; geometric mean above 1 at {kp} of {nP} P")
+    kp, nP = claims.fraction(gm >= 1.25)
+    return claims.judge(
+        claims.every(np.log10(last), lambda v: v >= np.log10(1.5), f"log10 trained/init at P = {int(ds.P[-1])} at least 0.18 (a factor 1.5)", fmt=".2f"),
+        claims.most(np.log10(gm), lambda v: v >= np.log10(1.25), "log10 of the seed geometric mean of trained/init at least 0.10 (a factor 1.25)", over="P", fmt=".2f"),
+        f"{claims.mean_sd(last)} at P = {int(ds.P[-1])}; geometric mean {float(gm.min()):.2f} to {float(gm.max()):.2f} over P",
+        f"above 1 in {k} of {n} seeds at the largest P; geometric mean at least 1.25 at {kp} of {nP} P")
 
 @EXPERIMENT.claim("lenet", where="Fig. 4 (bottom), §3", words="LeNet only becomes slightly insensitive (R_f ≈ 0.6) on CIFAR-10, and otherwise remains larger than unity",
     paper_value="R_f ≈ 0.6 (CIFAR-10), > 1 otherwise", statistic="LeNet's trained R_f, c = 3, bilinear: seed geometric mean at every P",
-    reproduced="the geometric mean above 1 at every P (CIFAR-10: within a factor 1.5 of 0.6 at the largest P)", partly="the geometric mean above 1 at most P (CIFAR-10: below 1 at the largest P)",
-    mutations={"deformation distances × 0.2 after training": _scale("d_diffeo", 0.2)},
+    reproduced="LeNet trained (at every P and seed its D_f or G_f at least a factor 2 from its value at initialisation: the claim is "
+               "about trained networks) and the geometric mean above 1 at every P (CIFAR-10: within a factor 1.5 of 0.6 at the largest P)",
+    partly="LeNet trained, and the geometric mean above 1 at most P (CIFAR-10: below 1 at the largest P)",
+    mutations={"deformation distances × 0.2 after training": _scale("d_diffeo", 0.2), "trained as init (nothing learnt)": _init_times(1.0)},
     passes={"LeNet's trained R_f at the paper's value (0.6 on CIFAR-10, 2 elsewhere)": lambda ds: ds.assign(d_diffeo=xr.where(
         (ds.arch == "LeNet") & (ds.state == "trained"), (0.6 if _dataset(ds) == "cifar10" else 2.0) * ds.d_noise, ds.d_diffeo
     ).transpose(*ds.d_diffeo.dims))})
 def _(ds):
     if "LeNet" not in ds.arch.values: return claims.not_run("LeNet is not in this run")
     if _no_probe(ds): return claims.not_run(_no_probe(ds))
-    R = _probe(ds).sel(arch="LeNet")
+    R = _whole(_probe(ds).sel(arch="LeNet"), "LeNet's trained R_f")
     gm = logmean(R)
     k, n = claims.fraction(R > 1)
     value = f"{float(gm.min()):.2f} to {float(gm.max()):.2f} over P"
+    trained = _moved(ds, "LeNet")
     if _dataset(ds) == "cifar10":
         last = float(gm.isel(P=-1))
-        return claims.graded(0.4 <= last <= 0.9, last < 1, value, "CIFAR-10, at the largest P")
+        return claims.judge([trained, claims.within_factor(last, 0.6, 1.5, "the seed geometric mean at the largest P", fmt=".2f")],
+                            [trained, claims.at_most(last, 1, "the seed geometric mean at the largest P", fmt=".2f")], value, "CIFAR-10, at the largest P")
     kp, nP = claims.fraction(gm > 1)
-    return claims.graded(kp == nP, kp > nP / 2, value, f"geometric mean above 1 at {kp} of {nP} P; above 1 in {k} of {n} networks ({_dataset(ds)})")
+    return claims.judge([trained, claims.every(gm, lambda v: v > 1, "the seed geometric mean above 1", over="P", fmt=".2f")],
+                        [trained, claims.most(gm, lambda v: v > 1, "the seed geometric mean above 1", over="P", fmt=".2f")],
+                        value, f"geometric mean above 1 at {kp} of {nP} P; above 1 in {k} of {n} networks ({_dataset(ds)})")
 
 @EXPERIMENT.claim("interpolation", where="Fig. 13, App. C", words="the interpolation (bilinear or Gaussian) does not affect R_f(P)",
     statistic="Gaussian over bilinear trained R_f (seed geometric means), c = 3, every P, SOTA architectures",
@@ -550,6 +631,7 @@ def _(ds):
     archs = _sota(ds)
     if not archs or not {"bilinear", "gaussian"} <= set(ds.interpolation.values): return claims.not_run("no SOTA architecture or one interpolation")
     if 3 not in ds.c.values: return claims.not_run("no probe at c = 3 in this run")
+    _whole(ds.R_f.sel(state="trained", arch=archs, c=3, interpolation=["bilinear", "gaussian"]), "trained R_f")   # the seed means below skip a NaN
     lm = ds.R_f_logmean.sel(state="trained", arch=archs, c=3)
     r = lm.sel(interpolation="gaussian") / lm.sel(interpolation="bilinear")
     f = float(np.exp(np.abs(np.log(r))).max())
@@ -557,16 +639,24 @@ def _(ds):
 
 @EXPERIMENT.claim("cnns_similar", where="Fig. 18", words="for a small training set, CNNs behave similarly in the (ε_t, R_f) plane",
     statistic="largest over smallest R_f and ε_t (seed geometric means, c = 3) among the CNNs at the smallest P",
-    reproduced="both within a factor 2", partly="both within a factor 4",
-    mutations={"LeNet's deformation distances × 10": lambda ds: ds.assign(d_diffeo=ds.d_diffeo * xr.where(ds.arch == "LeNet", 10.0, 1.0))},
+    reproduced="every CNN trained at the smallest P (in every seed its D_f or G_f at least a factor 2 from its value at initialisation: "
+               "the claim is about trained networks, and untrained ones all sit at R_f ≈ 1) and both within a factor 2",
+    partly="every CNN trained, and both within a factor 4",
+    mutations={"LeNet's deformation distances × 10": lambda ds: ds.assign(d_diffeo=ds.d_diffeo * xr.where(ds.arch == "LeNet", 10.0, 1.0)),
+               "trained as init (nothing learnt)": _init_times(1.0)},
     passes={"LeNet's networks replaced by ResNet18's": lambda ds: ds.assign(
         {v: ds[v].where(ds.arch != "LeNet", ds[v].sel(arch="ResNet18", drop=True)) for v in (*_D, "test_error")})})
 def _(ds):
     cnns = [a for a in ("LeNet", *SOTA) if a in ds.arch.values]
     if len(cnns) < 2: return claims.not_run("fewer than two CNNs in this run")
     if _no_probe(ds): return claims.not_run(_no_probe(ds))
+    _whole(_probe(ds).sel(arch=cnns).isel(P=0), "the CNNs' trained R_f")   # the seed means below skip a NaN
+    _whole(ds.test_error.sel(state="trained", arch=cnns).isel(P=0), "the CNNs' test error")
     R = ds.R_f_logmean.sel(state="trained", arch=cnns, c=3, interpolation="bilinear").isel(P=0)
     e = ds.test_error_logmean.sel(state="trained", arch=cnns).isel(P=0)
     fr, fe = float(R.max() / R.min()), float(e.max() / e.min())
-    return claims.graded(fr <= 2 and fe <= 2, fr <= 4 and fe <= 4, f"R_f × {fr:.1f}, ε_t × {fe:.1f} at P = {int(ds.P[0])}",
-                         ", ".join(f"{a} R_f {float(R.sel(arch=a)):.3f}" for a in cnns))
+    trained = _moved(ds, cnns, P=ds.P.values[0])
+    return claims.judge(
+        [trained, claims.at_most(fr, 2, "largest over smallest R_f", fmt=".2f"), claims.at_most(fe, 2, "largest over smallest ε_t", fmt=".2f")],
+        [trained, claims.at_most(fr, 4, "largest over smallest R_f", fmt=".2f"), claims.at_most(fe, 4, "largest over smallest ε_t", fmt=".2f")],
+        f"R_f × {fr:.1f}, ε_t × {fe:.1f} at P = {int(ds.P[0])}", ", ".join(f"{a} R_f {float(R.sel(arch=a)):.3f}" for a in cnns))
