@@ -22,8 +22,8 @@ from ..scaffold import Experiment, Var
 from ..style import cycle_color, log_ticks
 
 # %% auto #0
-__all__ = ['CPU_WIDTH', 'COMMON', 'PROFILES', 'STATES', 'VARIABLES', 'EXPERIMENT', 'SOTA', 'cell', 'settings', 'finish', 'derive',
-           'draw_fig6', 'draw_fig22', 'draw_fig13', 'draw_fig18', 'check_regression', 'quoted']
+__all__ = ['CPU_WIDTH', 'COMMON', 'PROFILES', 'STATES', 'VARIABLES', 'EXPERIMENT', 'STEPS', 'SOTA', 'cell', 'settings', 'finish',
+           'derive', 'draw_fig6', 'draw_fig22', 'draw_fig13', 'draw_fig18', 'check_regression', 'quoted']
 
 # %% ../../nbs/petrini_fig6.ipynb #af434c23
 #: The cpu profile's width multipliers (`models.build`): ResNet18 at an eighth of its channels.
@@ -81,6 +81,11 @@ VARIABLES = {
 EXPERIMENT = Experiment("petrini", "fig6", PROFILES, VARIABLES, grid=lambda p: {"arch": p["archs"], "P": p["P"], "seed": p["seeds"]},
                         coords_on={"depth": "arch", "n_params": "arch"})
 EXPERIMENT.cost(petrini.cost)  # its cells train one network by the paper's recipe: its cost model
+#: R_f against P at the paper's training length (issue 59, run 2; Fig. 3 right, Fig. 13): ResNet18 at the long width, the
+#: paper's 88,000 steps at every P (App. E.1 keeps the steps fixed), float32, no warm-up; P = 45,000 is petrini_fig3's
+#: `long (steps)` run. `results/petrini_fig6_long_steps.nc`; ledger label "long (steps)".
+STEPS = EXPERIMENT.variant("long", "steps", archs=["ResNet18"], P=[1024, 4096, 16384], seeds=[0], steps=petrini.PAPER_STEPS,
+                           warmup=0.0, fit_from=1024)
 
 # %% ../../nbs/petrini_fig6.ipynb #31fae3de
 @EXPERIMENT.cell
