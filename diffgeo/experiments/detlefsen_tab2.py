@@ -319,9 +319,17 @@ from .. import claims
 PAPER_TEST_DIGITS = 10_000  # Table 1: the test set behind Table 2
 DESIGNED_FOR = {"RTS": "ST-Affine CNN", "CPAB": "ST-CPAB CNN"}  # §5.1: the transformer each set was designed to match
 
-def _accuracy(ds:xr.Dataset) -> tuple[xr.DataArray, xr.DataArray]:
+def _accuracy(
+    ds:xr.Dataset, # a Table 2 dataset
+    models:list|None=None, # the models judged (None: all); a NaN among their accuracies cannot be judged
+) -> tuple[xr.DataArray, xr.DataArray]:
     "Seed-mean test accuracy per (model, distortion) and its s.d.: binomial over the test digits, with the s.e. over seeds where there are several."
     a, k = ds.test_accuracy, ds.sizes["seed"]
+    if models is not None: a = a.sel(model=list(models))
+    if bool(a.isnull().any()):   # a mean that skipped it would judge fewer seeds than it says
+        bad = [str(x) for x in a.model.values if bool(a.sel(model=x).isnull().any())]
+        raise claims.CannotJudge(f"a NaN among the test accuracies ({int(a.isnull().sum())} of {a.size}: {', '.join(bad)}): a failed "
+                                 "training or evaluation; a mean over the seeds that skipped it would judge fewer seeds than it says")
     m = a.mean("seed")
     var = m * (1 - m) / int(ds.n_test_images)
     return m, np.sqrt(var + a.var("seed", ddof=1) / k if k > 1 else var)
@@ -391,7 +399,8 @@ def _ahead_of_each(m:xr.DataArray, s:xr.DataArray, best:str, others:list, d:str,
     paper_value="RTS 0.996 (next 0.992), CPAB 0.993 (next 0.989)",
     statistic=f"per set, ST-Affine+CPAB CNN's lead over each of the six other networks, in points and in {_SD}",
     reproduced="on both sets ST-Affine+CPAB CNN ahead of each of the six other networks by at least 2 s.d.",
-    partly="on both sets the highest accuracy (a positive lead over each of the six), by less than 2 s.d. over some network on one or both",
+    partly="on both sets ahead of each of the six by at least 1 s.d., by less than 2 s.d. over some network on one or both (seven "
+           "networks of one accuracy give partly in under 0.1 % of draws; the highest accuracy alone, in 2 %)",
     mutations={"accuracies rolled along model": claims.roll("test_accuracy", dim="model")},
     passes={"Table 2's accuracies on 10,000 test digits": _as_paper})
 def _(ds):
@@ -400,7 +409,7 @@ def _(ds):
     best = "ST-Affine+CPAB CNN"
     others = [x for x in MODELS if x != best]
     rep = [_ahead_of_each(m.sel(distortion=d), s.sel(distortion=d), best, others, d) for d in ("RTS", "CPAB")]
-    par = [_ahead_of_each(m.sel(distortion=d), s.sel(distortion=d), best, others, d, 0) for d in ("RTS", "CPAB")]
+    par = [_ahead_of_each(m.sel(distortion=d), s.sel(distortion=d), best, others, d, 1) for d in ("RTS", "CPAB")]
     parts = []
     for d in ("RTS", "CPAB"):
         md, sd = m.sel(distortion=d), s.sel(distortion=d)
@@ -452,7 +461,7 @@ _PAIRS = [("ST-Affine CNN", "ST-Affine FCN"), ("ST-CPAB CNN", "ST-CPAB FCN")]
     passes={"Table 2's accuracies on 10,000 test digits": _as_paper})
 def _(ds):
     if v := _lacks(ds, [m for p in _PAIRS for m in p]): return v
-    m, s = _accuracy(ds)
+    m, s = _accuracy(ds, [m for p in _PAIRS for m in p])
     leads = xr.concat([m.sel(model=a) - m.sel(model=b) for a, b in _PAIRS], "pair").sel(distortion=["RTS", "CPAB"])
     var = xr.concat([s.sel(model=a) ** 2 + s.sel(model=b) ** 2 for a, b in _PAIRS], "pair").sel(distortion=["RTS", "CPAB"])
     mean, sd = leads.mean().item(), np.sqrt(var.sum().item()) / leads.size

@@ -319,9 +319,22 @@ def _ours(ds:xr.Dataset, column:str) -> str|None:
     "Our data set behind the paper's column `column` (mnist5k or mnist for MNIST), None if the run has none."
     return next((str(d) for d in ds.dataset.values if PAPER_COLUMN.get(str(d)) == column), None)
 
-def _accuracy(ds:xr.Dataset, d:str) -> tuple[xr.DataArray, xr.DataArray]:
+def _no_nan(a:xr.DataArray, what:str):
+    "Raise `claims.CannotJudge` where `a` has a NaN (a failed training or evaluation): a mean that skipped it would judge fewer seeds than it says."
+    if bool(a.isnull().any()):
+        bad = [str(m) for m in a.model.values if bool(a.sel(model=m).isnull().any())]
+        raise claims.CannotJudge(f"a NaN among {what} ({int(a.isnull().sum())} of {a.size}: {', '.join(bad)}): a failed training or "
+                                 "evaluation; a mean over the seeds that skipped it would judge fewer seeds than it says")
+
+def _accuracy(
+    ds:xr.Dataset, # a Table 3 dataset
+    d:str, # one of its data sets
+    models:list|None=None, # the models judged (None: all); a NaN among their accuracies cannot be judged
+) -> tuple[xr.DataArray, xr.DataArray]:
     "Seed-mean test accuracy per model on data set `d` and its s.d.: binomial over the test images, with the s.e. over seeds where there are several."
     a, k = ds.test_accuracy.sel(dataset=d), ds.sizes["seed"]
+    if models is not None: a = a.sel(model=list(models))
+    _no_nan(a, f"the {d} test accuracies")
     m = a.mean("seed")
     var = m * (1 - m) / int(ds.n_test.sel(dataset=d).max())
     return m, np.sqrt(var + a.var("seed", ddof=1) / k if k > 1 else var)
@@ -397,6 +410,32 @@ def _ahead_of_each(m:xr.DataArray, s:xr.DataArray, best:str, others:list, d:str,
                        "; ".join(f"{o} {x.numbers}" for o, x in zip(others, tests)))
 
 _NOT_CPAB = [m for m in MODELS if m not in _CPAB]  # the plain CNN and the four other transformers
+#: The claim's columns of ours where Table 3 has no single winner at its three digits: there the claim is a tie at the top.
+_TIED = {"mnist": "ST-Affine+CPAB and ST-TPS both 0.996"}
+_PARTLY_Z = 1.5  # partly: a lead of this many s.d. over each of the five (seven equal networks, one seed: 0.6 % of draws; 1 s.d.: 3 %)
+
+def _z_lead(lead:float, sd:float) -> float:
+    "A lead in s.d. (±inf for a lead with no spread, 0 for none), as `claims.ahead` counts it."
+    return lead / sd if sd > 0 else math.copysign(math.inf, lead) if lead else 0.0
+
+def _every_seed(ds:xr.Dataset, d:str, best:str, others:list) -> claims.Test:
+    """One rule: `best` ahead of each of `others` on data set `d` in every seed, in a run of at least three seeds (seven networks
+    of one accuracy put one of the two CPAB networks on top in all three in about 2·(1/7)³ ≈ 0.6 % of draws; with one seed the
+    rule would be the highest accuracy, in 2/7 of them)."""
+    a = ds.test_accuracy.sel(dataset=d)
+    lead = (a.sel(model=best) - a.sel(model=others)).min("model")   # per seed, the smallest lead
+    t = claims.every(lead.values, lambda v: v > 0, f"{d}: {best}'s smallest lead over the {len(others)} others positive", fmt="+.4f")
+    k = ds.sizes["seed"]
+    return claims.Test(t.holds if k >= 3 else False, t.rule + " (a run of at least three seeds)",
+                       t.numbers + ("" if k >= 3 else f"; {k} seed{'s' if k > 1 else ''}: too few"))
+
+def _cpab_seed0_chance(ds:xr.Dataset) -> xr.Dataset:
+    "A mutation: both CPAB networks at chance (0.1) in the first seed, the other seeds as they are."
+    ds = ds.copy()
+    a = ds.test_accuracy.copy(deep=True)
+    a.loc[dict(model=_CPAB, seed=ds.seed.values[0])] = 0.1
+    ds["test_accuracy"] = a
+    return ds
 
 def _tie(ds:xr.Dataset) -> xr.Dataset:
     "A tie: on every data set, the best of the non-CPAB networks given the best CPAB network's accuracies, seed by seed."
@@ -410,37 +449,51 @@ def _tie(ds:xr.Dataset) -> xr.Dataset:
     return ds
 
 @EXPERIMENT.claim("cpab_best", where="Table 3, §5.2",
-    words="a CPAB network (ST-CPAB or ST-Affine+CPAB) is the best of the seven where Table 3 puts one on top: MNIST (ST-Affine+CPAB, "
-          "level with ST-TPS at three digits), CIFAR-10 and CIFAR-100 (ST-CPAB), LFW and CelebA (ST-Affine+CPAB); on Fashion-MNIST "
-          "the plain CNN is best, and that column is not part of the claim",
+    words="a CPAB network (ST-CPAB or ST-Affine+CPAB) is the best of the seven where Table 3 puts one alone on top: CIFAR-10 and "
+          "CIFAR-100 (ST-CPAB), LFW and CelebA (ST-Affine+CPAB); on MNIST Table 3 bolds ST-Affine+CPAB but prints ST-TPS level with "
+          "it (0.996 both), so there its own numbers show a tie at the top, not a winner; on Fashion-MNIST the plain CNN is best, and "
+          "that column is not part of the claim",
     paper_value="MNIST: ST-Affine+CPAB 0.996 (ST-TPS 0.996); CIFAR-10: ST-CPAB 0.895 (ST-TPS 0.893); CIFAR-100: ST-CPAB 0.659 "
                 "(ST-TPS 0.656); LFW: ST-Affine+CPAB 0.893 (ST-TPS 0.851); CelebA: ST-Affine+CPAB 0.772 (ST-TPS 0.751)",
-    statistic="on each of MNIST and CIFAR-10 in the run, the better of ST-CPAB and ST-Affine+CPAB against each of the five other "
-              "networks (the plain CNN, Affine, AffineDiff, Homography, TPS), in points and in s.d. of the difference (binomial over "
-              "the test images, with the s.e. over seeds where there are several)",
-    reproduced="on every such data set of the run, the best CPAB network ahead of each of the five others by at least 2 s.d.",
-    partly="on every such data set the best CPAB network has the highest accuracy (a positive lead over each of the five), by less "
-           "than 2 s.d. over some: best within the noise (a tie gives at most this)",
+    statistic="on CIFAR-10, and on MNIST beside it where the run has both, the better of ST-CPAB and ST-Affine+CPAB against each of "
+              "the five other networks (the plain CNN, Affine, AffineDiff, Homography, TPS), in points and in s.d. of the difference "
+              "(binomial over the test images, with the s.e. over seeds where there are several), and seed by seed; a run with MNIST "
+              "alone (the cpu profile's MNIST-5k) has no column with a single winner: not run",
+    reproduced="on CIFAR-10 the best CPAB network ahead of each of the five others by at least 2 s.d.; on MNIST (Table 3's tie) none "
+               "of the five ahead of it by more than 2 s.d.",
+    partly="on CIFAR-10 the best CPAB network ahead of each of the five by at least 1.5 s.d., or ahead of each in every seed of a run "
+           "of at least three; on MNIST as for reproduced. Calibrated on seven networks of one accuracy (binomial noise): they give "
+           "partly in under 1 % of draws, where \"the highest accuracy, within the noise\" gave it in a quarter",
     mutations={"every non-CPAB transformer 5 points higher": _raise(_OTHER_ST, 0.05),
-               "a tie: the best non-CPAB network given the best CPAB network's accuracies": _tie},
+               "a tie: the best non-CPAB network given the best CPAB network's accuracies": _tie,
+               "both CPAB networks at chance (0.1) in the first seed": _cpab_seed0_chance},
     passes={"the CPAB networks 5 points higher": _raise(_CPAB, 0.05)})
 def _(ds):
     sets = [(c, _gate(ds, c)) for c in ("mnist", "cifar10")]
     have = [(c, d) for c, (d, _) in sets if d]
-    if not have: return sets[0][1][1]
+    if not have: return sets[-1][1][1]
+    if all(c in _TIED for c, _ in have):
+        return claims.not_run(f"the run has only {have[0][1]}, and Table 3's MNIST column has no single winner ({_TIED['mnist']}): "
+                              "the claim of a best network is judged on CIFAR-10, which the long and paper profiles train on")
     rep, par, parts = [], [], []
     for c, d in have:
         m, s = _accuracy(ds, d)
         best = str(m.sel(model=_CPAB).idxmax("model").item())
-        rep.append(_ahead_of_each(m, s, best, _NOT_CPAB, d))
-        par.append(_ahead_of_each(m, s, best, _NOT_CPAB, d, 0))
-        z = {o: ((m.sel(model=best) - m.sel(model=o)) / np.hypot(s.sel(model=best), s.sel(model=o))).item() for o in _NOT_CPAB}
+        lead = {o: (m.sel(model=best) - m.sel(model=o)).item() for o in _NOT_CPAB}
+        z = {o: _z_lead(lead[o], np.hypot(s.sel(model=best), s.sel(model=o)).item()) for o in _NOT_CPAB}
         near = min(z, key=z.get)
-        parts.append(f"{d}: {best} {m.sel(model=best).item():.4f}, {100 * (m.sel(model=best) - m.sel(model=near)).item():+.2f} points "
-                     f"over {near} ({z[near]:+.1f} s.d., the closest of the five in s.d.)")
+        if c in _TIED:   # Table 3's tie: level with the best
+            level = claims.at_least(z[near], -2, f"{d} (a tie in Table 3): {best}'s smallest lead over the five, in s.d.", fmt="+.1f")
+            rep.append(level); par.append(level)
+        else:
+            rep.append(_ahead_of_each(m, s, best, _NOT_CPAB, d))
+            par.append(claims.any_of(_ahead_of_each(m, s, best, _NOT_CPAB, d, _PARTLY_Z), _every_seed(ds, d, best, _NOT_CPAB)))
+        parts.append(f"{d}: {best} {m.sel(model=best).item():.4f}, {100 * lead[near]:+.2f} points over {near} ({z[near]:+.1f} s.d., "
+                     "the closest of the five in s.d.)")
     return claims.judge(rep, par, "; ".join(parts),
-                        "; ".join(_unc(ds, d) for _, d in have) + "; the paper's own margins over ST-TPS (0.000 on MNIST at three "
-                        "digits, where it bolds ST-Affine+CPAB, and 0.002 on CIFAR-10) are within 2 s.d. of 10,000 test images")
+                        "; ".join(_unc(ds, d) for _, d in have) + "; Table 3's own margins are within the noise of its 10,000 test "
+                        "images: a tie with ST-TPS on MNIST (so there the claim asks only that no network be ahead beyond 2 s.d.), "
+                        "+0.2 points (+0.5 s.d.) over ST-TPS on CIFAR-10, which reaches partly only as a lead repeated in every seed")
 
 def _swap_models(a:str, b:str):
     "A mutation: the test accuracies of models `a` and `b` exchanged."
@@ -469,7 +522,7 @@ def _(ds):
         return claims.not_run(f"the dataset has no {', '.join(miss)}")
     leads, sds = {}, {}
     for d in ds.dataset.values:
-        m, s = _accuracy(ds, str(d))
+        m, s = _accuracy(ds, str(d), ["ST-AffineDiff", "ST-Affine"])
         leads[str(d)] = (m.sel(model="ST-AffineDiff") - m.sel(model="ST-Affine")).item()
         sds[str(d)] = np.hypot(s.sel(model="ST-AffineDiff"), s.sel(model="ST-Affine")).item()
     mean, sd = np.mean(list(leads.values())), np.sqrt(np.sum(np.square(list(sds.values())))) / len(leads)
@@ -478,11 +531,12 @@ def _(ds):
     value = (", ".join(f"{d} {100 * v:+.2f} ± {100 * sds[d]:.2f} points" for d, v in leads.items())
              + f"; mean {100 * mean:+.2f} ± {100 * sd:.2f} points ({mean / sd:+.1f} s.d.)")
     return claims.judge([every, pooled], every, value,
-                        "; ".join(_unc(ds, str(d)) for d in ds.dataset.values) + "; the paper's margins (0.1–0.6 points) are "
-                        "within 2 s.d. of 10,000 test images on each column")
+                        "; ".join(_unc(ds, str(d)) for d in ds.dataset.values) + "; the paper's own margins (0.1–0.6 points) are "
+                        "within 2 s.d. of 10,000 test images on every column, so Table 3's numbers themselves give partly here")
 
 def _st_gap(acc:xr.DataArray, n:int) -> tuple[float, float]:
     "The transformer networks' mean accuracy minus the plain CNN's (`acc`: [model, seed]), seed mean and s.d.: binomial over `n` test images, with the s.e. over seeds."
+    _no_nan(acc, f"the test accuracies after epoch {int(acc.epoch)}" if "epoch" in acc.coords else "the per-epoch test accuracies")
     m, k = acc.mean("seed"), acc.sizes["seed"]
     gap = acc.sel(model=_ST).mean("model") - acc.sel(model="No transformer")
     st, cnn = m.sel(model=_ST), m.sel(model="No transformer").item()
