@@ -304,6 +304,8 @@ def _cpa(ds:xr.Dataset, points:torch.Tensor, cells:torch.Tensor) -> torch.Tensor
 def _(ds):
     tess = _tessellation(ds)
     if tess.n_cells != ds.sizes["cell"]: return claims.not_run("the stored cell matrices do not match the run's tessellation")
+    nan = [k for k in ("arrow_position", "velocity", "cell_edge", "cell_matrix") if ds[k].isnull().any()]
+    if nan: raise claims.CannotJudge(f"NaN in {nan}: no field to check")
     a = torch.as_tensor(ds.arrow_position.sel(component=list(COMPONENT)).values, dtype=torch.float64)
     v = torch.as_tensor(ds.velocity.sel(component=list(COMPONENT)).values, dtype=torch.float64)
     speed = v.norm(dim=1).max().item()

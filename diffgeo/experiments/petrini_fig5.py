@@ -21,8 +21,8 @@ from ..scaffold import Experiment, Var
 
 # %% auto #0
 __all__ = ['PAPER_ARCHS', 'CPU_WIDTH', 'LONG_ARCHS', 'COMMON', 'PROFILES', 'SMALL_NOISE', 'STATES', 'VARIABLES', 'EXPERIMENT',
-           'MIN_FIT', 'PAPER_CORR', 'PAPER_R_SOTA', 'cell', 'settings', 'derive', 'probe_ratios', 'fit_note', 'draw',
-           'draw_fig15', 'draw_fig16', 'draw_fig17', 'draw_fig19']
+           'MIN_FIT', 'PAPER_CORR', 'SUBSTANTIVE', 'N_SHUFFLES', 'PAPER_R_SOTA', 'cell', 'settings', 'derive',
+           'probe_ratios', 'fit_note', 'draw', 'draw_fig15', 'draw_fig16', 'draw_fig17', 'draw_fig19']
 
 # %% ../../nbs/fig5.ipynb #0a70fb56
 PAPER_ARCHS = ["FullConnL2", "FullConnL4", "FullConnL6", "LeNet", "AlexNet", "VGG11", "VGG11bn", "VGG16bn", "VGG19bn",
@@ -559,19 +559,77 @@ def _scaled_diffeo(factor:float) -> callable:
     make.__doc__ = f"d_diffeo × {factor:g}"
     return make
 
+#: The least ρ_R (seed log-means) that counts as a correlation at all: below it the comparisons of Figs. 5, 16 and 17 compare noise.
+SUBSTANTIVE = 0.5
+#: The shuffles of the diffeomorphism term behind `_diffeo_p`.
+N_SHUFFLES = 2000
+
+def _diffeo_p(ds:xr.Dataset, suffix:str="", n:int=N_SHUFFLES) -> tuple[float, float, float]:
+    """Whether the diffeomorphism term of R_f = ⟨d_diffeo⟩ / ⟨d_noise⟩ (Eq. 4; ⟨·⟩ the median over samples, the mean where
+    `suffix` is "_mean") carries part of R_f's correlation with the test error: the mean over seeds of corr(log ε_t, log R_f)
+    over the trained architectures, against the same with each seed's ⟨d_diffeo⟩ shuffled among the architectures and the
+    noise term kept (`n` shuffles, a fixed generator). Returns (ours, the shuffles' mean, the permutation p: the share of
+    the shuffles that correlate at least as well, ours counted among them); NaN where an input is not finite.
+
+    Shuffling D_f = ⟨d_diffeo⟩ / ⟨d_pair⟩ instead would not do: with the diffeomorphism term noise, D_f is still
+    1 / ⟨d_pair⟩, which cancels ⟨d_pair⟩ out of 1/G_f, and R_f is then its noise term alone, 1 / ⟨d_noise⟩."""
+    tr = ds.sel(state="trained")
+    stat = (lambda v: v.mean("sample")) if suffix == "_mean" else (lambda v: v.median("sample"))
+    with np.errstate(all="ignore"):
+        e, dd, dn = (np.log(v.transpose("seed", "arch").values) for v in (tr.test_error, stat(tr.d_diffeo), stat(tr.d_noise)))
+    if not all(np.isfinite(a).all() for a in (e, dd, dn)) or e.shape[1] < MIN_FIT: return math.nan, math.nan, math.nan
+    S, A = e.shape
+    def corr(x):   # corr(e, x) per seed, along the last axis
+        dx, de = x - x.mean(-1, keepdims=True), e - e.mean(-1, keepdims=True)
+        with np.errstate(all="ignore"): return (dx * de).sum(-1) / np.sqrt((dx * dx).sum(-1) * (de * de).sum(-1))
+    ours = float(corr(dd - dn).mean())
+    order = np.argsort(np.random.default_rng(0).random((n, S, A)), axis=-1)
+    null = corr(np.take_along_axis(np.broadcast_to(dd, (n, S, A)), order, -1) - dn).mean(-1)
+    return ours, float(np.mean(null)), float((1 + np.sum(null >= ours - 1e-9)) / (n + 1))
+
+def _diffeo_rule(p:float) -> claims.Test:
+    "The rule that R_f's diffeomorphism term carries part of its correlation (`_diffeo_p`)."
+    return claims.at_most(p, 0.05, "the permutation p of ρ_R with the diffeomorphism term shuffled among the architectures")
+
+def _spread(ds:xr.Dataset, per:xr.DataArray, stat) -> float:
+    "The s.d. of a statistic over seeds (`per`, one value per seed); one seed: its bootstrap s.d. over architectures (`_boot_sd`)."
+    return float(per.std(ddof=1)) if per.sizes["seed"] > 1 else _boot_sd(ds, stat)
+
+def _shuffled(name:str, seed:int=0) -> callable:
+    "A mutation: the values of `name` shuffled over every entry (architectures, seeds, states and samples mixed)."
+    return claims.transform(lambda a: np.random.default_rng(seed).permutation(a.ravel()).reshape(a.shape), name)
+
+def _lognoise(name:str, seed:int=100) -> callable:
+    "A mutation: the values of `name` replaced by lognormal noise of their log mean and s.d."
+    def noise(a):
+        la = np.log(a[a > 0])
+        return np.exp(np.random.default_rng(seed).normal(la.mean(), la.std(), a.shape))
+    return claims.transform(noise, name)
+
+#: Datasets on which the diffeomorphism measurement carries nothing: R_f's correlation is then its noise term's.
+_DIFFEO_NOISE = {"d_diffeo shuffled over every entry (the diffeomorphism term noise)": _shuffled("d_diffeo"),
+                 "d_diffeo replaced by lognormal noise of its log mean and s.d.": _lognoise("d_diffeo")}
+_ERRORS_SHUFFLED = _shuffled("test_error")
+
 @EXPERIMENT.claim("correlation", where="Fig. 5",
     words="the test error correlates remarkably with R_f across architectures (correlation of the logs, footnote 3)",
     paper_value="corr 0.97 (CIFAR-10, 15 architectures × 5 seeds)",
     statistic="corr(log ε_t, log R_f) over the trained architectures, on the seed log-means (the paper's) and within each seed "
               "(one seed: bootstrap s.d. over architectures); the same over the deep (convolutional) networks alone, the fully "
               "connected ones left out, with its permutation p: the share of the orderings of their errors that correlate at least "
-              "as well; CIFAR-10 only (the other data sets are Table 2's, in petrini_tab2)",
-    reproduced="on the seed log-means at least the paper's 0.97 minus 0.1 (0.87) and positive in every seed; and among the deep "
-               "networks alone, R_f orders the errors beyond chance: permutation p at most 0.05",
-    partly="positive on the seed log-means and in most seeds, and positive among the deep networks alone (the fully connected "
-           "nets' gap to the convolutional ones cannot carry it alone)",
+              "as well; and whether R_f's diffeomorphism term carries part of the correlation: the mean over seeds of ρ_R against "
+              "the same with each seed's ⟨‖f(τx) − f(x)‖²⟩ (the numerator of R_f, Eq. 4) shuffled among the architectures, the "
+              "noise term kept, with its permutation p over 2000 shuffles; CIFAR-10 only (the other data sets are Table 2's, in petrini_tab2)",
+    reproduced="on the seed log-means at least the paper's 0.97 minus 0.1 (0.87) and positive in every seed; among the deep "
+               "networks alone, R_f orders the errors beyond chance: permutation p at most 0.05; and the diffeomorphism term "
+               "carries part of the correlation: its permutation p at most 0.05 (else the correlation is that of R_f's noise "
+               "term alone, 1/⟨‖f(x + η) − f(x)‖²⟩, and says nothing of diffeomorphisms)",
+    partly="at least 0.5 on the seed log-means (a substantive correlation) and positive in most seeds, positive among the deep "
+           "networks alone (the fully connected nets' gap to the convolutional ones cannot carry it alone), and the diffeomorphism "
+           "term's permutation p at most 0.05 (without it there is no claim about diffeomorphisms to be partly right)",
     mutations={"test errors inverted": _INVERTED, "test errors rolled along arch": claims.roll("test_error", dim="arch", shift=3),
-               "the deep nets' errors anti-ordered to their R_f (the fully connected nets kept)": _deep_reversed()},
+               "the deep nets' errors anti-ordered to their R_f (the fully connected nets kept)": _deep_reversed(),
+               "test errors shuffled over every entry": _ERRORS_SHUFFLED, **_DIFFEO_NOISE},
     passes={"ε_t = 0.2 √R_f (the paper's law)": _follow("R_f", 0.5)})
 def _(ds):
     if _dataset(ds) != "cifar10": return claims.not_run(f"a Table 2 claim on {_dataset(ds)}: see petrini_tab2")
@@ -580,16 +638,20 @@ def _(ds):
     tr, deep = ds.sel(state="trained"), _deep(ds)
     m = int(deep.sum())
     rd, p, orders = _order_p(tr.test_error_logmean.values[deep], tr.R_f_logmean.values[deep])
+    rho, null, pd = _diffeo_p(ds)
     value = (_quote(ds, ours, per, lambda e, x: _fit(e, x("R_f"))[2])
-             + f"; the {m} deep nets alone {_num(rd)}, permutation p {p:.3f} over {orders} orderings")
+             + f"; the {m} deep nets alone {_num(rd)}, permutation p {p:.3f} over {orders} orderings; mean per-seed ρ_R "
+               f"{_num(rho)} against {_num(null)} with the diffeomorphism term shuffled, p {pd:.4f}")
     note = (f"the paper's {paper} (Fig. 5) is over every net, where the fully connected nets' gap to the convolutional ones "
             f"carries much of the correlation: the deep nets' own ordering is judged too"
-            + (f"; with {m} deep nets only their exact order reaches p ≤ 0.05" if 0 < orders <= 24 else ""))
+            + (f"; with {m} deep nets only their exact order reaches p ≤ 0.05" if 0 < orders <= 24 else "")
+            + "; R_f's diffeomorphism term must carry part of the correlation, not its noise term alone")
+    diffeo = _diffeo_rule(pd)
     return claims.judge(
         [claims.at_least(ours, paper - 0.1, "ρ_R on the seed log-means"), claims.every(per, lambda v: v > 0, "ρ_R positive"),
-         claims.at_most(p, 0.05, f"the permutation p of ρ_R among the {m} deep nets")],
-        [_positive(ours, "ρ_R on the seed log-means"), claims.most(per, lambda v: v > 0, "ρ_R positive"),
-         _positive(rd, f"ρ_R among the {m} deep nets")],
+         claims.at_most(p, 0.05, f"the permutation p of ρ_R among the {m} deep nets"), diffeo],
+        [claims.at_least(ours, SUBSTANTIVE, "ρ_R on the seed log-means"), claims.most(per, lambda v: v > 0, "ρ_R positive"),
+         _positive(rd, f"ρ_R among the {m} deep nets"), diffeo],
         value, note)
 
 #: §3: the trained state-of-the-art nets' R_f, the low end of Fig. 5's law (the paper's fully connected nets lie above 1, Fig. 4).
@@ -656,6 +718,12 @@ def _paper_gap(ds:xr.Dataset) -> xr.Dataset:
     ds["test_error"] = (0.2 * d.R_f ** 0.5 * d.D_f ** beta).transpose(*ds.test_error.dims)
     return ds
 
+def _G_unrelated(ds:xr.Dataset) -> xr.Dataset:
+    """A dataset change: G_f made unrelated to R_f across architectures (d_diffeo and d_noise of each architecture scaled
+    by one factor, R_f unchanged), then ε_t = 0.2 √R_f: R_f far ahead of 1/G_f, beyond any spread over seeds or architectures."""
+    lr = np.log(derive(ds.copy()).sel(state="trained").R_f_logmean.values)
+    return _follow("R_f", 0.5)(_rescaled(ds, "G_f", [lr], also=("d_noise",)))
+
 def _ahead(ds:xr.Dataset, other:str, sign:float, expected:float=1.0, suffix:str=""):
     "ρ_R − ρ_other on the seed log-means and per seed; how many seeds have the `expected` sign; ρ_R on the log-means."
     r, o = float(ds[f"corr_R_f{suffix}"]), sign * float(ds[f"corr_{other}{suffix}"])
@@ -702,22 +770,45 @@ def _(ds):
 @EXPERIMENT.claim("G_f_weaker", where="Fig. 16",
     words="the inverse stability to noise 1/G_f correlates with the test error less than R_f",
     paper_value="corr with 1/G_f 0.85 against R_f 0.97 (CIFAR-10); with G_f −0.43 on MNIST (Table 2)",
-    statistic="ρ_R − ρ_1/G: corr(log ε_t, log R_f) minus corr(log ε_t, −log G_f), trained nets, on the seed log-means and per seed",
-    reproduced="positive on the seed log-means and in every seed, with ρ_R > 0",
-    partly="positive on the seed log-means or in most seeds, with ρ_R > 0",
-    mutations={"test errors inverted": _INVERTED, "ε_t = 0.05 / √G_f": _follow("G_f", -0.5, 0.05)},
-    passes={"ε_t = 0.2 √R_f (the paper's law)": _follow("R_f", 0.5)})
+    statistic="ρ_R − ρ_1/G: corr(log ε_t, log R_f) minus corr(log ε_t, −log G_f), trained nets, on the seed log-means and per seed, "
+              "with the s.d. of the per-seed differences (one seed: bootstrap s.d. over architectures); ρ_R itself; and whether R_f's "
+              "diffeomorphism term carries part of its correlation (its permutation p with each seed's ⟨‖f(τx) − f(x)‖²⟩ shuffled "
+              "among the architectures, as in the correlation claim)",
+    reproduced=f"ρ_R at least {SUBSTANTIVE} on the seed log-means (a substantive correlation to compare), ρ_R − ρ_1/G on the seed "
+               "log-means ahead by at least 2 s.d. of the per-seed differences and positive in every seed, and the diffeomorphism "
+               "term's permutation p at most 0.05: R_f's lead is its diffeomorphism term's, not a by-product of its noise term "
+               "(1/⟨‖f(x + η) − f(x)‖²⟩ without G_f's normalisation)",
+    partly=f"ρ_R at least {SUBSTANTIVE}, ρ_R − ρ_1/G positive on the seed log-means or in most seeds, and the diffeomorphism term's "
+           "permutation p at most 0.05",
+    mutations={"test errors inverted": _INVERTED, "ε_t = 0.05 / √G_f": _follow("G_f", -0.5, 0.05),
+               "test errors shuffled over every entry": _ERRORS_SHUFFLED, **_DIFFEO_NOISE},
+    passes={"G_f made unrelated to R_f (R_f kept), ε_t = 0.2 √R_f": _G_unrelated})
 def _(ds):
     r, d, k, n, value = _ahead(ds, "G_f", -1.0)
-    return claims.graded(r > 0 and d > 0 and k == n, r > 0 and (d > 0 or k > n / 2), value,
-                         f"ρ_R {_num(r)}, ρ_1/G {_num(-float(ds.corr_G_f))} on the seed log-means; R_f ahead in {k} of {n} seeds")
+    per = _corr_seeds(ds, "R_f") - _corr_seeds(ds, "G_f", -1.0)
+    sd = _spread(ds, per, lambda e, x: _fit(e, x("R_f"))[2] + _fit(e, x("G_f"))[2])
+    rho, null, p = _diffeo_p(ds)
+    substantive, diffeo = claims.at_least(r, SUBSTANTIVE, "ρ_R on the seed log-means"), _diffeo_rule(p)
+    return claims.judge(
+        [substantive, claims.ahead(d, sd, 2, "ρ_R − ρ_1/G on the seed log-means", fmt=".2f"),
+         claims.every(per, lambda v: v > 0, "ρ_R − ρ_1/G positive"), diffeo],
+        [substantive, claims.any_of(_positive(d, "ρ_R − ρ_1/G on the seed log-means"), claims.most(per, lambda v: v > 0, "ρ_R − ρ_1/G positive")),
+         diffeo],
+        value + f"; mean per-seed ρ_R {_num(rho)} against {_num(null)} with the diffeomorphism term shuffled, p {p:.4f}",
+        f"ρ_R {_num(r)}, ρ_1/G {_num(-float(ds.corr_G_f))} on the seed log-means; R_f ahead in {k} of {n} seeds; "
+        f"s.d. of the lead {sd:.2f} ({'over seeds' if n > 1 else 'bootstrap over architectures, one seed'})")
 
 @EXPERIMENT.claim("means", where="Fig. 17 (CIFAR-10)",
     words="with means instead of medians over samples, R_f still correlates with the test error better than D_f and 1/G_f",
-    statistic="ρ_R − max(ρ_D, ρ_1/G) with the means' D_f, G_f, R_f, trained nets, on the seed log-means and per seed",
-    reproduced="positive on the seed log-means and in every seed, with ρ_R > 0",
-    partly="positive on the seed log-means or in most seeds, with ρ_R > 0",
-    mutations={"test errors inverted": _INVERTED, "ε_t = 0.1 √D_f (means)": _follow("D_f_mean", 0.5, 0.1)},
+    statistic="ρ_R − max(ρ_D, ρ_1/G) with the means' D_f, G_f, R_f, trained nets, on the seed log-means and per seed, with the s.d. "
+              "of the per-seed leads (one seed: bootstrap s.d. over architectures); ρ_R itself; and whether the means' diffeomorphism "
+              "term carries part of ρ_R (its permutation p with each seed's mean ‖f(τx) − f(x)‖² shuffled among the architectures)",
+    reproduced=f"ρ_R at least {SUBSTANTIVE} on the seed log-means, the lead on the seed log-means ahead by at least 2 s.d. of the "
+               "per-seed leads and positive in every seed, and the diffeomorphism term's permutation p at most 0.05",
+    partly=f"ρ_R at least {SUBSTANTIVE}, the lead positive on the seed log-means or in most seeds, and the diffeomorphism term's "
+           "permutation p at most 0.05",
+    mutations={"test errors inverted": _INVERTED, "ε_t = 0.1 √D_f (means)": _follow("D_f_mean", 0.5, 0.1),
+               "test errors shuffled over every entry": _ERRORS_SHUFFLED, **_DIFFEO_NOISE},
     passes={"ε_t = 0.2 √R_f (means)": _follow("R_f_mean", 0.5)})
 def _(ds):
     if _dataset(ds) != "cifar10": return claims.not_run(f"Fig. 17 is CIFAR-10 only; this run is {_dataset(ds)}")
@@ -727,10 +818,19 @@ def _(ds):
                     "other").min("other")
     k, _ = claims.fraction(per > 0)
     lead = min(dd, dg)
-    value = _quote(ds, lead, per, lambda e, x: _fit(e, x("R_f_mean"))[2] - max(_fit(e, x("D_f_mean"))[2], -_fit(e, x("G_f_mean"))[2]))
-    return claims.graded(r > 0 and lead > 0 and k == n, r > 0 and (lead > 0 or k > n / 2), value,
-                         f"ρ_R {_num(r)}, ρ_D {_num(float(ds.corr_D_f_mean))}, ρ_1/G {_num(-float(ds.corr_G_f_mean))} on the seed log-means; "
-                         f"R_f ahead of both in {k} of {n} seeds")
+    stat = lambda e, x: _fit(e, x("R_f_mean"))[2] - max(_fit(e, x("D_f_mean"))[2], -_fit(e, x("G_f_mean"))[2])
+    value = _quote(ds, lead, per, stat)
+    sd = _spread(ds, per, stat)
+    rho, null, p = _diffeo_p(ds, "_mean")
+    substantive, diffeo = claims.at_least(r, SUBSTANTIVE, "ρ_R (means) on the seed log-means"), _diffeo_rule(p)
+    return claims.judge(
+        [substantive, claims.ahead(lead, sd, 2, "ρ_R − max(ρ_D, ρ_1/G) on the seed log-means", fmt=".2f"),
+         claims.every(per, lambda v: v > 0, "R_f ahead of both"), diffeo],
+        [substantive, claims.any_of(_positive(lead, "ρ_R − max(ρ_D, ρ_1/G) on the seed log-means"),
+                                    claims.most(per, lambda v: v > 0, "R_f ahead of both")), diffeo],
+        value + f"; mean per-seed ρ_R {_num(rho)} against {_num(null)} with the diffeomorphism term shuffled, p {p:.4f}",
+        f"ρ_R {_num(r)}, ρ_D {_num(float(ds.corr_D_f_mean))}, ρ_1/G {_num(-float(ds.corr_G_f_mean))} on the seed log-means; "
+        f"R_f ahead of both in {k} of {n} seeds; s.d. of the lead {sd:.2f} ({'over seeds' if n > 1 else 'bootstrap over architectures, one seed'})")
 
 def _arch_corrs(err, R, depth, skip) -> tuple[float, float, float]:
     "corr(log ε_t, log R_f), |corr(log ε_t, log depth)|, |corr(log ε_t, skip)| over the architectures (NaN-free)."

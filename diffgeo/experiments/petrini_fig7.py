@@ -162,11 +162,17 @@ def cost(settings:dict, cell:dict, device:torch.device) -> float:
 # %% ../../nbs/petrini_fig7.ipynb #6e35c178
 @EXPERIMENT.derive
 def derive(ds:xr.Dataset) -> xr.Dataset:
-    "The fitted slope per seed and the local slopes."
+    """The fitted slope per seed and the local slopes. A seed's slope is NaN where its R_f over the fitted range is not
+    finite, and every seed's where the fitted range is unknown (an `in_fit` NaN) or has fewer than two sizes: a NaN goes on
+    to the claims, which then cannot judge, instead of stopping the derivation."""
     fit = ds.P.values[ds.in_fit.values > 0]
-    logp, logr = np.log(fit), np.log(ds.R_f.sel(P=fit).values)               # [P, seed]
-    ds["slope"] = (("seed",), np.polyfit(logp, logr, 1)[0])
-    lr, lp = np.log(ds.R_f.values), np.log(ds.P.values)
+    slope = np.full(ds.sizes["seed"], np.nan)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logp, logr = np.log(fit), np.log(ds.R_f.sel(P=fit).transpose("P", "seed").values)   # [P, seed]
+        ok = np.isfinite(logr).all(0)
+        if not np.isnan(ds.in_fit.values).any() and len(fit) >= 2 and ok.any(): slope[ok] = np.polyfit(logp, logr[:, ok], 1)[0]
+        lr, lp = np.log(ds.R_f.values), np.log(ds.P.values)
+    ds["slope"] = (("seed",), slope)
     ds["local_slope"] = (("P_mid", "seed"), np.diff(lr, axis=0) / np.diff(lp)[:, None])
     return ds.assign_coords(P_mid=np.sqrt(ds.P.values[1:] * ds.P.values[:-1]))
 
@@ -286,8 +292,10 @@ _MUTATIONS = {"R_f reversed along P": _reversed("R_f", "P"), "R_f × P (flat)": 
            "decay, not the paper's −1 throughout",
     mutations=_MUTATIONS)
 def _(ds):
-    s, e = ds.slope, _end_slope(ds)
     fit = ds.P.values[ds.in_fit.values > 0]
+    if np.isnan(ds.in_fit.values).any() or len(fit) < 2:
+        raise claims.CannotJudge(f"no fitted range of P (in_fit {ds.in_fit.values}): a slope needs at least two sizes")
+    s, e = ds.slope, _end_slope(ds)
     m, me = float(s.mean()), float(e.mean())
     local = ds.local_slope.mean("seed")
     shown = ", ".join(f"{v:.2f} ({int(lo)}–{int(hi)})".replace("-", "−") for v, lo, hi in zip(local.values, ds.P.values[:-1], ds.P.values[1:]))
