@@ -202,7 +202,8 @@ def _share(p:float, n:int) -> str:
     return f"{100 * p:.1f}% ± {100 * claims.binomial_sd(p, n):.1f}% (binomial s.d., {n} fields)"
 
 def _p_diffeo(ds:xr.Dataset, T:xr.DataArray) -> xr.DataArray:
-    "Fraction of the sampled fields with max Ξ < 1 at temperature T(c)."
+    "Fraction of the sampled fields with max Ξ < 1 at temperature T(c) (a NaN critical temperature is no field: cannot judge)."
+    if ds.T_crit_xi.isnull().any() or np.isnan(np.asarray(T)).any(): raise claims.CannotJudge("NaN among the fields' critical temperatures")
     return (T < ds.T_crit_xi).mean("sample")
 
 @EXPERIMENT.claim("t_max", where="§2.2, Eq. 14", paper_value="T_max = 4/(π³ c² ln c)",

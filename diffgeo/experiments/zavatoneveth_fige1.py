@@ -271,6 +271,7 @@ def _(ds):
 def _(ds):
     if "cubic" not in ds.activation.values: return claims.not_run("no cubic networks in this dataset")
     R = _widest(ds, "cubic").ricci.mean("angle")
+    if R.isnull().any(): raise claims.CannotJudge("NaN among the cubic network's Ricci scalars")
     m, se = R.mean("draw"), R.std("draw", ddof=1) / np.sqrt(R.sizes["draw"])
     low = int(m.argmin("radius"))
     neg, zero = bool((m < 0).all()), bool(abs(m.isel(radius=-1)) < 0.01 * abs(m).max())
