@@ -21,7 +21,7 @@ from ..scaffold import Experiment, Var
 
 # %% auto #0
 __all__ = ['PAPER_ARCHS', 'CPU_WIDTH', 'LONG_ARCHS', 'COMMON', 'PROFILES', 'SMALL_NOISE', 'STATES', 'VARIABLES', 'EXPERIMENT',
-           'MIN_FIT', 'PAPER_CORR', 'SUBSTANTIVE', 'N_SHUFFLES', 'PAPER_R_SOTA', 'cell', 'settings', 'derive',
+           'X4', 'MIN_FIT', 'PAPER_CORR', 'SUBSTANTIVE', 'N_SHUFFLES', 'PAPER_R_SOTA', 'cell', 'settings', 'derive',
            'probe_ratios', 'fit_note', 'draw', 'draw_fig15', 'draw_fig16', 'draw_fig17', 'draw_fig19']
 
 # %% ../../nbs/fig5.ipynb #0a70fb56
@@ -220,6 +220,10 @@ def settings(p:dict, profile:str, overrides:dict) -> dict:
 
 # %% ../../nbs/fig5.ipynb #cdb59224
 EXPERIMENT.cost(cost)   # the shared cost model of the paper's sweeps (`petrini.cost`)
+#: Fig. 5 closer to the paper's errors (issue 59, run 3): the long zoo trained four times longer (40 epochs, 14,080 steps),
+#: three seeds, everything else as `long`; about 11 core-hours (the long run took 2.8). `results/petrini_fig5_long_x4.nc`,
+#: ledger label "long (x4)".
+X4 = EXPERIMENT.variant("long", "x4", steps=4 * LONG_EPOCHS * 352)
 
 # %% ../../nbs/fig5.ipynb #d424fbd3
 MIN_FIT = 3  # trained networks (seed log-means) the power-law fit and the correlations need
