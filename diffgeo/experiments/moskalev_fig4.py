@@ -22,7 +22,8 @@ from ..scaffold import Experiment, Var
 
 # %% auto #0
 __all__ = ['MODELS', 'TARGETS', 'BETAS', 'COMMON', 'PROFILES', 'PHOTOS', 'VARIABLES', 'EXPERIMENT', 'image_patches',
-           'drift_target', 'cell', 'cost', 'derive', 'draw', 'check_regression']
+           'drift_target', 'cell', 'cost', 'derive', 'draw', 'check_regression', 'da_below_ir_but_one_seed',
+           'wt_ahead_in_one_seed']
 
 # %% ../../nbs/moskalev_fig4.ipynb #b6c10dbc
 MODELS = ("WT", "DA", "IR")
@@ -350,6 +351,35 @@ def _toward_fashion(make=None):
 
 def _between(ds:xr.Dataset) -> xr.DataArray: return ds.beta[(ds.beta > 0) & (ds.beta < 1)]
 
+def _finite(v:xr.DataArray, what:str) -> xr.DataArray:
+    "`v`, unless it holds a NaN (a seed or a drift whose measurement failed): then *cannot judge*, never a mean over the rest."
+    if bool(v.isnull().any()):
+        raise claims.CannotJudge(f"a NaN in {what} ({int(v.isnull().sum())} of {v.size} values): a mean over the rest would hide it")
+    return v
+
+def _cap(ds:xr.Dataset) -> str|None:
+    "Why the verdict is held at partly (None under the paper's drift toward FashionMNIST)."
+    return None if _paper_drift(ds) else "the paper's drift is toward FashionMNIST"
+
+def da_below_ir_but_one_seed(ds:xr.Dataset) -> xr.Dataset:
+    """A mutation: DA's DI half IR's in every seed but the first, 10³ × its own there, so that DA's DI_f over the seeds' mean
+    stays above IR's (carried by one seed) while IR's is above DA's in most seeds."""
+    di = ds.DI.copy()
+    da, ir = di.sel(model="DA"), di.sel(model="IR")
+    di.loc[dict(model="DA")] = xr.where(da.seed == da.seed[0], 1e3 * da, 0.5 * ir).transpose(*da.dims).values
+    return ds.assign(DI=di)
+
+def wt_ahead_in_one_seed(ds:xr.Dataset) -> xr.Dataset:
+    """A mutation: WT's orbit accuracy DA's × 0.999 under drift (DA's at β = 0) in every seed but the first, and in the first
+    its undrifted value at every β: WT's accuracy-drop ratio above DA's in the mean over seeds (carried by one seed), below
+    it in most seeds."""
+    oc = ds.orbit_correct.copy()
+    wt, da = oc.sel(model="WT"), oc.sel(model="DA")
+    others = xr.where(da.beta == 0, da, 0.999 * da)
+    kept = wt.sel(beta=0, drop=True).broadcast_like(wt)
+    oc.loc[dict(model="WT")] = xr.where(wt.seed == wt.seed[0], kept, others).transpose(*wt.dims).values
+    return ds.assign(orbit_correct=oc)
+
 @EXPERIMENT.claim("augmented_invariance_deteriorates", where="Fig. 4, §4.3", words="the invariance learned by data augmentation deteriorates rapidly, even under a slight degree of data drift",
     statistic="DA's DI_f at the slightest drift (the smallest β > 0, at most 0.1) minus its undrifted value, per group (mean ± s.d. over seeds); and the largest such rise over β",
     reproduced="at the slightest drift DA's DI_f rises in every seed of both groups, the mean rise larger than 2 s.d. over seeds",
@@ -361,7 +391,7 @@ def _(ds):
     gs = _groups(ds, ("DA",))
     slight = float(ds.beta[ds.beta > 0].min()) if gs else np.nan
     if not gs or slight > 0.1: return claims.not_run("needs DA's DI_f at β = 0 and at a slight drift β ≤ 0.1")
-    da = ds.DI_f.sel(model="DA")
+    da = _finite(ds.DI_f.sel(model="DA", group=gs), "DA's DI_f")
     rise = da - da.sel(beta=0)
     first = all(bool((rise.sel(group=g, beta=slight) > 0).all()) and float(rise.sel(group=g, beta=slight).mean()) > 2 * _sd(rise.sel(group=g, beta=slight)) for g in gs)
     sig = lambda g, b: float(rise.sel(group=g, beta=b).mean()) > 2 * _sd(rise.sel(group=g, beta=b))
@@ -374,17 +404,22 @@ def _(ds):
 @EXPERIMENT.claim("genuine_invariance_holds", where="Fig. 4, §4.3", words="models with weight-tying and invariance regularisation maintain low invariance error even under substantial distribution drift",
     statistic="WT's and IR's DI_f over DA's at the same β, largest over β and seeds, per group",
     reproduced="at every β, in every seed of both groups, WT's and IR's DI_f at most a fifth of DA's, under the paper's drift "
-               "toward FashionMNIST (capped at partly otherwise)",
-    partly="WT's and IR's DI_f below DA's at every β in the mean over seeds",
-    mutations={"models rolled": claims.roll("DI", dim="model")})
+               "toward FashionMNIST (capped at partly otherwise); *cannot judge* where a DI_f is NaN",
+    partly="in most seeds (more than half) of each group, WT's and IR's DI_f below DA's at every β",
+    mutations={"models rolled": claims.roll("DI", dim="model"),
+               "DA's DI half IR's in all seeds but the first, 10³ × its own there (DA's mean above IR's, carried by one seed)": da_below_ir_but_one_seed})
 def _(ds):
     gs = _groups(ds)
     if not gs: return claims.not_run("needs WT, DA and IR under drift")
-    q = {(g, m): ds.DI_f.sel(group=g, model=m) / ds.DI_f.sel(group=g, model="DA") for g in gs for m in ("WT", "IR")}
-    fifth = all(bool((v <= 0.2).all()) for v in q.values())
-    below = all(bool((ds.DI_f.sel(group=g, model=m).mean("seed") < ds.DI_f.sel(group=g, model="DA").mean("seed")).all()) for g, m in q)
+    f = _finite(ds.DI_f.sel(group=gs), "DI_f")
+    q = {(g, m): f.sel(group=g, model=m) / f.sel(group=g, model="DA") for g in gs for m in ("WT", "IR")}
+    rep = [claims.Test(len(gs) == 2, "both groups, R²₄ and T²₃", ", ".join(_NAMES[g] for g in gs))]
+    rep += [claims.every(v.transpose("seed", "beta"), lambda r: r <= 0.2, f"{_NAMES[g]}: {m}'s DI_f at most a fifth of DA's ({m} ÷ DA)",
+                         over="(seed, β) pair", fmt=".3f") for (g, m), v in q.items()]
+    par = [claims.most((f.sel(group=g, model="DA") - f.sel(group=g, model=m)).min("beta"), lambda d: d > 0,
+                       f"{_NAMES[g]}: {m}'s DI_f below DA's at every β (DA − {m}, the least over β)", fmt=".3g") for g, m in q]
     value = "; ".join(f"{_NAMES[g]} {m}: at most {float(v.max()):.3f} of DA's" for (g, m), v in q.items()) + f" (over {ds.sizes['beta']} β and {ds.sizes['seed']} seeds)"
-    return _capped(ds, fifth and len(gs) == 2, below, value)
+    return claims.judge(rep, par, value, _drift(ds), _cap(ds))
 
 def _keeps_more(ds:xr.Dataset, g:str, m:str):
     "Per 0 < β < 1: m's accuracy-drop ratio minus DA's (seeds kept)."
@@ -393,17 +428,25 @@ def _keeps_more(ds:xr.Dataset, g:str, m:str):
 @EXPERIMENT.claim("weight_tying_keeps_accuracy", where="Fig. 4, §4.3", words="networks with invariant weight-tying sustain higher classification accuracy under the distribution shifts",
     statistic="WT's accuracy-drop ratio Acc(D₁→₂(β))/Acc(D₁) minus DA's, per group, at every 0 < β < 1 (mean over seeds) and at β = 0.5 (mean ± s.d.)",
     reproduced="WT's ratio above DA's in the mean over seeds at every 0 < β < 1, and in every seed at β = 0.5, in both groups, "
-               "under the paper's drift toward FashionMNIST (capped at partly otherwise)",
-    partly="WT's ratio above DA's in the mean over seeds at more than half the drifts 0 < β < 1 in both groups",
-    mutations={"models rolled": claims.roll("orbit_correct", dim="model")})
+               "under the paper's drift toward FashionMNIST (capped at partly otherwise); *cannot judge* where a ratio is NaN",
+    partly="in most seeds (more than half) of both groups, WT's ratio above DA's at more than half the drifts 0 < β < 1",
+    mutations={"models rolled": claims.roll("orbit_correct", dim="model"),
+               "WT's drift DA's × 0.999 in all seeds but the first, none there (WT ahead in the mean, carried by one seed)": wt_ahead_in_one_seed})
 def _(ds):
     gs = _groups(ds, ("WT", "DA"))
     if not gs or 0.5 not in ds.beta.values: return claims.not_run("needs WT and DA at β = 0, 0.5 and other drifts")
+    _finite(ds.accuracy_ratio.sel(group=gs, model=["WT", "DA"]), "the accuracy-drop ratios")
     d = {g: _keeps_more(ds, g, "WT") for g in gs}
     k = {g: claims.fraction(d[g].mean("seed") > 0) for g in gs}
-    every = all(a == n for a, n in k.values()) and all(bool((d[g].sel(beta=0.5) > 0).all()) for g in gs)
+    rep, par = [claims.Test(len(gs) == 2, "both groups, R²₄ and T²₃", ", ".join(_NAMES[g] for g in gs))], []
+    for g in gs:
+        rep += [claims.every(d[g].mean("seed"), lambda v: v > 0, f"{_NAMES[g]}: WT's ratio above DA's in the mean over seeds (WT − DA)",
+                             over="drift", fmt=".3f"),
+                claims.every(d[g].sel(beta=0.5), lambda v: v > 0, f"{_NAMES[g]}: WT's ratio above DA's at β = 0.5 (WT − DA)", fmt=".3f")]
+        par.append(claims.most((d[g] > 0).mean("beta"), lambda s: s > 0.5, f"{_NAMES[g]}: WT's ratio above DA's at more than half the "
+                               "drifts 0 < β < 1 (the fraction of them)", fmt=".2f"))
     value = "; ".join(f"{_NAMES[g]}: above at {k[g][0]} of {k[g][1]} β, at β = 0.5 by {claims.mean_sd(d[g].sel(beta=0.5), '.3f', compact=True)}" for g in gs) + f" (mean ± s.d. over {ds.sizes['seed']} seeds)"
-    return _capped(ds, every and len(gs) == 2, all(2 * a > n for a, n in k.values()), value)
+    return claims.judge(rep, par, value, _drift(ds), _cap(ds))
 
 @EXPERIMENT.claim("regularised_keeps_accuracy", where="Fig. 4, §4.3", words="higher accuracy under drift also holds for the models trained with invariance regularisation for T²₃, but not for R²₄",
     statistic="IR's accuracy-drop ratio minus DA's, per group, at every 0 < β < 1 (mean over seeds) and at β = 0.5 (mean ± s.d.)",

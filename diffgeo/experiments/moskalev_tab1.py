@@ -18,7 +18,8 @@ from ..scaffold import Experiment, Var
 
 # %% auto #0
 __all__ = ['MODELS', 'COMMON', 'PROFILES', 'PAPER', 'VARIABLES', 'EXPERIMENT', 'COLUMNS', 'realigned_saliency', 'cell', 'derive',
-           'table', 'draw_table', 'draw_saliency', 'draw_orbit', 'check_regression', 'panel_similarity']
+           'table', 'draw_table', 'draw_saliency', 'draw_orbit', 'check_regression', 'one_seed_carries_drop',
+           'panel_similarity']
 
 # %% ../../nbs/moskalev_tab1.ipynb #3ba730f8
 MODELS = ("WT", "DA", "IR")
@@ -317,6 +318,22 @@ def _groups(ds:xr.Dataset, models=MODELS) -> list:
     if not set(models) <= set(ds.model.values): return []
     return [g for g in GROUPS if g in ds.group.values]
 
+def one_seed_carries_drop(ds:xr.Dataset) -> xr.Dataset:
+    """A mutation: IR's test accuracy 1 point above DA's in every seed but the first, 50 points below it there: the mean
+    over seeds is still a drop, carried by one seed, while IR is the more accurate in most seeds."""
+    acc = ds.test_accuracy.copy()
+    da = acc.sel(model="DA")
+    ir = (da + 0.01).where(da.seed != da.seed[0], da - 0.5).clip(0, 1)
+    acc.loc[dict(model="IR")] = ir.transpose(*acc.sel(model="IR").dims).values
+    return ds.assign(test_accuracy=acc)
+
+def _finite(v:xr.DataArray, what:str) -> xr.DataArray:
+    "`v`, unless it holds a NaN (a seed whose run failed): then *cannot judge*, never a mean over the other seeds."
+    if bool(v.isnull().any()):
+        raise claims.CannotJudge(f"a NaN in {what} ({int(v.isnull().sum())} of {v.size} values): a mean over the other seeds "
+                                 "would hide it")
+    return v
+
 def _acc_se(ds:xr.Dataset, g:str, a:str, b:str) -> float:
     "Binomial s.d. of the difference of two models' accuracies, each pooled over seeds and test images."
     n = ds.sizes["sample"] * ds.sizes["seed"]
@@ -369,13 +386,14 @@ def _(ds):
 @EXPERIMENT.claim("distribution_invariance", where="Table 1", words="DA models still have a moderately low predictive distribution invariance error; IR's and WT's are 0",
     paper_value="DI: DA 0.3 ± 0.1 (R²₄), 0.1 ± 0.0 (T²₃); IR 0.0; WT 0.0",
     statistic="DI_f (mean over test images and g ≠ e) of DA and IR per group",
-    reproduced="in both groups DA's mean DI_f within a factor 2 of the paper's, and IR's and WT's below 0.05 (the paper's 0.0) in every seed",
+    reproduced="in both groups DA's mean DI_f within a factor 2 of the paper's, DA's DI_f above IR's and WT's in every seed, and "
+               "IR's and WT's below 0.05 (the paper's 0.0) in every seed",
     partly="DA's DI_f above IR's and WT's in every seed of both groups, IR's and WT's below 0.05 (the paper's DA magnitude missed)",
     mutations={"models rolled": claims.roll("DI", dim="model")})
 def _(ds):
     gs = _groups(ds)
     if not gs: return claims.not_run("needs the WT, DA and IR models of R²₄ or T²₃")
-    f = ds.DI_f
+    f = _finite(ds.DI_f.sel(group=gs), "DI_f")
     low = all(bool((f.sel(group=g, model=m) < 0.05).all()) for g in gs for m in ("IR", "WT"))
     order = low and all(bool((f.sel(group=g, model="DA") > f.sel(group=g, model=m)).all()) for g in gs for m in ("IR", "WT"))
     near = all(0.5 <= float(f.sel(group=g, model="DA").mean()) / PAPER[(g, "DA")][2][0] <= 2 for g in gs)
@@ -385,13 +403,14 @@ def _(ds):
 @EXPERIMENT.claim("weight_tying_most_accurate", where="§4.2, Table 1", words="the networks with group-invariant weight-tying deliver the highest classification accuracy in both scenarios",
     paper_value="WT 94.6 % (R²₄), 96.6 % (T²₃); DA 94.0, 96.2; IR 87.9, 93.1",
     statistic="test accuracy per model and group, mean over seeds; WT minus the next best, with the binomial s.d. of the difference",
-    reproduced="WT the most accurate in both groups, above the next model by more than 2 binomial s.d.",
+    reproduced="WT the most accurate in both groups, above the next model by more than 2 binomial s.d.; *cannot judge* where a "
+               "seed's accuracy is NaN",
     partly="WT the most accurate (mean over seeds) in both groups, though not by 2 binomial s.d. in both",
     mutations={"models rolled": claims.roll("test_accuracy", dim="model")})
 def _(ds):
     gs = _groups(ds)
     if not gs: return claims.not_run("needs the WT, DA and IR models of R²₄ or T²₃")
-    a = ds.test_accuracy.mean("seed")
+    a = _finite(ds.test_accuracy.sel(group=gs, model=list(MODELS)), "the test accuracies").mean("seed")
     best, sig, parts = [], [], []
     for g in gs:
         nxt = max(("DA", "IR"), key=lambda m: float(a.sel(group=g, model=m)))
@@ -403,21 +422,28 @@ def _(ds):
 @EXPERIMENT.claim("regularisation_costs_accuracy", where="§4.2, Table 1", words="invariance regularisation aligns learned invariance with genuine invariance but costs downstream accuracy",
     paper_value="IR 87.9 % against DA 94.0 % (R²₄), 93.1 % against 96.2 % (T²₃)",
     statistic="DA's minus IR's test accuracy per group, mean over seeds, with the binomial s.d. of the difference",
-    reproduced="IR less accurate than DA in every seed of both groups, the mean drop larger than 2 binomial s.d. in both",
-    partly="IR less accurate than DA in the mean over seeds in both groups",
-    mutations={"models rolled": claims.roll("test_accuracy", dim="model", shift=2)})
+    reproduced="IR less accurate than DA in every seed of both groups, the mean drop larger than 2 binomial s.d. in both; "
+               "*cannot judge* where a seed's accuracy is NaN",
+    partly="IR less accurate than DA in most seeds (more than half) of each group",
+    mutations={"models rolled": claims.roll("test_accuracy", dim="model", shift=2),
+               "IR 1 point above DA in all seeds but the first, 50 points below there (a mean drop carried by one seed)": one_seed_carries_drop})
 def _(ds):
     gs = _groups(ds, ("DA", "IR"))
     if not gs: return claims.not_run("needs the DA and IR models of R²₄ or T²₃")
-    acc = ds.test_accuracy
+    acc = _finite(ds.test_accuracy.sel(group=gs, model=["DA", "IR"]), "the test accuracies")
     drop = {g: acc.sel(group=g, model="DA") - acc.sel(group=g, model="IR") for g in gs}
-    every = all(bool((d > 0).all()) for d in drop.values())
-    mean = all(float(d.mean()) > 0 for d in drop.values())
-    sig = all(float(drop[g].mean()) > 2 * _acc_se(ds, g, "DA", "IR") for g in gs)
+    rep = [claims.Test(len(gs) == 2, "both groups, R²₄ and T²₃", ", ".join(_NAMES[g] for g in gs))]
+    par = []
+    for g in gs:
+        rule = f"{_NAMES[g]}: IR below DA (DA − IR)"
+        rep += [claims.every(drop[g], lambda d: d > 0, rule, fmt=".3f"),
+                claims.ahead(float(drop[g].mean()), _acc_se(ds, g, "DA", "IR"), 2, f"{_NAMES[g]}: the mean drop, against its binomial s.d.", ".3f")]
+        par.append(claims.most(drop[g], lambda d: d > 0, rule, fmt=".3f"))
     value = "; ".join(f"{_NAMES[g]}: drop {100 * float(drop[g].mean()):.1f} ± {100 * _acc_se(ds, g, 'DA', 'IR'):.1f}" for g in gs) + \
             f" points (mean over {ds.sizes['seed']} seeds ± binomial s.d.)"
     k, n = claims.fraction(np.concatenate([d.values for d in drop.values()]) > 0)
-    return claims.graded(every and sig and len(gs) == 2, mean, value, f"IR below DA in {k} of {n} (group, seed)" + ("" if sig else "; a drop within 2 binomial s.d."))
+    sig = all(float(drop[g].mean()) > 2 * _acc_se(ds, g, "DA", "IR") for g in gs)
+    return claims.judge(rep, par, value, f"IR below DA in {k} of {n} (group, seed)" + ("" if sig else "; a drop within 2 binomial s.d."))
 
 def panel_similarity(ds:xr.Dataset, group:str="rot4") -> xr.DataArray:
     "Per model and panel: the mean over g ≠ e of the cosine of the stored realigned map g⁻¹m(gx) with m(x) (seed 0), what Figs. 1 and 3 show."

@@ -23,8 +23,8 @@ from ..scaffold import Var
 # %% auto #0
 __all__ = ['SLICE_VARIABLES', 'BOUNDARY_COLOR', 'BOUNDARY_MUTATIONS', 'choose_anchors', 'slice_geometry', 'snapshot_file',
            'measure_during_training', 'check_snapshots', 'slice_points', 'slice_dataset', 'predictive_entropy',
-           'peak_gain', 'slice_derive', 'ternary', 'draw_boundaries', 'triangle_panel', 'last_epoch',
-           'genuine_segments', 'drawn_lines', 'draw_slices', 'mean_sd_segments', 'signed', 'separated',
+           'nan_argmax', 'at_position', 'peak_gain', 'slice_derive', 'ternary', 'draw_boundaries', 'triangle_panel',
+           'last_epoch', 'genuine_segments', 'drawn_lines', 'draw_slices', 'mean_sd_segments', 'signed', 'separated',
            'too_few_segments', 'boundary_vs_control', 'boundary_passes', 'triangle_correlation', 'triangle',
            'weakly_correlated', 'accuracy', 'controls_bumped']
 
@@ -244,26 +244,43 @@ def slice_dataset(
 
 # %% ../../nbs/paper_zavatoneveth.ipynb #28b482b4
 def predictive_entropy(p:xr.DataArray) -> xr.DataArray:
-    "The entropy −Σ p log p (nats) of the predicted class probabilities `p` over `cls`."
-    return -(p * np.log(p.clip(min=1e-300))).sum("cls")
+    "The entropy −Σ p log p (nats) of the predicted class probabilities `p` over `cls` (NaN where a probability is NaN)."
+    return -(p * np.log(p.clip(min=1e-300))).sum("cls", skipna=False)
 
 # %% ../../nbs/paper_zavatoneveth.ipynb #047a2501
+def nan_argmax(v:xr.DataArray, dim:str) -> xr.DataArray:
+    """The position of `v`'s largest value along `dim`, as `argmax` (integers where `v` has no NaN); NaN where the slice holds
+    a NaN, which `argmax` would skip, or raise on where the whole slice is NaN: a NaN measurement has no peak."""
+    bad = v.isnull().any(dim)
+    i = v.fillna(-np.inf).argmax(dim)
+    return i.where(~bad) if bool(bad.any()) else i
+
+def at_position(v:xr.DataArray, dim:str, i:xr.DataArray) -> xr.DataArray:
+    "`v` at the positions `i` along `dim` (`nan_argmax`'s), NaN where `i` is NaN."
+    ok = i.notnull()
+    out = v.isel({dim: i.fillna(0).astype(int)})
+    if dim in out.coords: out = out.drop_vars(dim)
+    return out if bool(ok.all()) else out.where(ok)
+
 def peak_gain(v:xr.DataArray, entropy:xr.DataArray) -> xr.DataArray:
-    "Along each segment: v where the prediction is most uncertain, minus v's mean at the two ends."
-    return v.isel(t=entropy.argmax("t")) - v.isel(t=[0, -1]).mean("t")
+    "Along each segment: v where the prediction is most uncertain, minus v's mean at the two ends (NaN where either has a NaN)."
+    return at_position(v, "t", nan_argmax(entropy, "t")) - v.isel(t=[0, -1]).mean("t", skipna=False)
 
 # %% ../../nbs/paper_zavatoneveth.ipynb #c2d3cdf2
 def slice_derive(ds:xr.Dataset) -> xr.Dataset:
-    "Predictions, entropies, the boundary gain of each segment and the volume–entropy correlation."
+    """Predictions, entropies, the boundary gain of each segment and the volume–entropy correlation. A NaN among the log
+    volume elements or the probabilities propagates (a NaN peak, prediction, gain or correlation), so that the claims say
+    *cannot judge*; it never raises, nor is it skipped."""
     ds["line_entropy"], ds["plane_entropy"] = predictive_entropy(ds.line_prob), predictive_entropy(ds.plane_prob)
-    ds["line_pred"], ds["plane_pred"] = ds.line_prob.argmax("cls"), ds.plane_prob.argmax("cls")
+    ds["line_pred"], ds["plane_pred"] = nan_argmax(ds.line_prob, "cls"), nan_argmax(ds.plane_prob, "cls")
     ds["boundary_gain"] = peak_gain(ds.line_log_volume, ds.line_entropy)
-    ds["mid_gain"] = ds.line_log_volume.interp(t=0.5) - ds.line_log_volume.isel(t=[0, -1]).mean("t")
-    ds["peak_t"] = ds.t[ds.line_log_volume.argmax("t")].drop_vars("t")
-    ds["boundary_t"] = ds.t[ds.line_entropy.argmax("t")].drop_vars("t")
+    ds["mid_gain"] = ds.line_log_volume.interp(t=0.5) - ds.line_log_volume.isel(t=[0, -1]).mean("t", skipna=False)
+    ds["peak_t"] = at_position(ds.t, "t", nan_argmax(ds.line_log_volume, "t"))
+    ds["boundary_t"] = at_position(ds.t, "t", nan_argmax(ds.line_entropy, "t"))
     v = np.concatenate([ds.line_log_volume.values.reshape(ds.sizes["epoch"], -1), ds.plane_log_volume.values], 1)
     h = np.concatenate([ds.line_entropy.values.reshape(ds.sizes["epoch"], -1), ds.plane_entropy.values], 1)
-    ds["entropy_corr"] = ("epoch", np.array([np.corrcoef(a, b)[0, 1] for a, b in zip(v, h)]))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ds["entropy_corr"] = ("epoch", np.array([np.corrcoef(a, b)[0, 1] for a, b in zip(v, h)]))
     return ds
 
 # %% ../../nbs/paper_zavatoneveth.ipynb #a9094df4
@@ -323,8 +340,11 @@ def last_epoch(v:xr.DataArray) -> xr.DataArray:
 def genuine_segments(ds:xr.Dataset) -> tuple[xr.DataArray, xr.DataArray]:
     """Masks over `line` at the last epoch: segments between classes along which the prediction changes (they cross a
     decision boundary), and genuine controls, as in the paper's Fig. I.22: same class, both ends correctly classified, and
-    the prediction the same all along."""
+    the prediction the same all along. A NaN prediction (from a NaN probability) is *cannot judge* (`claims.CannotJudge`)."""
     pred = last_epoch(ds.line_pred)
+    if bool(pred.isnull().any()):
+        raise claims.CannotJudge("a NaN among the last snapshot's predictions along the segments: which segments cross a decision "
+                                 "boundary cannot be told")
     changes = (pred != pred.isel(t=0)).any("t")
     ends_right = xr.DataArray((pred.isel(t=[0, -1]).values == ds.line_label.values).all(1), dims="line", coords={"line": ds.line})
     return (ds.same_class == 0) & changes, (ds.same_class == 1) & ~changes & ends_right
@@ -346,8 +366,10 @@ def drawn_lines(
         indices into `line`: the segments between classes first, then the controls
     """
     same = ds.same_class.values.astype(bool)
-    cross, control = ((m.values.astype(bool) for m in genuine_segments(ds)) if {"line_pred", "line_label"} <= set(ds.variables)
-                      else (~same, same))
+    cross, control = ~same, same
+    if {"line_pred", "line_label"} <= set(ds.variables):
+        try: cross, control = (m.values.astype(bool) for m in genuine_segments(ds))
+        except claims.CannotJudge: pass                    # NaN predictions: the segments in their order
     first = lambda preferred, kind: [*np.flatnonzero(preferred & kind), *np.flatnonzero(~preferred & kind)]
     return [*first(cross, ~same)[:n_between], *first(control, same)[:n_same]]
 
@@ -416,6 +438,8 @@ def separated(between:xr.DataArray, control:xr.DataArray) -> tuple[bool, bool, s
     mean is positive and either no control is expanded or the between-class mean exceeds the controls' by more than two
     standard errors of the difference (NaN, so not, with one segment on a side)."""
     nb, nc = between.sizes["line"], control.sizes["line"]
+    for v, what in ((between, "between-class"), (control, "control")):
+        if bool(v.isnull().any()): raise claims.CannotJudge(f"a NaN among the {what} segments' gains ({int(v.isnull().sum())} of {v.size})")
     se = float(np.sqrt(between.var("line", ddof=1) / nb + control.var("line", ddof=1) / nc)) if nb > 1 and nc > 1 else float("nan")
     diff = float(between.mean("line") - control.mean("line"))
     flat, sep = bool(control.max() <= 0), diff > 2 * se

@@ -207,11 +207,13 @@ def cost(settings:dict, cell:dict, device:torch.device) -> float:
 # %% ../../nbs/zavatoneveth_fig3.ipynb #dfa8c93c
 @EXPERIMENT.derive
 def derive(ds:xr.Dataset) -> xr.Dataset:
-    "The slice method's derived quantities (`slice_derive`) for the last block, and each block's boundary gain and contrast."
+    """The slice method's derived quantities (`slice_derive`) for the last block, and each block's boundary gain and contrast
+    (NaN where a log volume element is NaN: never skipped)."""
     ds = slice_derive(ds)
     v = ds.line_block_log_volume
     ds["block_gain"] = peak_gain(v, ds.line_entropy)
-    ds["block_contrast"] = (v.max("t") - v.min("t")).where(ds.same_class == 0).mean("line")
+    between = ds.line.values[ds.same_class.values == 0]
+    ds["block_contrast"] = (v.max("t", skipna=False) - v.min("t", skipna=False)).sel(line=between).mean("line", skipna=False)
     return ds
 
 # %% ../../nbs/zavatoneveth_fig3.ipynb #5678995c
@@ -281,7 +283,7 @@ EXPERIMENT.regime(regime)
 def _block_mid_gain(ds:xr.Dataset) -> xr.DataArray:
     "Each block's log volume element at the segment's midpoint minus its mean at the two ends, at the last epoch."
     v = last_epoch(ds.line_block_log_volume)
-    return v.interp(t=0.5) - v.isel(t=[0, -1]).mean("t")
+    return v.interp(t=0.5) - v.isel(t=[0, -1]).mean("t", skipna=False)
 
 def _blocks_scaled(ds:xr.Dataset) -> xr.Dataset:
     "A dataset on which the contrast order passes: each block's log volume element along the segments times 1, 2, 4, 8."
@@ -381,7 +383,7 @@ def _(ds):
 def _(ds):
     v = last_epoch(ds.line_block_log_volume).where(ds.same_class == 0, drop=True)
     if not v.sizes["line"]: return claims.not_run("no segment between classes in this dataset")
-    c = (v.max("t") - v.min("t")).sel(block=list(BLOCKS))
+    c = (v.max("t", skipna=False) - v.min("t", skipna=False)).sel(block=list(BLOCKS))
     m = c.mean("line")
     first, last, rest = m.sel(block=BLOCKS[0]), m.sel(block=BLOCKS[-1]), m.sel(block=list(BLOCKS[1:-1]))
     order = bool(first < rest.min()) and bool(last > rest.max()) and bool(last > first)
