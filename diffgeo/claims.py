@@ -641,13 +641,15 @@ def summary_table(
         for profile in SHOWN:
             h = g[g.profile == profile]
             n = h.status.value_counts()
-            other = int(((h.status == "reproduced") & (h.in_regime == False)).sum())   # noqa: E712 (None is neither)
+            rep = h[h.status == "reproduced"]
+            here, other = int((rep.in_regime == True).sum()), int((rep.in_regime == False).sum())   # noqa: E712 (None is neither)
             parts = []
             for s in STATUSES:
                 if s not in n: continue
-                if s == "reproduced" and other:
-                    here = int(n[s]) - other
-                    parts += ([f"{here} reproduced in the paper's regime"] if here else []) + [f"{other} reproduced in another regime"]
+                if s == "reproduced":
+                    parts += [f"{here} reproduced in the paper's regime"] if here else []
+                    parts += [f"{other} reproduced in another regime"] if other else []
+                    parts += [f"{int(n[s]) - here - other} reproduced"] if int(n[s]) - here - other else []
                 else: parts.append(f"{int(n[s])} {s}")
             cells.append(" · ".join(parts))
         lines.append(f"| [{papers.paper(key).short}](paper_{key}.ipynb) | {len(g[g.profile == SHOWN[0]])} | " + " | ".join(cells) + " |")
