@@ -401,3 +401,14 @@ def test_tab2_regime_is_the_papers_at_its_training_length():
     ds.attrs = {**ds.attrs, "parameters": json.dumps({**p, "epochs": 100, "lr": 1e-4})}
     ours, _, same = T2._regime(ds)
     assert same and "100 epochs of 50,000" in ours
+
+
+# --- the claims vocabulary ----------------------------------------------------------------------------------------
+
+def test_every_judged_detlefsen_verdict_carries_its_rules():
+    "Each claim is built from `claims` rules: a verdict reached on a committed dataset lists them, with their numbers."
+    for exp in (F3, F4, T2, T3):
+        for key, c in exp.claims.items():
+            for label, ds in _sets(exp).items():
+                v = claims.evaluate(c, ds)
+                if v.status != "not run": assert v.rules.startswith("reproduced: "), (exp.name, key, label, v)

@@ -380,10 +380,11 @@ def _(ds):
     kappa = results.parameters(ds).get("kappa", KAPPA)
     a = ds.sel(family="affine")
     cmax, dmin = a.cond.max().item(), a.min_det.min().item()
-    bad, n = claims.fraction(((a.cond > kappa) | (a.min_det <= 0)).values)
-    return claims.graded(cmax > kappa or dmin <= 0, cmax > kappa / 2,
-                         f"largest κ {cmax:.2f} (κ* = {kappa:g}), smallest det {dmin:.3f}; destructive in {bad} of {n} probed maps",
-                         f"{ds.sizes['lr']} rates × {ds.sizes['seed']} seed(s)")
+    bad, n = claims.fraction(((a.cond > kappa) | (a.min_det <= 0)).values)   # a NaN map is not destructive: some map, not every
+    return claims.judge(claims.at_least(bad, 1, f"probed ST-Affine maps destructive (κ > {kappa:g} or det ≤ 0; count)", fmt=".0f"),
+                        claims.at_least(cmax, kappa / 2, "the largest κ of the probed ST-Affine maps"),
+                        f"largest κ {cmax:.2f} (κ* = {kappa:g}), smallest det {dmin:.3f}; destructive in {bad} of {n} probed maps",
+                        f"{ds.sizes['lr']} rates × {ds.sizes['seed']} seed(s)")
 
 INVERTIBLE_FAMILIES, NON_INVERTIBLE = ("affine_diffeo", "cpab"), ("affine", "tps")
 _SHORT = {f: LABELS[f].removeprefix("ST-") for f in FAMILIES}
