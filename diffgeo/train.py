@@ -475,7 +475,7 @@ def fast_settings(
     Returns:
         `train`'s amp and memory_format
     """
-    from .models import resolve_arch
+    from diffgeo.models import resolve_arch   # at call time: models imports train
     arch = resolve_arch(arch)
     base = dict(amp=None, memory_format="auto")
     return base | FAST_CPU.get(arch, {}) if torch.device(device).type == "cpu" else base

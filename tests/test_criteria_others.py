@@ -350,3 +350,93 @@ def test_zavatoneveth_regime():
     fig2, fig3 = REGISTRY["zavatoneveth_fig2"]._regime, REGISTRY["zavatoneveth_fig3"]._regime
     assert fig2(_sets("zavatoneveth_fig2")["paper"])[2] is True and fig2(_sets("zavatoneveth_fig2")["cpu"])[2] is False
     assert all(fig3(ds)[2] is False for ds in _sets("zavatoneveth_fig3").values())
+
+
+# --- Moskalev et al.: the criteria written in the claims vocabulary --------------------------------------------------
+
+_MOSKALEV_RULED = {"moskalev_fig2": {"within_class": {"cpu": "reproduced", "paper": "reproduced"}},
+                   "moskalev_fig4": {"augmented_invariance_deteriorates": {"cpu": "partly", "long": "partly"},
+                                     "regularised_keeps_accuracy": {"cpu": "not", "long": "not"}},
+                   "moskalev_fig5": {"spectral_decay": {"cpu": "partly"}, "accuracy_drop": {"cpu": "partly"},
+                                     "si_target": {"cpu": "not"}, "prop_3_1": {"cpu": "reproduced"}},
+                   "moskalev_tab1": {k: {"cpu": s, "paper": p, "paper (ir_nu_wide)": p} for k, s, p in (
+                       ("logit_invariance", "partly", "reproduced"), ("distribution_invariance", "partly", "reproduced"),
+                       ("weight_tying_most_accurate", "reproduced", "reproduced"), ("fig1_saliency", "reproduced", "reproduced"),
+                       ("fig3_saliency", "reproduced", "reproduced"))}}
+
+
+@pytest.mark.parametrize("name", sorted(_MOSKALEV_RULED))
+def test_moskalev_vocabulary_verdicts_unchanged(name):
+    "The verdicts the hand-written criteria gave on the committed datasets, now with each rule and its numbers in `rules`."
+    sets = _sets(name)
+    for key, want in _MOSKALEV_RULED[name].items():
+        for label, status in want.items():
+            v = _verdict(name, key, sets[label])
+            assert v.status == status and v.rules.startswith("reproduced: "), (key, label, v)
+
+
+@pytest.mark.parametrize("name, key, var", [("moskalev_fig2", "within_class", "neighbour_agrees"),
+    ("moskalev_fig4", "augmented_invariance_deteriorates", "DI"), ("moskalev_fig4", "regularised_keeps_accuracy", "orbit_correct"),
+    ("moskalev_fig5", "spectral_decay", "sigma"), ("moskalev_fig5", "accuracy_drop", "test_accuracy"), ("moskalev_fig5", "si_target", "SI_f"),
+    ("moskalev_tab1", "logit_invariance", "LI"), ("moskalev_tab1", "distribution_invariance", "DI"),
+    ("moskalev_tab1", "weight_tying_most_accurate", "test_accuracy")])
+def test_moskalev_nan_seed_cannot_judge(name, key, var):
+    "One seed's run NaN: cannot judge, never a verdict on the other seeds (accuracy_drop's old mean over seeds skipped it: partly)."
+    assert _status(name, key, _sets(name)["cpu"], _nan(var, index=0)) == "cannot judge"
+
+
+def test_moskalev_prop_3_1_nan_step_cannot_judge():
+    "A NaN σ_max(W) at one step: the old maximum over steps skipped it; now cannot judge."
+    name, key = "moskalev_fig5", "prop_3_1"
+    ds = _sets(name)["cpu"].copy()
+    a = ds.linear_sigma.values.copy(); a[..., 5] = np.nan
+    assert _verdict(name, key, ds.assign(linear_sigma=ds.linear_sigma.copy(data=a))).status == "cannot judge"
+
+
+# --- Rousseau and Zavatone-Veth: the criteria written in the claims vocabulary ------------------------------------------
+
+_VOCABULARY = {"rousseau_spiral": ("boundaries", "extremes", "folds"), "zavatoneveth_fig1": ("boundary", "radial", "width"),
+               "zavatoneveth_fig2": ("accuracy", "peak_at_boundary"),
+               "zavatoneveth_fig3": ("accuracy", "block_contrast", "blocks_near_boundary", "boundary_vs_control"),
+               "zavatoneveth_fige1": ("convergence", "cubic_curvature", "erf_curvature")}
+
+
+@pytest.mark.parametrize("name", sorted(_VOCABULARY))
+def test_rousseau_zavatoneveth_verdicts_carry_their_rules(name):
+    "Every verdict these criteria reach on a committed dataset records its rules, each judged (✓ or ✗), with its numbers."
+    for label, ds in _sets(name).items():
+        for key in _VOCABULARY[name]:
+            v = _verdict(name, key, ds)
+            if v.status in ("reproduced", "partly", "not"):
+                assert v.rules.startswith("reproduced: ✓") or v.rules.startswith("reproduced: ✗"), (label, key, v.rules)
+                assert "?" not in v.rules.split(";")[0][:14], (label, key, v.rules)
+
+
+def test_rousseau_extremes_a_network_that_never_fits_is_not():
+    "A network that fits on no seed has no median J_min/J_max: the criterion says not (its fit rule fails), not cannot judge."
+    from diffgeo.experiments import rousseau_spiral as rs
+    bad = rs._assign(_sets("rousseau_spiral")["paper"], "accuracy", "domain-driven", lambda a: a * 0)
+    v = _verdict("rousseau_spiral", "extremes", bad)
+    assert v.status == "not" and "✗ fits on some seed" in v.rules
+    assert _verdict("rousseau_spiral", "folds", bad).status == "not"        # 2 of 4 networks with the paper's sign: below 3
+
+
+def _nan_at(index):
+    "A mutation: the value at `index` (a tuple of positions) of a variable NaN."
+    def put(a):
+        a = a.copy(); a[index] = np.nan
+        return a
+    return put
+
+
+@pytest.mark.parametrize("name,var,index,keys,derive", [
+    ("zavatoneveth_fige1", "log_volume_error", (0, 0), ("convergence",), False),    # derive's means over the points skip a NaN
+    ("zavatoneveth_fige1", "ricci", (slice(None), -1, 0, 0, 0), ("erf_curvature", "cubic_curvature"), True),
+    ("zavatoneveth_fig3", "line_block_log_volume", (-1, 0, 0, 0), ("block_contrast", "blocks_near_boundary"), True)])
+def test_zavatoneveth_one_nan_cannot_be_judged(name, var, index, keys, derive):
+    "One NaN among the values a criterion reads makes it cannot judge (the vocabulary's rules), never a verdict."
+    for label, ds in _sets(name).items():
+        for key in keys:
+            before, mutate = _verdict(name, key, ds).status, claims.transform(_nan_at(index), var)
+            after = _status(name, key, ds, mutate) if derive else _verdict(name, key, mutate(ds)).status
+            assert after == "cannot judge" or before == after == "not run", (label, key, before, after)

@@ -316,3 +316,34 @@ def test_fig6_slope_of_nan_distances_is_nan():
     ds = _sets(F6)["long"]
     d = F6.derived(_nan_seed("d_diffeo")(ds))
     assert np.isnan(d.slope_R_f.isel(seed=1)).all() and not np.isnan(d.slope_R_f.isel(seed=0)).any()
+
+
+_CONVERTED = [("fig1", "almost_surely"), ("fig1", "delta_one_green"), ("fig1", "t_max"), ("fig3", "depth_init"), ("fig3", "depth_trained"),
+              ("fig3", "interpolation"), ("fig5", "not_architecture"), ("fig6", "interpolation"), ("fig8", "delta_eq3"), ("fig8", "xi_eq13"),
+              ("tab2", "G_f_negative"), ("tab2", "R_f_ahead_of_D_f"), ("tab2", "robust")]
+
+
+@pytest.mark.parametrize("name,key", _CONVERTED, ids=lambda x: x)
+def test_converted_claims_carry_their_rules(name, key):
+    "Each claim written with the vocabulary's rules records them, judged with their numbers, wherever it reaches a verdict."
+    exp = REGISTRY[f"petrini_{name}"]
+    for label, ds in _sets(exp).items():
+        v = claims.evaluate(exp.claims[key], ds)
+        if v.status != "not run": assert v.rules.startswith("reproduced: ") and ("✓" in v.rules or "✗" in v.rules), (label, v.rules)
+
+
+@pytest.mark.parametrize("name,key,mutate", [
+    ("fig1", "almost_surely", _nan_all("T_crit_xi")), ("fig1", "delta_one_green", _nan_all("T_crit_xi")), ("fig1", "t_max", _nan_all("T_crit_xi")),
+    ("fig8", "delta_eq3", _nan_all("delta_unit")), ("fig8", "xi_eq13", _nan_all("max_xi_unit")),
+    ("tab2", "G_f_negative", _nan_seed("test_error")), ("tab2", "R_f_ahead_of_D_f", _nan_seed("test_error")), ("tab2", "robust", _nan_seed("test_error")),
+], ids=lambda x: x if isinstance(x, str) else None)
+def test_converted_nan_cannot_be_judged(name, key, mutate):
+    "A NaN among the inputs of the fields' claims (fig1, fig8) and Table 2's gives cannot judge."
+    import warnings
+    exp = REGISTRY[f"petrini_{name}"]
+    for label, ds in _sets(exp).items():
+        if claims.evaluate(exp.claims[key], ds).status == "not run": continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            v = _verdict(exp, key, ds, mutate)
+        assert v.status == "cannot judge", (label, v.status, v.value, v.note)

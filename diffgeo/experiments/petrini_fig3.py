@@ -789,8 +789,10 @@ def _(ds):
     f = float(np.exp(np.abs(np.log(r))).max())
     d0 = float(ds.delta.min())
     f0 = float(np.exp(np.abs(np.log(ratio.sel(delta=d0)))).max()) if d0 < 1 else float("nan")
-    return claims.graded(f <= 1.25 and f0 > f, f <= 2, f"{float(r.min()):.2f} to {float(r.max()):.2f} over {r.size} (arch, δ ≥ 1, c)",
-                         f"largest factor {f:.2f} at δ ≥ 1; " + (f"{f0:.2f} at δ = {d0:g}" if d0 < 1 else "no δ < 1 in this run"))
+    near = lambda t: claims.at_most(f, t, "the largest factor of Gaussian ÷ bilinear away from 1 at δ ≥ 1", ".2f")
+    small = claims.Test((None if np.isnan(f0) else f0 > f) if d0 < 1 else False, "the largest factor at the smallest δ (< 1) above that at δ ≥ 1",
+                        f"{f0:.2f} at δ = {d0:g}" if d0 < 1 else "no δ < 1 in this run")
+    return claims.judge([near(1.25), small], near(2), f"{float(r.min()):.2f} to {float(r.max()):.2f} over {r.size} (arch, δ ≥ 1, c)")
 
 @EXPERIMENT.claim("noise_slope", where="Fig. 11, App. D", words="at small noise G_f ∝ ‖η‖² (slope 2, the linear response)", paper_value="slope 2",
     statistic="slope of log G_f against log ‖η‖ over the three smallest radii, trained networks, every architecture and seed",
@@ -811,8 +813,8 @@ def _(ds):
 def _(ds):
     L = _layers_whole(ds, "init")
     f = float(np.exp(np.nanmax(np.abs(np.log(L.values)))))
-    return claims.graded(f <= 1.5, f <= 2, f"{float(L.min()):.2f} to {float(L.max()):.2f} over {int(L.notnull().sum())} (arch, layer)",
-                         f"farthest from 1 by a factor {f:.2f}")
+    near = lambda t: claims.at_most(f, t, "the largest factor of a layer's R_f away from 1", ".2f")
+    return claims.judge(near(1.5), near(2), f"{float(L.min()):.2f} to {float(L.max()):.2f} over {int(L.notnull().sum())} (arch, layer)")
 
 @EXPERIMENT.claim("depth_trained", where="Fig. 14", words="after training R_f decreases monotonically with depth",
     statistic="rank correlation of the trained layers' R_f (seed geometric means) with depth, per architecture",
@@ -824,9 +826,10 @@ def _(ds):
 def _(ds):
     L = _layers_whole(ds, "trained")
     rho = {str(a): _spearman(L.sel(arch=a).dropna("layer_index").values) for a in L.arch.values}
-    k, n = claims.fraction(np.array(list(rho.values())) < 0)
-    return claims.graded(all(r <= -0.9 for r in rho.values()), k > n / 2, "; ".join(f"{a} {r:+.2f}" for a, r in rho.items()).replace("-", "−"),
-                         f"negative for {k} of {n} architectures")
+    what, v = "the rank correlation of R_f with depth", list(rho.values())
+    return claims.judge(claims.every(v, lambda x: x <= -0.9, f"{what} at most −0.9", over="architecture", fmt="+.2f"),
+                        claims.most(v, lambda x: x < 0, f"{what} negative", over="architecture", fmt="+.2f"),
+                        "; ".join(f"{a} {r:+.2f}" for a, r in rho.items()).replace("-", "−"))
 
 @EXPERIMENT.claim("training", where="§1, §3", words="R_f is of order unity at initialisation and decreases by several decades during training for SOTA architectures",
     paper_value="several decades (≈1 to 10⁻²–10⁻¹)", statistic="log10 of R_f after the last epoch over R_f before training (δ = 1, c = 3), per seed, ResNet18 and EfficientNetB0",

@@ -640,7 +640,8 @@ def _(ds):
     lm = ds.R_f_logmean.sel(state="trained", arch=archs, c=3)
     r = lm.sel(interpolation="gaussian") / lm.sel(interpolation="bilinear")
     f = float(np.exp(np.abs(np.log(r))).max())
-    return claims.graded(f <= 1.25, f <= 2, f"{float(r.min()):.2f} to {float(r.max()):.2f} over {r.size} (arch, P)", f"largest factor {f:.2f}")
+    near = lambda t: claims.at_most(f, t, "the largest factor of Gaussian ÷ bilinear away from 1", ".2f")
+    return claims.judge(near(1.25), near(2), f"{float(r.min()):.2f} to {float(r.max()):.2f} over {r.size} (arch, P)")
 
 @EXPERIMENT.claim("cnns_similar", where="Fig. 18", words="for a small training set, CNNs behave similarly in the (ε_t, R_f) plane",
     statistic="largest over smallest R_f and ε_t (seed geometric means, c = 3) among the CNNs at the smallest P",

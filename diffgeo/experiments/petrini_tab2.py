@@ -353,6 +353,10 @@ def _positive(x:float, what:str) -> claims.Test:
     "The rule `what` > 0 (cannot judge on a NaN)."
     return claims.Test(None if np.isnan(x) else bool(x > 0), f"{what} positive", _num(x))
 
+def _negative(x:float, what:str) -> claims.Test:
+    "The rule `what` < 0 (cannot judge on a NaN)."
+    return claims.Test(None if np.isnan(x) else bool(x < 0), f"{what} negative", _num(x))
+
 def _missing(ds:xr.Dataset) -> list[str]:
     "Table 2's data sets that this run lacks (MNIST-5k counted as MNIST)."
     have = {str(d).removesuffix("5k") for d in ds.dataset.values}
@@ -398,18 +402,20 @@ def _(ds):
 def _(ds):
     rows = _rows(ds)
     if not rows: return claims.not_run(_NO_ROW)
-    full, part, values, notes = True, True, [], []
+    full, part, values, notes = [], [], [], []
     for d, paper in rows:
         gap = paper[2] - paper[0]
         (r, pr), (dd, pd) = _at_main(ds, "R_f", d), _at_main(ds, "D_f", d)
         k, n = claims.fraction(np.sign(gap) * (pr - pd) > 0)
         se = float((pr - pd).std(ddof=1)) / np.sqrt(n) if n > 1 else float("nan")
         tol = max(0.15, 2 * se) if n > 1 else 0.15
-        full &= r > 0 and abs(r - dd - gap) <= tol and np.sign(gap) * (r - dd) > 0
-        part &= r > 0 and (abs(r - dd - gap) <= 0.3 or np.sign(gap) * (r - dd) > 0)
+        pos, sign = _positive(r, f"{d}: ρ_R on the seed log-means"), claims.same_sign(r - dd, gap, f"{d}: ρ_R − ρ_D on the seed log-means")
+        near = lambda t: claims.within(r - dd, gap, t, f"{d}: ρ_R − ρ_D on the seed log-means", ".2f")
+        full += [pos, near(tol), sign]
+        part += [pos, claims.any_of(near(0.3), sign)]
         values.append(f"{d}: {_num(r - dd)} on the seed log-means; per seed {claims.mean_sd(pr - pd)}")
         notes.append(f"{d}: the paper's gap {_num(gap)}, tolerance {tol:.2f}; ρ_R {_num(r)}, ρ_D {_num(dd)}; the paper's sign in {k} of {n} seeds")
-    return claims.graded(full, part, "; ".join(values), "; ".join(notes))
+    return claims.judge(full, part, "; ".join(values), "; ".join(notes))
 
 @EXPERIMENT.claim("G_f_negative", where="Table 2",
     words="the test error correlates negatively with G_f on every data set",
@@ -421,15 +427,13 @@ def _(ds):
 def _(ds):
     rows = _rows(ds)
     if not rows: return claims.not_run(_NO_ROW)
-    full, part, values, notes = True, True, [], []
+    full, part, values = [], [], []
     for d, paper in rows:
         g, per = _at_main(ds, "G_f", d)
-        k, n = claims.fraction(per < 0)
-        full &= abs(g - paper[1]) <= 0.1 and k == n
-        part &= g < 0 and k > n / 2
+        full += [claims.within(g, paper[1], 0.1, f"{d}: ρ_G on the seed log-means", ".2f"), claims.every(per, lambda v: v < 0, f"{d}: ρ_G negative")]
+        part += [_negative(g, f"{d}: ρ_G on the seed log-means"), claims.most(per, lambda v: v < 0, f"{d}: ρ_G negative")]
         values.append(f"{d}: {_num(g)} on the seed log-means; per seed {claims.mean_sd(per)}")
-        notes.append(f"{d}: the paper's {_num(paper[1])}; negative in {k} of {n} seeds")
-    return claims.graded(full, part, "; ".join(values), "; ".join(notes))
+    return claims.judge(full, part, "; ".join(values))
 
 def _invert_off_main(ds:xr.Dataset) -> xr.Dataset:
     "R_f inverted (m_diffeo → m_noise² / m_diffeo) at every probe but the main one."
@@ -448,17 +452,17 @@ def _invert_off_main(ds:xr.Dataset) -> xr.Dataset:
     partly="positive at every such probe, and within 0.2 of the main probe at most of them",
     mutations={"R_f inverted off the main probe": _invert_off_main, "test errors inverted": _INVERTED})
 def _(ds):
-    m, full, part, values, notes = main_probe(ds), True, True, [], []
+    full, part, values = [], [], []
     for d in ds.dataset.values:
         v = ds.corr_R_f.sel(dataset=d)
         green = (ds.diffeo_fraction.sel(dataset=d).mean(["arch", "seed", "interpolation"]) >= 0.9).broadcast_like(v)
         main, per = _at_main(ds, "R_f", d)
-        near, n = claims.fraction((abs(v - main) <= 0.2).values[green.values])
-        pos, _ = claims.fraction((v > 0).values[green.values])
-        full &= main > 0 and pos == n and near == n
-        part &= pos == n and near > n / 2
+        g = v.values[green.values]
+        if not g.size: raise claims.CannotJudge(f"{d}: no probe where at least 90% of the fields are diffeomorphisms")
+        pos = claims.every(g, lambda x: x > 0, f"{d}: ρ_R positive", over="probe")
+        near = lambda rule: rule(g, lambda x: abs(x - main) <= 0.2, f"{d}: ρ_R within 0.2 of the main probe's", over="probe")
+        full += [_positive(main, f"{d}: ρ_R at the main probe"), pos, near(claims.every)]
+        part += [pos, near(claims.most)]
         values.append(f"{d}: {_num(main)} at the main probe (per seed {claims.mean_sd(per)}); {results.span(v.where(green), '.2f')} "
-                      f"over the {n} probes with diffeomorphisms")
-        notes.append(f"{d}: within 0.2 of the main probe at {near} of {n}, positive at {pos}")
-    notes.append("the paper's Fig. 21 is CIFAR-10")
-    return claims.graded(full, part, "; ".join(values), "; ".join(notes))
+                      f"over the {g.size} probes with diffeomorphisms")
+    return claims.judge(full, part, "; ".join(values), "the paper's Fig. 21 is CIFAR-10")

@@ -528,11 +528,15 @@ def _(ds):
     e = _euler(ds)
     if e is None: return claims.not_run("no network trained with Euler")
     together = e.seed.values[_fits(e).all("model").values]
-    if not len(together): return claims.graded(False, False, "no seed on which all four networks fit", "the accuracy half of the claim fails")
+    if not len(together):
+        return claims.judge(claims.Test(False, "a seed on which all four networks fit", "none"), None, "no seed on which all four networks fit",
+                            "the accuracy half of the claim fails")
     L = _finite(e.boundary_length.sel(seed=together), "the boundary lengths")
     ratio = (L.sel(model=list(_CONSTRAINED)) / L.sel(model="unshared")).mean("seed")
     value = ", ".join(f"{m} {float(ratio.sel(model=m)):.2f}" for m in _CONSTRAINED)
-    return claims.graded(bool((ratio <= 0.9).all()), bool((ratio < 1).all()), value + " of the unshared length",
+    shorter = lambda cond, what: claims.every(ratio, cond, f"the boundary length ÷ the unshared network's {what} (mean over the seeds where all four fit)",
+                                              over="constrained network", fmt=".2f")
+    return claims.judge(shorter(lambda r: r <= 0.9, "at most 0.9"), shorter(lambda r: r < 1, "below 1"), value + " of the unshared length",
                          f"on seed{'s' if len(together) > 1 else ''} {', '.join(map(str, together))}, where all four fit; unshared length {float(L.sel(model='unshared').mean()):.1f}")
 _SMOOTHER = 0.8  # a shared-weight network's path roughness ÷ the unshared one's below which its layers are "smoother"
 
@@ -582,7 +586,9 @@ def _(ds):
                       else f"{m} never fits" for m in e.model.values)
     good = [m for m in e.model.values if bool(fits.sel(model=m).any()) and bool(agree.sel(model=m).all())]
     wrong = [m for m in e.model.values if m not in good]
-    return claims.graded(n > 0 and k == n and len(good) == 4, len(good) >= 3, value + f" (over the seeds where each fits)",
+    signs = lambda least: claims.at_least(len(good), least, "the networks that fit on some seed and have the paper's sign of J_min on "
+                                          "every seed where they fit", fmt="g")
+    return claims.judge(signs(4), signs(3), value + f" (over the seeds where each fits)",
                          f"the paper's sign in {k} of {n} fitting (network, seed) pairs" + (f"; not for {', '.join(wrong)}" if wrong else "")
                          + "; " + _fit_note(fits))
 
@@ -792,6 +798,9 @@ def _(ds):
     near = lambda r, f: (r >= 1 / f) & (r <= f)
     k, n = claims.fraction(near(r_hi, 2) & near(r_lo, 2))
     value = "; ".join(f"{m} {_g(a)}/{_g(b)}" if np.isfinite(b) else f"{m} never fits" for m, a, b in zip(e.model.values, lo.values, hi.values))
-    return claims.graded(k == n, bool(near(r_hi, 10).all()), value + " (median over the seeds where each fits)",
+    some = claims.every(fits.sum("seed"), lambda s: s > 0, "fits on some seed (the number of seeds where it fits)", over="network", fmt=".0f")
+    within = lambda r, what, f: claims.every(r, lambda q: near(q, f), f"{what} ÷ the paper's within a factor {f}", over="network", fmt=".3g")
+    return claims.judge([some, within(r_hi, "J_max", 2), within(r_lo, "J_min", 2)], [some, within(r_hi, "J_max", 10)],
+                        value + " (median over the seeds where each fits)",
                          f"J_max ÷ the paper's from {np.nanmin(r_hi):.3g} to {np.nanmax(r_hi):,.3g}; both extremes within a factor 2 for {k} of {n} networks; "
                          + _fit_note(fits))

@@ -25,8 +25,8 @@ __all__ = ['SLICE_VARIABLES', 'BOUNDARY_COLOR', 'BOUNDARY_MUTATIONS', 'choose_an
            'measure_during_training', 'check_snapshots', 'slice_points', 'slice_dataset', 'predictive_entropy',
            'nan_argmax', 'at_position', 'peak_gain', 'slice_derive', 'ternary', 'draw_boundaries', 'triangle_panel',
            'last_epoch', 'genuine_segments', 'drawn_lines', 'draw_slices', 'mean_sd_segments', 'signed', 'separated',
-           'too_few_segments', 'boundary_vs_control', 'boundary_passes', 'triangle_correlation', 'triangle',
-           'weakly_correlated', 'accuracy', 'controls_bumped']
+           'too_few_segments', 'boundary_vs_control', 'accuracy_cap', 'boundary_passes', 'triangle_correlation',
+           'triangle', 'weakly_correlated', 'accuracy', 'controls_bumped']
 
 # %% ../../nbs/paper_zavatoneveth.ipynb #1cda2439
 SLICE_VARIABLES = {
@@ -432,21 +432,35 @@ def signed(x:float) -> str:
     return f"{float(x):+.1f}".replace("-", "−")
 
 # %% ../../nbs/paper_zavatoneveth.ipynb #85301897
-def separated(between:xr.DataArray, control:xr.DataArray) -> tuple[bool, bool, str]:
-    """(reproduced, partly, note) of between-class boundary gains against control gains along `line`: reproduced when every
-    between-class gain is positive and above every control's and no control's is positive; partly when the between-class
-    mean is positive and either no control is expanded or the between-class mean exceeds the controls' by more than two
-    standard errors of the difference (NaN, so not, with one segment on a side)."""
+def separated(
+    between:xr.DataArray, # the between-class segments' boundary gains along `line` (and perhaps `block`)
+    control:xr.DataArray, # the genuine controls' midpoint gains along `line` (the same other dimensions)
+    over:str="network", # what the values left after reducing `line` are one per ("block")
+) -> tuple[list, list]:
+    """(reproduced, partly) rules of between-class boundary gains against control gains, each over `over`: reproduced when
+    every between-class gain is positive and above every control's and no control's is positive; partly when the
+    between-class mean is positive and either no control is expanded or the between-class mean exceeds the controls' by
+    more than two standard errors of the difference (NaN, so not, with one segment on a side).
+
+    Args:
+        between: the between-class segments' boundary gains along `line` (and perhaps `block`)
+        control: the genuine controls' midpoint gains along `line` (the same other dimensions)
+        over: what the values left after reducing `line` are one per ("block")
+    """
     nb, nc = between.sizes["line"], control.sizes["line"]
     for v, what in ((between, "between-class"), (control, "control")):
         if bool(v.isnull().any()): raise claims.CannotJudge(f"a NaN among the {what} segments' gains ({int(v.isnull().sum())} of {v.size})")
-    se = float(np.sqrt(between.var("line", ddof=1) / nb + control.var("line", ddof=1) / nc)) if nb > 1 and nc > 1 else float("nan")
-    diff = float(between.mean("line") - control.mean("line"))
-    flat, sep = bool(control.max() <= 0), diff > 2 * se
-    every = bool(between.min() > 0) and bool(between.min() > control.max()) and flat
-    partly = bool(between.mean("line") > 0) and (flat or sep)
-    note = (f"difference of means {signed(diff)} ± {se:.1f} (s.e.)" + ("; no control expanded" if flat else "; a control is expanded"))
-    return every, partly, note
+    diff, cmax = between.mean("line") - control.mean("line"), control.max("line")
+    se = np.sqrt(between.var("line", ddof=1) / nb + control.var("line", ddof=1) / nc) if nb > 1 and nc > 1 else diff * np.nan
+    ok = ((cmax <= 0) | (diff > 2 * se)).values.ravel()
+    rule = lambda v, cond, what: claims.every(v, cond, what, over=over, fmt=".1f")
+    return ([rule(between.min("line"), lambda g: g > 0, "the smallest between-class boundary gain positive"),
+             rule(between.min("line") - cmax, lambda g: g > 0, "the smallest between-class gain − the largest control's, positive"),
+             rule(cmax, lambda g: g <= 0, "no control's midpoint gain positive (the largest at most 0)")],
+            [rule(between.mean("line"), lambda g: g > 0, "the between-class mean gain positive"),
+             claims.Test(bool(ok.all()), f"no control expanded, or the between-class mean above the controls' by more than 2 s.e. of "
+                         f"the difference, in every {over}", f"{int(ok.sum())} of {ok.size} {over}s: " + ", ".join(
+                             f"{signed(d)} ± {s:.1f}" for d, s in zip(np.ravel(diff.values), np.ravel(se.values))))])
 
 # %% ../../nbs/paper_zavatoneveth.ipynb #5f21a217
 def too_few_segments(is_between, is_control) -> claims.Verdict|None:
@@ -465,11 +479,16 @@ def boundary_vs_control(ds:xr.Dataset, accuracy_criterion:Callable|None=None) ->
     if (missing := too_few_segments(is_between, is_control)) is not None: return missing
     between = last_epoch(ds.boundary_gain).where(is_between, drop=True)
     control = last_epoch(ds.mid_gain).where(is_control, drop=True)
-    every, partly, note = separated(between, control)
+    reproduced, partly = separated(between, control)
     value = f"boundary gain between classes {mean_sd_segments(between)}, midpoint gain of the genuine controls {mean_sd_segments(control)} nats"
-    if every and accuracy_criterion is not None and (a := accuracy_criterion(ds)).status == "not":
-        return claims.Verdict("partly", value, note + f"; capped at partly: the network's test accuracy, {a.value}, is far below the paper's")
-    return claims.graded(every, partly, value, note)
+    return claims.judge(reproduced, partly, value, cap=accuracy_cap(ds, accuracy_criterion, reproduced))
+
+def accuracy_cap(ds:xr.Dataset, criterion:Callable|None, reproduced:list|None=None) -> str|None:
+    """The reason to cap a verdict at partly where the network's test accuracy is far below the paper's (`criterion` says
+    not), else None; asked only where the `reproduced` rules (if given) all hold."""
+    if criterion is None or (reproduced is not None and not all(t.holds for t in reproduced)): return None
+    a = criterion(ds)
+    return f"the network's test accuracy, {a.value}, is far below the paper's" if a.status == "not" else None
 
 # %% ../../nbs/paper_zavatoneveth.ipynb #87ee943d
 def _controls_flat(ds:xr.Dataset) -> xr.Dataset:
@@ -525,8 +544,7 @@ def triangle(ds:xr.Dataset, accuracy_criterion:Callable|None=None) -> claims.Ver
     beyond = claims.ahead(g1, spread, 1, "the centre's excess over the corners at the end, against the centre points' s.d.", ".1f")
     corr = claims.ahead(r, se, 2, f"the correlation of the log volume element with the entropy over the triangle's {n} points "
                                   "(s.e. √((1 − r²)/(n − 2)))", ".2f")
-    a = accuracy_criterion(ds) if accuracy_criterion is not None else None
-    cap = f"the network's test accuracy, {a.value}, is far below the paper's" if a is not None and a.status == "not" else None
+    cap = accuracy_cap(ds, accuracy_criterion)
     return claims.judge([raised, beyond, corr], [raised, corr],
                         f"centre − corners {g0:+.1f} → {g1:+.1f} nats (init → end; s.d. over the centre points {spread:.1f}); "
                         f"correlation with the entropy over the triangle {r:+.2f} ± {se:.2f} (s.e., {n} points)".replace("-", "−"),
@@ -567,7 +585,8 @@ def accuracy(target:float, floor:float) -> Callable:
     def criterion(ds:xr.Dataset) -> claims.Verdict:
         err, n = float(last_epoch(ds.test_error)), _test_size(ds)
         acc, sd = 1 - err, float(claims.binomial_sd(err, n))
-        return claims.graded(acc + 2 * sd >= target, acc >= floor, f"{100 * acc:.1f} ± {100 * sd:.1f} % (binomial s.d., {n} test images)")
+        return claims.judge(claims.at_least(acc + 2 * sd, target, "the test accuracy + 2 binomial s.d."),
+                            claims.at_least(acc, floor, "the test accuracy"), f"{100 * acc:.1f} ± {100 * sd:.1f} % (binomial s.d., {n} test images)")
     return criterion
 
 # %% ../../nbs/paper_zavatoneveth.ipynb #7902bade

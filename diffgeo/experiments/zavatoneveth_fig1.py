@@ -436,11 +436,10 @@ def _volume_times_width(ds:xr.Dataset) -> xr.Dataset:
 def _(ds):
     start, end = _sinusoid_contrast(ds)
     if end.sizes["width"] == 0: return claims.not_run("no sinusoid network in this dataset")
-    k, n = claims.fraction(end > 0)
-    grew = bool((end > start).all())
     per = ", ".join(f"n = {w}: {_signed(start.sel(width=w))} → {_signed(end.sel(width=w))}" for w in end.width.values)
-    return claims.graded(k == n and grew, k > n / 2, claims.mean_sd(end, dim="width") + f" nats at the end ({per}, init → end)",
-                         f"positive at {k} of {n} widths; {'larger' if grew else 'not larger'} than at initialisation at every width")
+    positive = lambda rung: rung(end, lambda c: c > 0, "the final boundary contrast positive", over="width")
+    grew = claims.every(end - start, lambda d: d > 0, "the final contrast − the initial, positive", over="width")
+    return claims.judge([positive(claims.every), grew], positive(claims.most), claims.mean_sd(end, dim="width") + f" nats at the end ({per}, init → end)")
 
 @EXPERIMENT.claim("width", where="Fig. 1, §4.1",
     words="at small widths the shape of the sinusoid is not well resolved, but at large widths there is a clear peak in the "
@@ -454,13 +453,12 @@ def _(ds):
 def _(ds):
     _, end = _sinusoid_contrast(ds)
     if end.sizes["width"] < 2: return claims.not_run("fewer than two sinusoid widths in this dataset")
-    rises, widest = bool((end.diff("width") > 0).all()), float(end.isel(width=-1))
-    wider = widest > float(end.isel(width=0))
     per = ", ".join(f"n = {w}: {_signed(end.sel(width=w))}" for w in end.width.values)
-    return claims.graded(rises and widest > 0, wider and widest > 0, f"{per} nats (one network per width, no spread)",
-                         f"{'increases' if rises else 'does not increase'} with width"
-                         + ("" if wider else "; smaller at the widest than at the narrowest")
-                         + "; one network per width, so no spread over seeds to judge the difference by")
+    by = lambda v: {f"n = {w}": v.sel(width=w) for w in v.width.values}
+    widest = claims.every(end.isel(width=-1), lambda c: c > 0, "the final contrast positive", over="widest width")
+    return claims.judge([claims.ordered(by(end), "the final contrast", decreasing=False, fmt=".2f"), widest],
+                        [claims.ordered(by(end.isel(width=[0, -1])), "the final contrast", decreasing=False, fmt=".2f"), widest],
+                        f"{per} nats (one network per width, no spread)", "one network per width, so no spread over seeds to judge the difference by")
 
 @EXPERIMENT.claim("radial", where="§4.1, App. I.1 (Figs. I.1–I.4)",
     words="at initialisation the volume element has approximate rotational symmetry at large widths, as the infinite-width "
@@ -474,11 +472,10 @@ def _(ds):
     s = ds.radial_share.where(ds.task == "xor", drop=True).sortby("width").swap_dims(net="width")
     if s.sizes["width"] < 2: return claims.not_run("fewer than two XOR widths in this dataset")
     start, end = s.sel(snapshot=s.snapshot.min()), s.sel(snapshot=s.snapshot.max())
-    up0, up1 = bool((start.diff("width") > 0).all()), bool((end.diff("width") > 0).all())
     fmt = lambda v: " → ".join(f"{x:.2f}" for x in v.values)
-    return claims.graded(up0 and up1, up0, f"init {fmt(start)}, end {fmt(end)} (widths {', '.join(map(str, s.width.values))})",
-                         f"{'increases' if up0 else 'does not increase'} with width at initialisation, "
-                         f"{'increases' if up1 else 'does not increase'} at the end")
+    up = lambda v, when: claims.ordered({f"n = {w}": v.sel(width=w) for w in v.width.values}, f"the radial share {when}", decreasing=False, fmt=".2f")
+    return claims.judge([up(start, "at initialisation"), up(end, "at the end")], up(start, "at initialisation"),
+                        f"init {fmt(start)}, end {fmt(end)} (widths {', '.join(map(str, s.width.values))})")
 
 # %% ../../nbs/zavatoneveth_fig1.ipynb #e5a14714
 from .. import results

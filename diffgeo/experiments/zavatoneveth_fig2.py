@@ -194,9 +194,8 @@ def peak_at_boundary(ds:xr.Dataset) -> claims.Verdict:
     "Criterion of `peak_at_boundary`: the distance along each between-class segment from the volume's peak to the entropy's."
     gap = abs(last_epoch(ds.peak_t) - last_epoch(ds.boundary_t)).where(ds.same_class == 0, drop=True)
     if not gap.sizes["line"]: return claims.not_run("no segment between classes in this dataset")
-    k, n = claims.fraction(gap <= 0.2)
-    return claims.graded(k == n, k > n / 2, claims.mean_sd(gap.values, ".2f", dim="segment") + " of the segment's length",
-                         f"within a fifth of the segment in {k} of {n} segments")
+    near = lambda rung: rung(gap, lambda g: g <= 0.2, "the volume's peak within a fifth of the segment of the entropy's", over="between-class segment")
+    return claims.judge(near(claims.every), near(claims.most), claims.mean_sd(gap.values, ".2f", dim="segment") + " of the segment's length")
 
 SEGMENTS_SWAPPED = {"boundary and control segments swapped": claims.transform(lambda s: 1 - s, "same_class"),
                     "segments' log volumes rolled by two": claims.roll("line_log_volume", dim="line", shift=2)}

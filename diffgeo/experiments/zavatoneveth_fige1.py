@@ -225,14 +225,14 @@ def _widest(ds:xr.Dataset, activation:str) -> xr.Dataset:
     partly="both deviations are smaller at the widest width than at the narrowest, for every activation",
     mutations={"widths reversed": claims.transform(lambda a: a[:, ::-1], "log_volume", "ricci")})
 def _(ds):
-    err = [ds.log_volume_error, ds.ricci_error]
     if ds.sizes["width"] < 2: return claims.not_run("fewer than two widths in this dataset")
-    every = all(bool((e.diff("width") < 0).all()) for e in err)
-    ends = all(bool((e.isel(width=-1) < e.isel(width=0)).all()) for e in err)
-    k = sum(int((e.diff("width") < 0).all("width").sum()) for e in err)
-    return claims.graded(every, ends, f"power of n: log volume {claims.mean_sd(ds.log_volume_slope, dim='activation')}, "
-                                      f"Ricci {claims.mean_sd(ds.ricci_slope, dim='activation')}",
-                         f"falls at every step in {k} of {2 * ds.sizes['activation']} (quantity, activation) pairs")
+    err = {"the log volume element's": ds.log_volume_error, "the Ricci scalar's": ds.ricci_error}
+    falls = [claims.every(e.diff("width"), lambda d: d < 0, f"{q} rms deviation falls", over="(activation, width step) pair", fmt=".2g")
+             for q, e in err.items()]
+    ends = [claims.every(e.isel(width=-1) - e.isel(width=0), lambda d: d < 0, f"{q} rms deviation at the widest − at the narrowest, negative",
+                         over="activation", fmt=".2g") for q, e in err.items()]
+    return claims.judge(falls, ends, f"power of n: log volume {claims.mean_sd(ds.log_volume_slope, dim='activation')}, "
+                                     f"Ricci {claims.mean_sd(ds.ricci_slope, dim='activation')}")
 
 @EXPERIMENT.claim("erf_curvature", where="App. E.2, Eq. E.27–E.28",
     words="for the error function the volume element falls with the radius, and the Ricci scalar is negative for all radii and "
@@ -246,17 +246,16 @@ def _(ds):
 def _(ds):
     if "erf" not in ds.activation.values: return claims.not_run("no erf networks in this dataset")
     w = _widest(ds, "erf")
-    R, lv = w.ricci.mean("angle"), w.log_volume.mean(("draw", "angle"))
-    m, se = R.mean("draw"), R.std("draw", ddof=1) / np.sqrt(R.sizes["draw"])
-    neg, sure = bool((m < 0).all()), bool((m + 2 * se < 0).all())
-    falls, vol = bool((m.diff("radius") < 0).all()), bool((lv.diff("radius") < 0).all())
+    R, lv = w.ricci.mean("angle", skipna=False), w.log_volume.mean(("draw", "angle"), skipna=False)
+    m, se = R.mean("draw", skipna=False), R.std("draw", ddof=1, skipna=False) / np.sqrt(R.sizes["draw"])
     sig = lambda x: f"{float(x):.3g}".replace("-", "−")
-    return claims.graded(sure and falls and vol, neg,
+    falls = lambda v, what: claims.every(v.diff("radius"), lambda d: d < 0, f"{what} falls", over="radius step", fmt=".2g")
+    return claims.judge([claims.every(m + 2 * se, lambda r: r < 0, "the mean R + 2 s.e. negative", over="radius value", fmt=".3g"),
+                         falls(m, "the mean R"), falls(lv, "the mean log volume element")],
+                        claims.every(m, lambda r: r < 0, "the mean R negative", over="radius value", fmt=".3g"),
                          f"R from {sig(m.isel(radius=0))} ± {float(se.isel(radius=0)):.2g} at |x| = {float(m.radius[0]):g} to "
                          f"{sig(m.isel(radius=-1))} ± {float(se.isel(radius=-1)):.2g} at {float(m.radius[-1]):g} (n = {int(w.width)}, "
-                         f"± s.e. over {R.sizes['draw']} draws)",
-                         f"R {'negative' if neg else 'not negative'} at every radius, {'falling' if falls else 'not falling'}; "
-                         f"volume element {'falling' if vol else 'not falling'}")
+                         f"± s.e. over {R.sizes['draw']} draws)")
 
 @EXPERIMENT.claim("cubic_curvature", where="App. E.2, Eq. E.49–E.51",
     words="for a monomial of degree k ≥ 3 the Ricci scalar is non-monotonic in the radius: an initial decrease followed by a "
@@ -270,14 +269,16 @@ def _(ds):
         ricci=ds.ricci.where(ds.radius != ds.radius.min(), ds.ricci.sel(radius=ds.radius.min()) / 10))})
 def _(ds):
     if "cubic" not in ds.activation.values: return claims.not_run("no cubic networks in this dataset")
-    R = _widest(ds, "cubic").ricci.mean("angle")
+    R = _widest(ds, "cubic").ricci.mean("angle", skipna=False)
     if R.isnull().any(): raise claims.CannotJudge("NaN among the cubic network's Ricci scalars")
     m, se = R.mean("draw"), R.std("draw", ddof=1) / np.sqrt(R.sizes["draw"])
     low = int(m.argmin("radius"))
-    neg, zero = bool((m < 0).all()), bool(abs(m.isel(radius=-1)) < 0.01 * abs(m).max())
-    dip = 0 < low < m.sizes["radius"] - 1
     sig = lambda x: f"{float(x):.3g}".replace("-", "−")
-    return claims.graded(dip and neg and zero, neg and zero,
+    dip = claims.Test(0 < low < m.sizes["radius"] - 1, "the mean R's minimum inside the range of radii (an initial decrease)",
+                      f"minimum at |x| = {float(m.radius[low]):g}, radii {float(m.radius[0]):g} to {float(m.radius[-1]):g}")
+    neg = claims.every(m, lambda r: r < 0, "the mean R negative", over="radius value", fmt=".3g")
+    zero = claims.at_most(abs(m.isel(radius=-1)) / abs(m).max(), 0.01, "|R| at the largest radius ÷ its largest")
+    return claims.judge([dip, neg, zero], [neg, zero],
                          f"R {sig(m.isel(radius=0))} ± {float(se.isel(radius=0)):.2g} (s.e. over draws) at |x| = {float(m.radius[0]):g}, minimum {sig(m.isel(radius=low))} at "
                          f"{float(m.radius[low]):g}, {sig(m.isel(radius=-1))} at {float(m.radius[-1]):g} (mean over "
                          f"{ds.sizes['draw']} draws and {ds.sizes['angle']} directions)",
