@@ -96,7 +96,7 @@ def main():
     print(machine(dev))
     print(f"one optimiser step, batch 128, CIFAR-10 shapes, long-profile widths; best of {reps} rounds after a warm-up\n")
     head = "".join(f"{s[0]:>12}" for s in SETTINGS)
-    print(f"{'network':<22}{'ref ms':>9}{head}{'floor':>9}{'chosen':>18}{'loop/bare':>11}")
+    print(f"{'network':<22}{'ref ms':>9}{head}{'floor ms':>9}{'chosen':>18}{'loop/bare':>11}")
     for arch in args.archs:
         arch = models.resolve_arch(arch)
         width = petrini.LONG_WIDTH.get(arch, 1.0)
@@ -110,9 +110,11 @@ def main():
         fastest = min(range(len(times)), key=times.__getitem__)
         t_floor = best_times([fns[fastest][1]], reps)[0]
         per_step, kw = loop_seconds(arch, width, dev)
-        chosen = next(i for i, (_, amp, mf) in enumerate(SETTINGS) if amp == kw.get("amp") and mf == kw.get("memory_format", "contiguous"))
+        probe = models.build(arch, in_channels=3, n_classes=10, size=32, width=width)
+        layout = "channels_last" if train.uses_channels_last(probe, dev, kw.get("memory_format", "auto")) else "contiguous"
+        chosen = next(i for i, (_, amp, mf) in enumerate(SETTINGS) if amp == kw.get("amp") and mf == layout)
         cols = "".join(f"{times[0] / t:>11.2f}x" for t in times)
-        print(f"{arch + f' x{width:g}':<22}{1e3 * times[0]:>9.1f}{cols}{1e3 * t_floor:>8.1f}m{SETTINGS[chosen][0]:>18}"
+        print(f"{arch + f' x{width:g}':<22}{1e3 * times[0]:>9.1f}{cols}{1e3 * t_floor:>9.1f}{SETTINGS[chosen][0]:>18}"
               f"{per_step / times[chosen]:>10.2f}x", flush=True)
         print(f"  done {arch}", file=sys.stderr, flush=True)
     print("\ncolumns 2-5: speed-up over the reference (fp32 NCHW); > 1 is faster. floor: the forward pass alone in the fastest\n"

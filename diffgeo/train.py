@@ -460,7 +460,9 @@ def _epoch(model, opt, sched, scaler, data, batch_size, aug, penalty, seed, epoc
 #: `train`'s keywords that train each architecture fastest on the CPU while reaching float32's validation error within
 #: the seeds' spread (see *Faster training on the CPU*); an architecture absent here trains in float32, in the "auto" layout.
 #: Measured with bench/train_step.py and bench/train_precision.py (one thread, torch 2.14): see the notebook's table.
-FAST_CPU = {}
+#: VGG11 (1.57x in bf16) stays float32 until a short run shows it trains (neither precision trained in 3 epochs);
+#: EfficientNetB0 is slower in bf16 (0.66x); channels-last gains nothing here for the networks "auto" leaves in NCHW.
+FAST_CPU = {"ResNet18": dict(amp="bf16"), "AlexNet": dict(amp="bf16"), "LeNet": dict(amp="bf16")}
 
 def fast_settings(
     arch:str, # an architecture name of `models.ARCHS`
