@@ -162,9 +162,6 @@ def regime(self:Experiment,
 
     Args:
         fn: ds -> (ours:str, the paper's:str, same:bool)
-
-    Args:
-        fn: ds -> (ours:str, the paper's:str, same:bool)
     """
     self._regime = fn
     return fn

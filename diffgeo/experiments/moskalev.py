@@ -184,13 +184,6 @@ def regime(
         drift: the experiment drifts its test data toward a second data set (Fig. 4; the paper's is FashionMNIST)
     Returns:
         (ours, the paper's, whether ours is the paper's)
-
-    Args:
-        ds: a committed dataset of a Moskalev experiment (its provenance's parameters, its `test_accuracy`)
-        paper_accuracy: the accuracies the paper reaches
-        drift: the experiment drifts its test data toward a second data set (Fig. 4; the paper's is FashionMNIST)
-    Returns:
-        (ours, the paper's, whether ours is the paper's)
     """
     p = results.parameters(ds)
     width = inspect.signature(invariance.perceptron).parameters["width"].default

@@ -636,15 +636,9 @@ def _fig5_init(
     """R_f at initialisation (δ = 1, c = 3, bilinear: `fig5`'s probe, the main one here) of every architecture that the
     committed `petrini_fig5` datasets of the same profile and data set as `ds` measured: a claim about every
     architecture at initialisation is judged on every committed run that measured it.
-
-    Args:
-        ds: a petrini_fig3 dataset
-    Returns:
-        architecture -> (the fig5 dataset's label, its R_f at initialisation per seed)
     """
-    from diffgeo.experiments import petrini_fig5   # registers fig5 with the ledger
     p, out = results.parameters(ds), {}
-    for label, f5 in claims.committed(petrini_fig5.EXPERIMENT).items():
+    for label, f5 in claims.committed("petrini_fig5").items():   # by name: the ledger registers it, no sibling import
         q = results.parameters(f5)
         if (q.get("profile"), q.get("dataset")) != (p.get("profile"), p.get("dataset")): continue
         for a in f5.arch.values: out.setdefault(str(a), (label, f5.R_f.sel(arch=a, state="init")))
@@ -664,10 +658,6 @@ def _init_verdict(
 ) -> claims.Verdict:
     """The `init` claim's criterion on fig3's own networks and on the architectures only `others` measured: every
     architecture's seed geometric mean within a factor 1.5 of 1 (reproduced) or 2 (partly).
-
-    Args:
-        ds: a petrini_fig3 dataset
-        others: architecture -> (label, R_f at initialisation per seed) from other runs (`_fig5_init`)
     """
     R0 = _probe(ds, state="init")
     vals = {str(a): ("", R0.sel(arch=a)) for a in R0.arch.values}

@@ -340,7 +340,7 @@ def _law(ds:xr.Dataset) -> xr.Dataset:
 
 _INVERTED = claims.transform(lambda e: 1e-3 / e, "test_error")  # log ε_t → −log ε_t + const: every correlation changes sign
 _NO_ROW = "no data set of this run has a row in the paper's Table 2 (MNIST, SVHN, FashionMNIST, Tiny ImageNet)"
-_NAMES = {"mnist": "MNIST", "svhn": "SVHN", "fashionmnist": "FashionMNIST", "tinyimagenet": "Tiny ImageNet"}  # Table 2's rows
+_TABLE2_NAMES = {"mnist": "MNIST", "svhn": "SVHN", "fashionmnist": "FashionMNIST", "tinyimagenet": "Tiny ImageNet"}  # Table 2's rows
 
 @EXPERIMENT.regime
 def _regime(ds:xr.Dataset) -> tuple[str, str, bool]:
@@ -360,7 +360,7 @@ def _negative(x:float, what:str) -> claims.Test:
 def _missing(ds:xr.Dataset) -> list[str]:
     "Table 2's data sets that this run lacks (MNIST-5k counted as MNIST)."
     have = {str(d).removesuffix("5k") for d in ds.dataset.values}
-    return [_NAMES[k] for k in PAPER_TABLE2 if k not in have]
+    return [_TABLE2_NAMES[k] for k in PAPER_TABLE2 if k not in have]
 
 @EXPERIMENT.claim("R_f_corr", where="Table 2, Fig. 20",
     words="the test error correlates with R_f on every data set, as on CIFAR-10 (Fig. 5)",
