@@ -351,7 +351,7 @@ def ahead(diff, sd, z:float, what:str, fmt:str=".3g") -> Test:
     d, s = _scalar(diff), _scalar(sd)
     zz = d / s if s > 0 else math.copysign(math.inf, d) if d else 0.0
     ok = None if np.isnan(d) or np.isnan(s) else (d > 0 and zz >= z)
-    return Test(ok, f"{what} ahead by at least {z:g} s.d.", f"{_fmt(d, fmt)}, {zz:+.1f} s.d." if np.isfinite(zz) else _fmt(d, fmt))
+    return Test(ok, f"{what} ahead by at least {z:g} s.d.", f"{_fmt(d, fmt)}, {_num(zz, '+.1f')} s.d." if np.isfinite(zz) else _fmt(d, fmt))
 
 def same_sign(x, paper:float, what:str, fmt:str=".2f") -> Test:
     "`what` of the same (non-zero) sign as the paper's `paper`."
@@ -583,7 +583,8 @@ def _cell(row) -> str:
     if row.status in ("reproduced", "partly", "not") and row.in_regime is not None and not _isnan(row.in_regime):
         head += " (the paper's regime)" if row.in_regime else f" (another regime: {row.regime}; the paper: {row.paper_regime})"
     rest = "; ".join(x for x in (row.value, row.note) if x)
-    return _md(head + (f": {rest}" if rest else ""))
+    rules = f"<br><small>{row.rules}</small>" if isinstance(row.rules, str) and row.rules else ""   # the criterion as judged
+    return _md(head + (f": {rest}" if rest else "") + rules)
 
 def _isnan(x) -> bool: return isinstance(x, float) and math.isnan(x)
 
