@@ -101,7 +101,7 @@ def test_lr_robust_on_the_fine_grid_is_partly_for_cpab_alone():
     assert v.status == "partly"
     assert "✓ CPAB − Affine ahead by at least 2 s.d. (0.304, +2.6 s.d.)" in v.rules
     assert "✓ CPAB − TPS ahead by at least 2 s.d. (0.478, +4.2 s.d.)" in v.rules
-    assert "✗ AffineDiff − Affine ahead by at least 2 s.d. (−0.053, -0.7 s.d.)" in v.rules
+    assert "✗ AffineDiff − Affine ahead by at least 2 s.d. (−0.053, −0.7 s.d.)" in v.rules
 
 
 def test_lr_robust_with_cpab_and_affine_swapped_is_not():
