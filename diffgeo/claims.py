@@ -25,7 +25,7 @@ from .scaffold import REGISTRY, Experiment, experiments as registered
 # %% auto #0
 __all__ = ['STATUSES', 'KINDS', 'SHOWN', 'MARKS', 'CannotJudge', 'Verdict', 'graded', 'not_run', 'cannot_judge', 'Claim',
            'mean_sd', 'binomial_sd', 'median_se', 'fraction', 'roll', 'transform', 'Test', 'every', 'most', 'at_least',
-           'at_most', 'within', 'within_factor', 'ahead', 'same_sign', 'ordered', 'all_of', 'any_of', 'judge',
+           'at_most', 'within', 'within_factor', 'ahead', 'same_sign', 'ordered', 'all_of', 'any_of', 'finite', 'judge',
            'one_seed', 'reverse', 'committed', 'evaluate', 'ledger', 'status_table', 'summary_table', 'headline_table',
            'render', 'show']
 
@@ -390,6 +390,20 @@ def any_of(*tests:Test) -> Test:
     hs = [t.holds for t in tests]
     ok = True if True in hs else None if None in hs else False
     return Test(ok, " or ".join(t.rule for t in tests), "; ".join(t.numbers for t in tests))
+
+def finite(
+    v, # a DataArray or array a claim is about to summarise
+    what:str, # what it is, for the message
+):
+    """`v`, unless it holds a NaN (a failed network, seed or probe): then `CannotJudge`, never a mean or a count over the rest.
+
+    Args:
+        v: a DataArray or array a claim is about to summarise
+        what: what it is, for the message
+    """
+    a = np.asarray(v.values if isinstance(v, xr.DataArray) else v, float)
+    if np.isnan(a).any(): raise CannotJudge(f"a NaN in {what} ({int(np.isnan(a).sum())} of {a.size} values): a summary over the rest would hide it")
+    return v
 
 def _rules(tests) -> list[Test]:
     return [] if tests is None else [tests] if isinstance(tests, Test) else list(tests)

@@ -345,12 +345,6 @@ def _toward_fashion(make=None):
 
 def _between(ds:xr.Dataset) -> xr.DataArray: return ds.beta[(ds.beta > 0) & (ds.beta < 1)]
 
-def _finite(v:xr.DataArray, what:str) -> xr.DataArray:
-    "`v`, unless it holds a NaN (a seed or a drift whose measurement failed): then *cannot judge*, never a mean over the rest."
-    if bool(v.isnull().any()):
-        raise claims.CannotJudge(f"a NaN in {what} ({int(v.isnull().sum())} of {v.size} values): a mean over the rest would hide it")
-    return v
-
 def _cap(ds:xr.Dataset) -> str|None:
     "Why the verdict is held at partly (None under the paper's drift toward FashionMNIST)."
     return None if _paper_drift(ds) else "the paper's drift is toward FashionMNIST"
@@ -385,7 +379,7 @@ def _(ds):
     gs = _groups(ds, ("DA",))
     slight = float(ds.beta[ds.beta > 0].min()) if gs else np.nan
     if not gs or slight > 0.1: return claims.not_run("needs DA's DI_f at β = 0 and at a slight drift β ≤ 0.1")
-    da = _finite(ds.DI_f.sel(model="DA", group=gs), "DA's DI_f")
+    da = claims.finite(ds.DI_f.sel(model="DA", group=gs), "DA's DI_f")
     rise = da - da.sel(beta=0)
     sig = lambda g, b: claims.ahead(rise.sel(group=g, beta=b).mean(), _sd(rise.sel(group=g, beta=b)), 2, f"{_NAMES[g]}: DA's DI_f rise at β = {b:g}")
     both = claims.Test(len(gs) == 2, "both groups, R²₄ and T²₃", ", ".join(_NAMES[g] for g in gs))
@@ -406,7 +400,7 @@ def _(ds):
 def _(ds):
     gs = _groups(ds)
     if not gs: return claims.not_run("needs WT, DA and IR under drift")
-    f = _finite(ds.DI_f.sel(group=gs), "DI_f")
+    f = claims.finite(ds.DI_f.sel(group=gs), "DI_f")
     q = {(g, m): f.sel(group=g, model=m) / f.sel(group=g, model="DA") for g in gs for m in ("WT", "IR")}
     rep = [claims.Test(len(gs) == 2, "both groups, R²₄ and T²₃", ", ".join(_NAMES[g] for g in gs))]
     rep += [claims.every(v.transpose("seed", "beta"), lambda r: r <= 0.2, f"{_NAMES[g]}: {m}'s DI_f at most a fifth of DA's ({m} ÷ DA)",
@@ -430,7 +424,7 @@ def _keeps_more(ds:xr.Dataset, g:str, m:str):
 def _(ds):
     gs = _groups(ds, ("WT", "DA"))
     if not gs or 0.5 not in ds.beta.values: return claims.not_run("needs WT and DA at β = 0, 0.5 and other drifts")
-    _finite(ds.accuracy_ratio.sel(group=gs, model=["WT", "DA"]), "the accuracy-drop ratios")
+    claims.finite(ds.accuracy_ratio.sel(group=gs, model=["WT", "DA"]), "the accuracy-drop ratios")
     d = {g: _keeps_more(ds, g, "WT") for g in gs}
     k = {g: claims.fraction(d[g].mean("seed") > 0) for g in gs}
     rep, par = [claims.Test(len(gs) == 2, "both groups, R²₄ and T²₃", ", ".join(_NAMES[g] for g in gs))], []
@@ -454,7 +448,7 @@ def _(ds):
 def _(ds):
     gs = _groups(ds, ("DA", "IR"))
     if "shift3" not in gs or 0.5 not in ds.beta.values: return claims.not_run("needs DA and IR of T²₃ at β = 0, 0.5 and other drifts")
-    _finite(ds.accuracy_ratio.sel(group=gs, model=["IR", "DA"]), "the accuracy-drop ratios")
+    claims.finite(ds.accuracy_ratio.sel(group=gs, model=["IR", "DA"]), "the accuracy-drop ratios")
     d = {g: _keeps_more(ds, g, "IR") for g in gs}
     k = {g: claims.fraction(d[g].mean("seed") > 0) for g in gs}
     ahead = lambda rule: rule(d["shift3"].mean("seed"), lambda v: v > 0, "T²₃: IR's ratio above DA's in the mean over seeds (IR − DA)", over="drift", fmt=".3f")

@@ -327,13 +327,6 @@ def one_seed_carries_drop(ds:xr.Dataset) -> xr.Dataset:
     acc.loc[dict(model="IR")] = ir.transpose(*acc.sel(model="IR").dims).values
     return ds.assign(test_accuracy=acc)
 
-def _finite(v:xr.DataArray, what:str) -> xr.DataArray:
-    "`v`, unless it holds a NaN (a seed whose run failed): then *cannot judge*, never a mean over the other seeds."
-    if bool(v.isnull().any()):
-        raise claims.CannotJudge(f"a NaN in {what} ({int(v.isnull().sum())} of {v.size} values): a mean over the other seeds "
-                                 "would hide it")
-    return v
-
 def _both(gs:list) -> claims.Test: return claims.Test(len(gs) == 2, "both groups, R²₄ and T²₃", ", ".join(_NAMES[g] for g in gs))
 
 def _near(f:xr.DataArray, gs:list, col:int) -> list:
@@ -398,7 +391,7 @@ def _(ds):
 def _(ds):
     gs = _groups(ds)
     if not gs: return claims.not_run("needs the WT, DA and IR models of R²₄ or T²₃")
-    f = _finite(ds.DI_f.sel(group=gs), "DI_f")
+    f = claims.finite(ds.DI_f.sel(group=gs), "DI_f")
     top = {g: np.maximum(f.sel(group=g, model="IR"), f.sel(group=g, model="WT")) for g in gs}
     order = [_both(gs)] + [t for g in gs for t in (
         claims.every(top[g], lambda v: v < 0.05, f"{_NAMES[g]}: IR's and WT's DI_f below 0.05 (the larger)", fmt=".3f"),
@@ -416,7 +409,7 @@ def _(ds):
 def _(ds):
     gs = _groups(ds)
     if not gs: return claims.not_run("needs the WT, DA and IR models of R²₄ or T²₃")
-    a = _finite(ds.test_accuracy.sel(group=gs, model=list(MODELS)), "the test accuracies").mean("seed")
+    a = claims.finite(ds.test_accuracy.sel(group=gs, model=list(MODELS)), "the test accuracies").mean("seed")
     rep, best, parts = [_both(gs)], [], []
     for g in gs:
         nxt = max(("DA", "IR"), key=lambda m: float(a.sel(group=g, model=m)))
@@ -437,7 +430,7 @@ def _(ds):
 def _(ds):
     gs = _groups(ds, ("DA", "IR"))
     if not gs: return claims.not_run("needs the DA and IR models of R²₄ or T²₃")
-    acc = _finite(ds.test_accuracy.sel(group=gs, model=["DA", "IR"]), "the test accuracies")
+    acc = claims.finite(ds.test_accuracy.sel(group=gs, model=["DA", "IR"]), "the test accuracies")
     drop = {g: acc.sel(group=g, model="DA") - acc.sel(group=g, model="IR") for g in gs}
     rep, par = [_both(gs)], []
     for g in gs:

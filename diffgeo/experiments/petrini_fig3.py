@@ -589,11 +589,6 @@ def _init_times(f:float):
         return ds.assign(m_diffeo=(ds.m_diffeo * xr.where(ds.state == "trained", f, 1.0)).transpose(*ds.m_diffeo.dims))
     return make
 
-def _whole(v:xr.DataArray, what:str) -> xr.DataArray:
-    "`v`, refused (`claims.CannotJudge`) where a NaN is among its values: a mean over seeds never skips a failed network."
-    if v.isnull().any(): raise claims.CannotJudge(f"{what}: a NaN in {int(v.isnull().sum())} of {v.size} values (a failed network or probe)")
-    return v
-
 def _layers_whole(ds:xr.Dataset, state:str) -> xr.DataArray:
     """The seed geometric mean of every layer's R_f in `state` (NaN past an architecture's last layer), refused
     (`claims.CannotJudge`) where a layer is measured in some seeds and NaN in others, or where no layer is measured."""
@@ -698,7 +693,7 @@ def _trained_sota(arch:str):
     def verdict(ds):
         if arch not in ds.arch.values: return claims.not_run(f"{arch} is not in this run")
         if _no_probe(ds): return claims.not_run(_no_probe(ds))
-        R = _whole(_probe(ds).sel(arch=arch), f"{arch}'s trained R_f")
+        R = claims.finite(_probe(ds).sel(arch=arch), f"{arch}'s trained R_f")
         fall = np.log10(R / _probe(ds, state="init").sel(arch=arch))
         gm = float(logmean(R))
         return claims.judge(
@@ -735,7 +730,7 @@ def _(ds):
     r = (_probe(ds) / _probe(ds, state="init")).sel(arch="FullConnL4")
     lr = np.log10(r)
     m, sd = float(lr.mean(skipna=False)), float(lr.std(ddof=1, skipna=False)) if lr.size > 1 else 0.0
-    k, n = claims.fraction(_whole(r, "FullConnL4's trained/init R_f") > 1)
+    k, n = claims.fraction(claims.finite(r, "FullConnL4's trained/init R_f") > 1)
     return claims.judge(
         claims.every(lr, lambda v: v >= np.log10(1.5), "log10 trained/init at least 0.18 (a factor 1.5)", fmt=".2f"),
         [claims.at_least(m, np.log10(1.25), "the seed mean of log10 trained/init (bound: a factor 1.25)", fmt=".2f"),
@@ -754,7 +749,7 @@ def _(ds):
 def _(ds):
     if "LeNet" not in ds.arch.values: return claims.not_run("LeNet is not in this run")
     if _no_probe(ds): return claims.not_run(_no_probe(ds))
-    R = _whole(_probe(ds).sel(arch="LeNet"), "LeNet's trained R_f")
+    R = claims.finite(_probe(ds).sel(arch="LeNet"), "LeNet's trained R_f")
     gm, k, lr = float(logmean(R)), claims.fraction(R > 1), np.log10(R.values)
     se = lr.std(ddof=1) / np.sqrt(lr.size) if lr.size > 1 else 0.0
     trained = _moved(ds, "LeNet")
@@ -772,7 +767,7 @@ def _(ds):
     mutations={"Gaussian m_diffeo × 3": lambda ds: ds.assign(m_diffeo=ds.m_diffeo * xr.where(ds.interpolation == "gaussian", 3.0, 1.0))})
 def _(ds):
     if not {"bilinear", "gaussian"} <= set(ds.interpolation.values): return claims.not_run("one interpolation only")
-    _whole(ds.R_f.sel(state="trained", interpolation=["bilinear", "gaussian"]), "trained R_f")   # the seed means below skip a NaN
+    claims.finite(ds.R_f.sel(state="trained", interpolation=["bilinear", "gaussian"]), "trained R_f")   # the seed means below skip a NaN
     lm = ds.R_f_logmean.sel(state="trained")
     ratio = lm.sel(interpolation="gaussian") / lm.sel(interpolation="bilinear")
     r = ratio.sel(delta=ds.delta >= 1)

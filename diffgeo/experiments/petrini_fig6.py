@@ -443,11 +443,6 @@ def _init_times(f:float):
         return ds.assign(d_diffeo=(ds.d_diffeo * xr.where(ds.state == "trained", f, 1.0)).transpose(*ds.d_diffeo.dims))
     return make
 
-def _whole(v:xr.DataArray, what:str) -> xr.DataArray:
-    "`v`, refused (`claims.CannotJudge`) where a NaN is among its values: a mean over seeds never skips a failed network."
-    if v.isnull().any(): raise claims.CannotJudge(f"{what}: a NaN in {int(v.isnull().sum())} of {v.size} values (a failed network or probe)")
-    return v
-
 def _fit(ds:xr.Dataset) -> np.ndarray:
     "The training-set sizes the slopes are fitted over (`in_fit`), refused (`claims.CannotJudge`) where `in_fit` has a NaN or holds fewer than two sizes."
     f = np.asarray(ds.in_fit.values, float)
@@ -591,7 +586,7 @@ def _(ds):
 def _(ds):
     if "FullConnL4" not in ds.arch.values: return claims.not_run("FullConnL4 is not in this run")
     if _no_probe(ds): return claims.not_run(_no_probe(ds))
-    r = _whole((_probe(ds) / _probe(ds, state="init")).sel(arch="FullConnL4"), "FullConnL4's trained/init R_f")
+    r = claims.finite((_probe(ds) / _probe(ds, state="init")).sel(arch="FullConnL4"), "FullConnL4's trained/init R_f")
     last = r.isel(P=-1)
     k, n = claims.fraction(last > 1)
     gm = logmean(r)
@@ -614,7 +609,7 @@ def _(ds):
 def _(ds):
     if "LeNet" not in ds.arch.values: return claims.not_run("LeNet is not in this run")
     if _no_probe(ds): return claims.not_run(_no_probe(ds))
-    R = _whole(_probe(ds).sel(arch="LeNet"), "LeNet's trained R_f")
+    R = claims.finite(_probe(ds).sel(arch="LeNet"), "LeNet's trained R_f")
     gm = logmean(R)
     k, n = claims.fraction(R > 1)
     value = f"{float(gm.min()):.2f} to {float(gm.max()):.2f} over P"
@@ -636,7 +631,7 @@ def _(ds):
     archs = _sota(ds)
     if not archs or not {"bilinear", "gaussian"} <= set(ds.interpolation.values): return claims.not_run("no SOTA architecture or one interpolation")
     if 3 not in ds.c.values: return claims.not_run("no probe at c = 3 in this run")
-    _whole(ds.R_f.sel(state="trained", arch=archs, c=3, interpolation=["bilinear", "gaussian"]), "trained R_f")   # the seed means below skip a NaN
+    claims.finite(ds.R_f.sel(state="trained", arch=archs, c=3, interpolation=["bilinear", "gaussian"]), "trained R_f")   # the seed means below skip a NaN
     lm = ds.R_f_logmean.sel(state="trained", arch=archs, c=3)
     r = lm.sel(interpolation="gaussian") / lm.sel(interpolation="bilinear")
     f = float(np.exp(np.abs(np.log(r))).max())
@@ -656,8 +651,8 @@ def _(ds):
     cnns = [a for a in ("LeNet", *SOTA) if a in ds.arch.values]
     if len(cnns) < 2: return claims.not_run("fewer than two CNNs in this run")
     if _no_probe(ds): return claims.not_run(_no_probe(ds))
-    _whole(_probe(ds).sel(arch=cnns).isel(P=0), "the CNNs' trained R_f")   # the seed means below skip a NaN
-    _whole(ds.test_error.sel(state="trained", arch=cnns).isel(P=0), "the CNNs' test error")
+    claims.finite(_probe(ds).sel(arch=cnns).isel(P=0), "the CNNs' trained R_f")   # the seed means below skip a NaN
+    claims.finite(ds.test_error.sel(state="trained", arch=cnns).isel(P=0), "the CNNs' test error")
     R = ds.R_f_logmean.sel(state="trained", arch=cnns, c=3, interpolation="bilinear").isel(P=0)
     e = ds.test_error_logmean.sel(state="trained", arch=cnns).isel(P=0)
     fr, fe = float(R.max() / R.min()), float(e.max() / e.min())

@@ -426,16 +426,10 @@ def _threshold(n:int) -> float:
     "The fit threshold: the paper's 99 % less two binomial s.d. of an accuracy of 99 % over `n` test points."
     return 0.99 - 2 * float(claims.binomial_sd(0.99, n))
 
-def _finite(v, what:str):
-    "`v`, unless it holds a NaN (a failed measurement): then *cannot judge*, never read as a failure of the claim or skipped."
-    a = np.asarray(v.values if isinstance(v, xr.DataArray) else v, float)
-    if np.isnan(a).any(): raise claims.CannotJudge(f"a NaN in {what} ({int(np.isnan(a).sum())} of {a.size} values): NaN is not a verdict")
-    return v
-
 def _fits(e:xr.Dataset) -> xr.DataArray:
     """Whether a network fits: its test accuracy is the paper's 99 % up to two binomial s.d. at 99 % (`_threshold`). A NaN
     accuracy is *cannot judge* (`claims.CannotJudge`), not "does not fit"."""
-    return _finite(e.accuracy, "the test accuracies") >= _threshold(e.sizes["point"])
+    return claims.finite(e.accuracy, "the test accuracies") >= _threshold(e.sizes["point"])
 
 def _fit_rule(e:xr.Dataset) -> str:
     n = e.sizes["point"]
@@ -531,7 +525,7 @@ def _(ds):
     if not len(together):
         return claims.judge(claims.Test(False, "a seed on which all four networks fit", "none"), None, "no seed on which all four networks fit",
                             "the accuracy half of the claim fails")
-    L = _finite(e.boundary_length.sel(seed=together), "the boundary lengths")
+    L = claims.finite(e.boundary_length.sel(seed=together), "the boundary lengths")
     ratio = (L.sel(model=list(_CONSTRAINED)) / L.sel(model="unshared")).mean("seed")
     value = ", ".join(f"{m} {float(ratio.sel(model=m)):.2f}" for m in _CONSTRAINED)
     shorter = lambda cond, what: claims.every(ratio, cond, f"the boundary length ÷ the unshared network's {what} (mean over the seeds where all four fit)",
@@ -556,7 +550,7 @@ def trajectory_permuted(ds:xr.Dataset) -> xr.Dataset:
                "trajectory permuted at random (every ratio ≈ 1)": trajectory_permuted})
 def _(ds):
     if "trajectory" not in ds: return claims.not_run("no trajectory: no network trained with Euler")
-    e, r = _euler(ds), _finite(ds.path_roughness, "the path roughness")
+    e, r = _euler(ds), claims.finite(ds.path_roughness, "the path roughness")
     fits = _fits(e)
     both = (fits.sel(model=list(_CONSTRAINED)) & fits.sel(model="unshared")).values
     if not both.any(): return claims.graded(False, False, "no (network, seed) pair where both it and the unshared network fit",
@@ -578,7 +572,7 @@ def _(ds):
     e = _euler(ds)
     if e is None: return claims.not_run("no network trained with Euler")
     paper_neg = xr.DataArray([PAPER[m][0] < 0 for m in e.model.values], dims="model", coords={"model": e.model})
-    fits, _ = _fits(e), _finite(e.J_min, "J_min")
+    fits, _ = _fits(e), claims.finite(e.J_min, "J_min")
     agree = ((e.J_min < 0) == paper_neg) | ~fits
     J = e.J_min.where(fits)
     k, n = int(((e.J_min < 0) == paper_neg).where(fits, False).sum()), int(fits.sum())
@@ -619,7 +613,7 @@ def _stretch_dd(a:np.ndarray) -> np.ndarray:
 def _(ds):
     e = _euler(ds)
     if e is None: return claims.not_run("no network trained with Euler")
-    fits, _ = _fits(e), _finite(e.J_max - e.J_min, "J_min or J_max")
+    fits, _ = _fits(e), claims.finite(e.J_max - e.J_min, "J_min or J_max")
     dd = fits.sel(model="domain-driven")
     fit = claims.every(e.accuracy.sel(model="domain-driven"), lambda a: a >= _threshold(e.sizes["point"]),
                        f"the domain-driven network fits ({_fit_rule(e)})", fmt=".3f")
@@ -685,7 +679,7 @@ def _(ds):
     t = _trained(ds)
     if t is None: return claims.not_run("no network trained with Euler")
     s = t.sel(model=list(_CONSTRAINED))
-    jmin = _finite(s.J_min.sel(solver=list(_ACCURATE)), "J_min under accurate integration").min("solver")
+    jmin = claims.finite(s.J_min.sel(solver=list(_ACCURATE)), "J_min under accurate integration").min("solver")
     diffeo = claims.every(jmin.transpose("model", "seed"), lambda j: j > 0, "J_min > 0 under RK4 and adaptive integration",
                           over="(shared-weight network, seed) pair", fmt=".3g")
     fits = _fits(s.sel(solver="euler"))
@@ -696,7 +690,7 @@ def _(ds):
     value = (f"J_min under accurate integration from {_g(float(jmin.min()))} to {_g(float(jmin.max()))} over "
              f"{jmin.size} (network, seed) pairs; accuracy change "
              + (f"up to {100 * float(gap.max()):.1f} points over {gap.size} fitting pairs" if gap.size else "not measured: none fits"))
-    k, n = claims.fraction(_finite(t.J_min.sel(model="unshared", solver=list(_ACCURATE)), "J_min").min("solver") > 0)
+    k, n = claims.fraction(claims.finite(t.J_min.sel(model="unshared", solver=list(_ACCURATE)), "J_min").min("solver") > 0)
     return claims.judge([diffeo, close], diffeo, value,
                         f"the unshared network's time-varying field, integrated accurately, has J_min > 0 on {k} of {n} seeds "
                         "too: any smooth flow is a diffeomorphism; the shared weights make it an exponential")
@@ -733,7 +727,7 @@ def _(ds):
     if not bool(both.any()):
         return claims.judge(claims.Test(False, "a seed where a symmetric network and the shared one fit", "none"), None,
                             "no seed where a symmetric network and the shared one both fit", _fit_note(fits))
-    inv, gap = _finite(t.inverse_error.sel(solver="euler"), "the inverse-consistency errors"), _finite(_accurate_gap(t), "the accuracies")
+    inv, gap = claims.finite(t.inverse_error.sel(solver="euler"), "the inverse-consistency errors"), claims.finite(_accurate_gap(t), "the accuracies")
     pick = lambda v: v.transpose(*both.dims).values[both.values]
     inv_lead = pick(inv.sel(model="shared") - inv.sel(model=list(_SYMMETRIC)))
     gap_sym, gap_lead = pick(gap.sel(model=list(_SYMMETRIC))), pick(gap.sel(model="shared") - gap.sel(model=list(_SYMMETRIC)))
@@ -768,7 +762,7 @@ def _euler_det_everywhere(ds:xr.Dataset) -> xr.Dataset:
 def _(ds):
     t = _trained(ds)
     if t is None: return claims.not_run("no network trained with Euler")
-    folds = (_finite(t.folded, "the folded fractions").sel(solver="euler") > 0).transpose("model", "seed")
+    folds = (claims.finite(t.folded, "the folded fractions").sel(solver="euler") > 0).transpose("model", "seed")
     k, n = claims.fraction(folds)
     some = claims.Test(k > 0, "some Euler map folds", f"{k} of {n} (network, seed) pairs")
     fine = t.folded.sel(solver=list(_ACCURATE)).max("solver").transpose("model", "seed").values[folds.values]
@@ -791,7 +785,7 @@ def _(ds):
 def _(ds):
     e = _euler(ds)
     if e is None: return claims.not_run("no network trained with Euler")
-    fits, _ = _fits(e), _finite(e.J_max - e.J_min, "J_min or J_max")
+    fits, _ = _fits(e), claims.finite(e.J_max - e.J_min, "J_min or J_max")
     lo, hi = e.J_min.where(fits).median("seed"), e.J_max.where(fits).median("seed")
     p_lo = np.array([PAPER[m][0] for m in e.model.values]); p_hi = np.array([PAPER[m][1] for m in e.model.values])
     r_hi, r_lo = hi.values / p_hi, lo.values / p_lo
