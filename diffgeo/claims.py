@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import json
 import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -74,8 +73,6 @@ def cannot_judge(reason:str, value:str="") -> Verdict:
     return Verdict("cannot judge", value or "NaN", reason)
 
 # %% ../nbs/85_claims.ipynb #4b8c0bb1
-_NAN = re.compile(r"(?<![A-Za-z])nan(?![A-Za-z])", re.I)  # "nan", "NaN", "−nan" as numbers are formatted, not a word like "nanometre"
-
 @dataclass(frozen=True)
 class Claim:
     "One claim of a paper, as data: the paper's words and number, where it stands, our statistic, the criterion, and datasets on which the criterion must fail."
@@ -103,8 +100,6 @@ class Claim:
         except CannotJudge as e: v = cannot_judge(str(e))
         except Exception as e: raise RuntimeError(f"claim {self.id} ({self.where}) failed to evaluate: {e!r}") from e
         if not isinstance(v, Verdict): raise TypeError(f"claim {self.id} returned {type(v).__name__}; return graded(...) or not_run(...).")
-        if v.status in ("reproduced", "partly", "not") and _NAN.search(f"{v.value} {v.note}"):   # a comparison with NaN is False: never a verdict
-            v = cannot_judge(f"a NaN in the statistic ({v.value}; {v.note})".replace("; )", ")"), v.value)
         regime = self.regime or getattr(REGISTRY.get(self.experiment), "_regime", None)
         if regime is not None and v.status != "not run":
             ours, paper, same = regime(ds)

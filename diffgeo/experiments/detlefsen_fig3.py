@@ -436,7 +436,9 @@ def _(ds):
     folds = int((inv <= 0).sum())
     folds = math.nan if folds == 0 and bool(inv.isnull().any()) else folds   # a missing det decides nothing unless none folds
     clean = {f: claims.at_most(bad[f][2], 0, f"fraction of the {_SHORT[f]} maps destructive", fmt=".3f") for f in INVERTIBLE_FAMILIES}
-    some = claims.at_least(sum(bad[f][0] for f in NON_INVERTIBLE), 1, "Affine and TPS maps destructive (count)", fmt=".0f")
+    some = sum(bad[f][0] for f in NON_INVERTIBLE)
+    some = math.nan if some == 0 and any(math.isnan(bad[f][2]) for f in NON_INVERTIBLE) else some   # a missing κ decides nothing unless one is destructive
+    some = claims.at_least(some, 1, "Affine and TPS maps destructive (count)", fmt=".0f")
     no_fold = claims.at_most(folds, 0, "AffineDiff and CPAB maps folded (det ≤ 0; count)", fmt=".0f")
     value = (f"destructive (κ > {kappa:g} or det ≤ 0): "
              + ", ".join(f"{_SHORT[f]} {k} of {n} (largest κ {ds.cond.sel(family=f).max().item():.3g})" for f, (k, n, _) in bad.items())
