@@ -21,7 +21,6 @@ import tempfile
 import time
 import warnings
 from collections.abc import Callable
-from glob import escape as glob_escape
 from pathlib import Path
 
 import numpy as np
@@ -35,8 +34,8 @@ from .core import check_choice, process_alive
 __all__ = ['PROFILE_NAMES', 'COMMITTED_PROFILES', 'CODE_CHANGED', 'STALE_TEMP_DAYS', 'CONVENTIONS', 'select_profile',
            'project_root', 'output_root', 'resolve_path', 'check_folder', 'git_commit', 'code_version',
            'on_code_change', 'code_change_policy', 'now', 'processor', 'minutes', 'core_hours', 'provenance', 'stamp',
-           'parameters', 'load_checkpoint', 'span', 'cf_attrs', 'check_cf', 'atomic_write', 'cf_conventions',
-           'save_dataset', 'load_dataset', 'save_figure']
+           'parameters', 'load_checkpoint', 'span', 'cf_attrs', 'check_cf', 'clean_temps', 'atomic_write',
+           'cf_conventions', 'save_dataset', 'load_dataset', 'save_figure']
 
 # %% ../nbs/01_results.ipynb #d300fb41
 #: The profiles, smallest first: `smoke` (seconds, for tests), `cpu` (the default, minutes), `long` (what two CPU
@@ -416,25 +415,50 @@ def check_cf(ds:xr.Dataset):
         raise ValueError(f"variables {missing} need 'long_name' and 'units' attributes "
                          "(units='1' for dimensionless); set them with ds[name].attrs.update(...).")
 
-STALE_TEMP_DAYS = 1.0  # a temporary file of a write older than this is removed by the next write to its target, whoever made it
+STALE_TEMP_DAYS = 1.0  # a temporary file of a write older than this is removed by the next write into its folder, whoever made it
 
 def _host() -> str: return platform.node().replace(".", "_") or "host"   # as it goes in a temp file's name
 
-def _clean_stale_temps(path:Path):
-    "Remove the temporary files that killed writes to `path` left: made by a process of this host no longer running, or old."
-    for t in path.parent.glob(f".{glob_escape(path.name)}.*.tmp"):
-        parts = t.name[len(path.name) + 2:].split(".")                   # host, pid, random, "tmp"
-        try:
-            mine = len(parts) == 4 and parts[0] == _host() and not process_alive(int(parts[1]))
-            if mine or time.time() - t.stat().st_mtime > STALE_TEMP_DAYS * 86400: t.unlink()
-        except (OSError, ValueError): pass
+def _killed_write(t:Path) -> bool:
+    "Whether `t` is a temporary file that `atomic_write` left behind: its process (on this host) is gone, or it is old."
+    parts = t.name.rsplit(".", 4)                                        # ".target", host, pid, random, "tmp"
+    if len(parts) != 5 or parts[4] != "tmp" or not parts[0].startswith("."): return False   # not one of ours
+    try:
+        if parts[1] == _host() and parts[2].isdigit() and not process_alive(int(parts[2])): return True
+        return time.time() - t.stat().st_mtime > STALE_TEMP_DAYS * 86400
+    except OSError: return False
+
+def clean_temps(
+    folder:str|os.PathLike, # a folder that `atomic_write` writes into (a results, figures, shards or checkpoints folder)
+    recursive:bool=False, # its sub-folders too (a run's work folder)
+) -> int: # the bytes freed
+    """Remove the temporary files that writes killed mid-way left in `folder`: each `atomic_write` writes
+    `.<target>.<host>.<pid>.<random>.tmp` beside its target, which a kill (SIGKILL, a lost machine) leaves behind, at the
+    target's full size. A file is removed where its process, on this host, is no longer running, or (any host's) where it
+    is older than `STALE_TEMP_DAYS`; a write in progress is left alone. `atomic_write` calls this on its target's folder,
+    and an experiment's run on its work folder, so a killed write's file lasts until the next write into its folder.
+
+    Args:
+        folder: a folder that `atomic_write` writes into (a results, figures, shards or checkpoints folder)
+        recursive: its sub-folders too (a run's work folder)
+    Returns:
+        the bytes freed
+    """
+    folder = Path(folder)
+    if not folder.is_dir(): return 0
+    freed = 0
+    for t in (folder.rglob if recursive else folder.glob)(".*.tmp"):
+        if not t.is_file() or not _killed_write(t): continue
+        try: size = t.stat().st_size; t.unlink(); freed += size
+        except OSError: pass                                             # removed meanwhile by another process
+    return freed
 
 def atomic_write(
     path:Path, # the file to write (its folder is made if missing)
     write:Callable, # `write(tmp)` writes the whole file at the temporary path `tmp`
 ) -> Path: # `path`
     """Call `write(tmp)` on a temporary file beside `path`, flush it to the disk, then rename it over `path`: a write killed
-    mid-way leaves the old file whole, and its temporary file is removed by the next write to `path`.
+    mid-way leaves the old file whole, and its temporary file is removed by the next write into the same folder (`clean_temps`).
 
     Args:
         path: the file to write (its folder is made if missing)
@@ -446,7 +470,7 @@ def atomic_write(
         raise IsADirectoryError(f"cannot write {path}: it is a folder; give the path of a file, such as a name inside it "
                                 f"({path / ('results' + (path.suffix or '.nc'))}).")
     check_folder(path.parent, str(path)).mkdir(parents=True, exist_ok=True)
-    _clean_stale_temps(path)
+    clean_temps(path.parent)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{_host()}.{os.getpid()}.", suffix=".tmp")
     os.close(fd)
     umask = os.umask(0); os.umask(umask)

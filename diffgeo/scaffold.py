@@ -461,6 +461,8 @@ def run(self:Experiment,
     executor = self._executor_for(executor, profile, device, r["grid"])
     p, grid, fixed, runtime, shared, compute, work = (r[k] for k in ("p", "grid", "fixed", "runtime", "shared", "compute", "work"))
     start, threads = results.now(), None
+    freed = results.clean_temps(work, recursive=True)   # what killed writes of an earlier run left: shards, checkpoints
+    if freed: print(f"removed the temporary files of killed writes under {work} ({freed / 1e6:.1f} MB)", flush=True)
     if grid:
         options, max_parallel, threads = _jobs(executor, str(device), executor_options, max_parallel, math.prod(map(len, grid.values())))
         if executor != "inline":                                     # jobs would each fail on it: refuse before submitting any

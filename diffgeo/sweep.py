@@ -36,8 +36,8 @@ from .core import check_choice, process_alive, progress as _progress
 from .results import atomic_write, check_folder, check_cf, load_dataset, resolve_path
 
 # %% auto #0
-__all__ = ['EXECUTORS', 'HEARTBEAT', 'STALE_AFTER', 'UNREADABLE_AFTER', 'SLURM_POLL', 'ShardError', 'grid_cells', 'cell_id',
-           'missing_cells', 'merge_shards', 'cell_states', 'run_sweep']
+__all__ = ['EXECUTORS', 'HEARTBEAT', 'STALE_AFTER', 'UNREADABLE_AFTER', 'SLURM_POLL', 'WAIT_REPORT', 'ShardError', 'grid_cells',
+           'cell_id', 'missing_cells', 'merge_shards', 'cell_states', 'run_sweep']
 
 # %% ../nbs/50_sweep.ipynb #6ce75e65
 EXECUTORS = ("inline", "local", "slurm")
@@ -521,16 +521,40 @@ def cell_states(
         return "stale" if p.exists() else "to run"
     return [state(_shard_path(shard_dir, c)) for c in grid_cells(grid)]
 
+WAIT_REPORT = 600.0  # seconds between the lines a waiting sweep prints about the cells it still waits for
+
+def _holders(left:list) -> str:
+    "Who holds the claims of the `(cell, path)` pairs `left`, one clause per process: host, PID, Slurm job, since when, the cells."
+    by = {}
+    for c, path in left:
+        lock = _lock_path(path)
+        info = _read_claim(lock) or {}
+        try: beat = f"heartbeat {time.time() - lock.stat().st_mtime:.0f} s ago"
+        except OSError: beat = "claim just ended"
+        who = (f"{info.get('host', 'an unreadable claim')}" + (f" PID {info['pid']}" if "pid" in info else "")
+               + (f" (Slurm job {info['slurm_job']})" if info.get("slurm_job") else "")
+               + (f", since {info['since']}" if "since" in info else ""))
+        by.setdefault(who, [beat, []])[1].append(cell_id(c))
+    return "; ".join(f"{who}, {beat}: {', '.join(ids[:4])}" + (f" and {len(ids) - 4} more" if len(ids) > 4 else "")
+                     for who, (beat, ids) in by.items())
+
 def _await_others(claimed:list, poll:float) -> list:
-    "Wait until the claim of each `(cell, path)` of `claimed` ends; returns them, in the order their claims ended (the caller judges their shards)."
+    """Wait until the claim of each `(cell, path)` of `claimed` ends; returns them, in the order their claims ended (the caller
+    judges their shards). Says whom it waits for and how long it can take, then again every `WAIT_REPORT` seconds."""
     left, ended = list(claimed), []
-    if left: print(f"waiting for {len(left)} cells that other processes are computing: "
-                   + ", ".join(cell_id(c) for c, _ in left[:5]) + (", ..." if len(left) > 5 else ""), flush=True)
+    if left: print(f"waiting for {len(left)} cells that other processes are computing: {_holders(left)}. A claim ends when "
+                   f"its cell is done; one whose process is gone ends at once on this host, and {STALE_AFTER:.0f} s after "
+                   f"its last heartbeat (every {HEARTBEAT:.0f} s) on another host, and this process then computes the cell. "
+                   "Stop this process to leave them; a later run reads their shards.", flush=True)
+    start = last = time.monotonic()
     while left:
         still = []
         for c, path in left:   # a shard may exist while its cell is recomputed elsewhere: the claim decides
             (still if _claim_state(_lock_path(path))[0] == "held" else ended).append((c, path))
         left = still
+        if left and time.monotonic() - last >= WAIT_REPORT:
+            last = time.monotonic()
+            print(f"still waiting, after {(last - start) / 60:.0f} min, for {len(left)} cells: {_holders(left)}", flush=True)
         if left: time.sleep(poll)
     return ended
 

@@ -644,6 +644,21 @@ class TestClaims:
         run_sweep(slow_toy_cell, {"seed": [0]}, tmp_path / "shards", progress=False)
         assert CALLS == [{"seed": 0}] and time.perf_counter() - t0 >= 0.9   # waited for the heartbeat to go stale
 
+    def test_a_wait_on_another_host_says_whom_and_how_long(self, tmp_path, monkeypatch, capsys):
+        "A sweep waiting on another host's claim names the host, PID, start and cells, the rule that ends the wait, and reports again."
+        monkeypatch.setattr(sweep_module, "STALE_AFTER", 2.5)
+        monkeypatch.setattr(sweep_module, "WAIT_REPORT", 0.5)
+        (tmp_path / "shards").mkdir()
+        lock = sweep_module._lock_path(tmp_path / "shards" / "seed-0.nc")
+        lock.write_text(json.dumps({**sweep_module._owner(), "host": "another-node", "pid": 4242, "slurm_job": None,
+                                    "since": "2026-12-07T10:00:00+0000"}))
+        run_sweep(slow_toy_cell, {"seed": [0]}, tmp_path / "shards", progress=False)
+        out = capsys.readouterr().out
+        assert "waiting for 1 cells that other processes are computing: another-node PID 4242, since 2026-12-07T10:00:00+0000" in out
+        assert "seed-0" in out and "2 s after its last heartbeat" in out and "Stop this process to leave them" in out
+        assert "still waiting, after 0 min, for 1 cells: another-node PID 4242" in out
+        assert CALLS == [{"seed": 0}]   # taken over once stale
+
     def test_claim_of_an_ended_slurm_job_taken_over(self, tmp_path, monkeypatch):
         "A claim of a Slurm job that squeue no longer lists (cancelled, killed) is abandoned, wherever it ran."
         fake = tmp_path / "bin"; fake.mkdir()
