@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import sys
 import warnings
 from functools import lru_cache
 
@@ -607,6 +608,20 @@ def _kernels():
     "The compiled kernels (`_cpab_numba`), or None, with a one-line note, when numba is not installed."
     return load_compiled("_cpab_numba", "CPAB integrates with the pure-PyTorch path", stacklevel=3)
 
+_SAID = set()   # the kernels whose first compile this process has announced
+
+def _compiling(name:str, what:str):
+    """Say in one line, once per process, that the kernel `name` of `_cpab_numba` is about to be compiled: numba keeps no
+    machine code of it for its current source (a fresh clone or installation, or an edited kernel)."""
+    if name in _SAID: return
+    _SAID.add(name)
+    try:
+        cache = getattr(_kernels(), name)._cache
+        cold = not cache._cache_file._load_index()
+    except Exception: return                                             # numba's cache keeps its index elsewhere: say nothing
+    if cold: print(f"diffgeo.cpab: compiling the {what} kernel for this CPU, once (numba caches it in {cache._cache_path}): "
+                   "about half a minute of one core; later calls and processes load it.", file=sys.stderr, flush=True)
+
 def _use_compiled(x:torch.Tensor, tess:Tessellation) -> bool:
     "2-D, on the CPU, numba installed, and not under torch.func's transforms (vmap, jacrev, ...: the PyTorch path serves them)."
     return (COMPILED and tess.ndim == 2 and x.device.type == "cpu" and x.numel() > 0 and not torch._C._are_functorch_transforms_active()
@@ -626,6 +641,7 @@ class _CompiledFlow(torch.autograd.Function):
         Q = _kernels().RECORDS if any(ctx.needs_input_grad[:2]) else 0   # keep the crossing steps for the backward pass
         B, N = P.shape[:2]
         rec = [np.empty((B, N, Q), np.int32), np.empty((B, N, Q)), np.empty((B, N, Q)), np.empty((B, N, Q)), np.empty((B, N), np.int64)]
+        _compiling("forward_kernel", "forward")
         _kernels().forward_kernel(*args, out, *rec)
         ctx.args, ctx.rec, ctx.h, ctx.K = args, rec, h, K
         return torch.from_numpy(out)
@@ -634,6 +650,7 @@ class _CompiledFlow(torch.autograd.Function):
     def backward(ctx, grad):
         args = ctx.args
         match_threads()
+        _compiling("backward_kernel", "gradient")
         M = _kernels().step_maps(args[1], ctx.h, ctx.K)
         G, lam = np.zeros(args[1].shape), np.empty(args[0].shape)
         _kernels().backward_kernel(*args, *ctx.rec, np.ascontiguousarray(grad.double().numpy()), M, G, lam)

@@ -297,3 +297,26 @@ class TestCommandLine:
         text = cli.build_parser()._subparsers._group_actions[0].choices["stability"].format_help()
         assert "(default: None)" not in text and "(default: False)" not in text
         assert "(default: 500)" in text and text.count("DIFFGEO_DATA environment variable") == 1
+
+
+class TestCPABFirstCompileIsSaid:
+    "Issue 60 §4: the first compiled CPAB call takes tens of seconds in a fresh clone (the forward kernel's inlined trajectory); it says so first."
+
+    def test_a_cold_cache_is_said_once_before_the_compile(self, monkeypatch, capsys):
+        from diffgeo import cpab
+        kernels = cpab._kernels()
+        if kernels is None: pytest.skip("numba is not installed: no compiled path")
+        monkeypatch.setattr(cpab, "_SAID", set())
+        monkeypatch.setattr(kernels.forward_kernel._cache._cache_file, "_load_index", lambda: {})   # as in a fresh clone
+        cpab._compiling("forward_kernel", "forward"); cpab._compiling("forward_kernel", "forward")
+        err = capsys.readouterr().err
+        assert err.count("compiling the forward kernel for this CPU, once") == 1 and "numba caches it in" in err
+
+    def test_a_warm_cache_says_nothing(self, monkeypatch, capsys):
+        from diffgeo import cpab
+        kernels = cpab._kernels()
+        if kernels is None: pytest.skip("numba is not installed: no compiled path")
+        monkeypatch.setattr(cpab, "_SAID", set())
+        monkeypatch.setattr(kernels.backward_kernel._cache._cache_file, "_load_index", lambda: {"sig": "entry"})
+        cpab._compiling("backward_kernel", "gradient")
+        assert capsys.readouterr().err == ""
