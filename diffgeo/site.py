@@ -10,6 +10,11 @@ from __future__ import annotations
 import base64
 import html
 import io
+import json
+import os
+import re
+import shutil
+import warnings
 from pathlib import Path
 
 from . import papers, results
@@ -19,7 +24,7 @@ _all_ = ["experiments"]
 
 # %% auto #0
 __all__ = ['HEADLINE', 'EXTRAS_FOR', 'thumbnail', 'claim_counts', 'figure_table', 'show_figures', 'headline', 'requirements',
-           'dependencies_markdown', 'show_dependencies', 'experiments']
+           'dependencies_markdown', 'show_dependencies', 'render_page', 'render_pages', 'experiments']
 
 # %% ../nbs/80_site.ipynb #ede59afa
 def thumbnail(
@@ -189,3 +194,201 @@ def show_dependencies():
     "Display `dependencies_markdown` (the home page's and the README's install section)."
     from IPython.display import Markdown, display
     display(Markdown(dependencies_markdown()))
+
+# %% ../nbs/80_site.ipynb #0ff1ine2
+_OPTION = re.compile(r"^#\|\s*([\w-]+)\s*:\s*(.*?)\s*$")   # a Quarto cell option, as nbdev leaves it in a processed notebook
+
+def _cell_options(cell) -> dict:
+    "Take the `#| key: value` lines out of a code cell's source and return them (`{'echo': 'false', ...}`)."
+    opts, keep = {}, []
+    for line in cell.source.splitlines():
+        m = _OPTION.match(line)
+        if m: opts[m[1]] = m[2].strip("'\"").lower()
+        else: keep.append(line)
+    cell.source = "\n".join(keep).strip("\n")
+    return opts
+
+def _frontmatter(nb) -> dict:
+    "The title and description nbdev moved from the notebook's first cell into a raw YAML cell (removed from `nb`)."
+    import yaml
+    for i, c in enumerate(nb.cells):
+        if c.cell_type == "raw" and c.source.lstrip().startswith("---"):
+            del nb.cells[i]
+            try: return yaml.safe_load(c.source.strip().strip("-")) or {}
+            except yaml.YAMLError: return {}
+    return {}
+
+def _link_attributes(page:str) -> str:
+    "Pandoc's attributes after a link, `[source](url){target=\"_blank\" style=\"...\"}` (show_doc writes them), onto the link itself."
+    def one(m):
+        attrs = " ".join(f'{k}="{v}"' for k, v in re.findall(r'([\w-]+)="([^"]*)"', html.unescape(m[3])))
+        return f"{m[1]} {attrs}>{m[2]}</a>"
+    return re.sub(r"(<a\b[^>]*)>(.*?)</a>\{((?:[\w-]+=(?:\"|&quot;)[^}]*?(?:\"|&quot;)\s*)+)\}", one, page)
+
+def _embed_images(page:str, folder:Path) -> str:
+    "Every `<img src=...>` of a file beside the notebooks, as a data URI: a page can be moved and still shows its figures."
+    def one(m):
+        src = html.unescape(m[2])
+        if re.match(r"^(data:|https?:|file:)", src): return m[0]
+        f = (folder / src.split("#")[0].split("?")[0]).resolve()
+        if not f.is_file(): return m[0]                                  # left as written: the page check reports it broken
+        mime = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".svg": "image/svg+xml",
+                ".gif": "image/gif"}.get(f.suffix.lower(), "application/octet-stream")
+        return f'{m[1]}"data:{mime};base64,{base64.b64encode(f.read_bytes()).decode()}"'
+    return re.sub(r'(<img\b[^>]*?\bsrc=)"([^"]*)"', one, page)
+
+_CHECK = """<script>
+// ?check in the address: after MathJax typeset the page, append what a reader sees (for tests/test_pages.py)
+window.addEventListener("load", function () {
+  if (location.search.indexOf("check") < 0) return;
+  function report() {
+    var imgs = Array.prototype.slice.call(document.images), text = document.body.innerText;
+    var out = document.createElement("pre"); out.id = "diffgeo-check";
+    out.textContent = JSON.stringify({
+      images: imgs.length, broken: imgs.filter(function (i) { return !(i.complete && i.naturalWidth > 0); })
+                                       .map(function (i) { return i.src.slice(0, 80); }),
+      math: document.querySelectorAll(".MathJax, .MathJax_Display").length,
+      math_errors: document.querySelectorAll(".MathJax_Error, .merror, .noError").length,
+      tables: document.querySelectorAll("table").length, characters: text.length,
+      raw: ["#|", ":::", "$$", "\\\\begin{", "{.callout", "{#fig-", "{target="].filter(function (s) { return text.indexOf(s) >= 0; })});
+    document.body.appendChild(out);
+  }
+  if (window.MathJax && MathJax.Hub) MathJax.Hub.Queue(report); else report();
+});
+</script>"""
+
+_STYLE = """<style>
+.diffgeo-nav { font: 14px system-ui, sans-serif; padding: 8px 16px; background: #2c3e50; color: #fff; }
+.diffgeo-nav a { color: #fff; margin-right: 14px; text-decoration: none; } .diffgeo-nav a:hover { text-decoration: underline; }
+.diffgeo-head { max-width: 1100px; margin: 24px auto 0; padding: 0 16px; } .diffgeo-head p { font-size: 1.1em; color: #555; }
+</style>"""
+
+#: The MathJax 2 of `jupyter-server-mathjax` ships only the STIX-Web fonts: without this, symbols such as primes fail
+#: ("Math Processing Error") where MathJax looks for its default TeX fonts
+_MATHJAX_FONTS = """<script type="text/x-mathjax-config">
+MathJax.Hub.Config({"HTML-CSS": {availableFonts: ["STIX-Web"], preferredFont: "STIX-Web", webFont: "STIX-Web", imageFont: null}});
+</script>"""
+
+def _nav(title:str, description:str) -> str:
+    head = f"<h1>{html.escape(title)}</h1>" if title else ""
+    if description:                               # markdown, as Quarto renders it: `code`, links
+        import mistune
+        head += mistune.html(description)
+    return (f'<div class="diffgeo-nav"><a href="index.html">diffgeo</a><a href="contents.html">All pages</a>'
+            f'<a href="gallery.html">Gallery</a><a href="library.html">Library</a></div>'
+            + (f'<div class="diffgeo-head">{head}</div>' if head else ""))
+
+def render_page(
+    notebook:str|os.PathLike, # a notebook of the docs, e.g. nbs/petrini_fig3.ipynb
+    out:str|os.PathLike="_pages", # the folder of pages (its `mathjax/` is made by `render_pages`)
+) -> Path: # the page written, `out/<name>.html`
+    """Write one notebook as an HTML page a browser shows offline: nbdev's processing for the docs, the cells' Quarto
+    options applied, nbconvert's `lab` template with a local MathJax, figures embedded, links to notebooks made links to pages.
+
+    Args:
+        notebook: a notebook of the docs, e.g. nbs/petrini_fig3.ipynb
+        out: the folder of pages (its `mathjax/` is made by `render_pages`)
+    Returns:
+        the page written, `out/<name>.html`
+    """
+    import nbformat
+    from fastcore.nbio import nb2str, read_nb
+    from nbconvert import HTMLExporter
+    from nbconvert.preprocessors import TagRemovePreprocessor
+    from nbdev.processors import FilterDefaults
+    src = Path(notebook).resolve()
+    if src.suffix != ".ipynb" or not src.is_file():
+        raise FileNotFoundError(f"no notebook at {src}; give the path of a .ipynb file, e.g. nbs/index.ipynb.")
+    out = Path(out); out.mkdir(parents=True, exist_ok=True)
+    nb = read_nb(src)
+    here, env = Path.cwd(), os.environ.get("IN_TEST")
+    try:                                         # nbdev runs a notebook's imports and show_doc cells from its folder
+        os.chdir(src.parent); os.environ["IN_TEST"] = "1"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            FilterDefaults()(nb)
+    finally:
+        os.chdir(here)
+        if env is None: os.environ.pop("IN_TEST", None)
+        else: os.environ["IN_TEST"] = env
+    front = _frontmatter(nb)
+    for cell in nb.cells:
+        if cell.cell_type != "code": continue
+        opts = _cell_options(cell)
+        tags = list(cell.metadata.get("tags", []))
+        if opts.get("include") == "false": tags.append("remove_cell")
+        if opts.get("echo") == "false" or not cell.source.strip(): tags.append("remove_input")
+        if opts.get("output") == "false": cell.outputs = []
+        cell.metadata["tags"] = tags
+    kept = {"cell_type", "id", "metadata", "source", "outputs", "execution_count", "attachments"}   # nbdev adds others (has_sd)
+    raw = json.loads(nb2str(nb))
+    raw["cells"] = [{k: v for k, v in c.items() if k in kept} for c in raw["cells"]]
+    for c in raw["cells"]: c["metadata"].pop("execution", None)          # the timings nbdev's run leaves, not in the schema
+    node = nbformat.reads(json.dumps(raw), as_version=4)
+    exporter = HTMLExporter(template_name="lab", exclude_input_prompt=True, exclude_output_prompt=True,
+                            mathjax_url="mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full,Safe")
+    exporter.register_preprocessor(TagRemovePreprocessor(remove_input_tags={"remove_input"}, remove_cell_tags={"remove_cell"},
+                                                         enabled=True), enabled=True)
+    title = str(front.get("title") or src.stem)
+    page, _ = exporter.from_notebook_node(node, resources={"metadata": {"name": title}})
+    page = re.sub(r'href="(?![a-z]+:)([^"#]+?)\.ipynb(#[^"]*)?"', lambda m: f'href="{m[1]}.html{m[2] or ""}"', page)
+    page = _link_attributes(_embed_images(page, src.parent))
+    page = re.sub(r"(<head[^>]*>)", lambda m: m[1] + _MATHJAX_FONTS, page, count=1)
+    page = page.replace("</head>", _STYLE + "\n</head>", 1)
+    page = re.sub(r"(<body[^>]*>)", lambda m: m[1] + _nav(str(front.get("title", "")), str(front.get("description", ""))), page, count=1)
+    page = page.replace("</body>", _CHECK + "\n</body>", 1)
+    return results.atomic_write(out / f"{src.stem}.html", lambda tmp: Path(tmp).write_text(page, encoding="utf-8"))
+
+def _contents(sidebar:Path, titles:dict) -> str:
+    "The sidebar's sections and pages as nested lists of links (`titles`: page stem -> title)."
+    import yaml
+    def items(entries) -> str:
+        rows = []
+        for e in entries:
+            if isinstance(e, dict) and "section" in e: rows.append(f"<li><b>{html.escape(e['section'])}</b>{items(e.get('contents', []))}</li>")
+            elif isinstance(e, str) and Path(e).stem in titles:
+                rows.append(f'<li><a href="{Path(e).stem}.html">{html.escape(titles[Path(e).stem])}</a></li>')
+        return "<ul>" + "".join(rows) + "</ul>"
+    return items(yaml.safe_load(sidebar.read_text())["website"]["sidebar"]["contents"]) if sidebar.is_file() else ""
+
+def render_pages(
+    out:str|os.PathLike="_pages", # the folder of pages (relative paths from the working directory)
+    names:list|None=None, # notebook names without `.ipynb` (e.g. ["index", "petrini_fig3"]); None: every notebook of nbs/
+    progress:bool=True, # a progress bar over the notebooks
+) -> list: # the pages written
+    """Write the docs' notebooks as HTML pages for reading offline (`render_page`), with the local MathJax they use and
+    `contents.html`, the site's sidebar as a list of links.
+
+    Args:
+        out: the folder of pages (relative paths from the working directory)
+        names: notebook names without `.ipynb` (e.g. ["index", "petrini_fig3"]); None: every notebook of nbs/
+        progress: a progress bar over the notebooks
+    Returns:
+        the pages written
+    """
+    from tqdm.auto import tqdm
+    import jupyter_server_mathjax
+    nbs = results.project_root() / "nbs"
+    if not nbs.is_dir(): raise FileNotFoundError(f"no nbs/ folder at {nbs}: the pages are written from a diffgeo checkout.")
+    every = sorted(f for f in nbs.glob("*.ipynb") if not f.name.startswith("_"))
+    if names is None: chosen = every
+    else:
+        known = {f.stem: f for f in every}
+        unknown = [n for n in names if n not in known]
+        if unknown: raise ValueError(f"no notebooks {unknown} in {nbs}; give names without .ipynb, such as 'index' or 'petrini_fig3'.")
+        chosen = [known[n] for n in names]
+    out = Path(out); out.mkdir(parents=True, exist_ok=True)
+    mj = out / "mathjax"
+    if not (mj / "MathJax.js").is_file():
+        shutil.copytree(Path(jupyter_server_mathjax.__file__).parent / "static", mj, dirs_exist_ok=True)
+    pages = [render_page(f, out) for f in tqdm(chosen, desc="pages", unit="notebook", disable=not progress)]
+    titles = {}
+    for f in every:
+        first = json.loads(f.read_text())["cells"][0]
+        m = re.match(r"#\s+(.+)", "".join(first["source"]).strip()) if first["cell_type"] == "markdown" else None
+        titles[f.stem] = m[1] if m else f.stem
+    titles = {k: v for k, v in titles.items() if (out / f"{k}.html").is_file()}
+    body = (f"<html><head><meta charset='utf-8'><title>diffgeo: all pages</title>{_STYLE}</head><body>{_nav('All pages', '')}"
+            f"<div class='diffgeo-head'>{_contents(nbs / 'sidebar.yml', titles)}</div></body></html>")
+    results.atomic_write(out / "contents.html", lambda tmp: Path(tmp).write_text(body, encoding="utf-8"))
+    return pages

@@ -14,6 +14,7 @@
 #      DIFFGEO_KERNEL_PASSES=native skips it (a quick run; CI and the README's command keep it).
 # Arguments go to both pytest runs. The Slurm test runs where CI is set (not 0 or false) or with DIFFGEO_TEST_SLURM=1: only then are
 # Debian's Slurm, munge and MariaDB installed (as root, scripts/install_slurm.sh); otherwise it is skipped, saying so.
+# Where CI is set, Debian's Chromium is installed too (scripts/install_chromium.sh) for tests/test_pages.py.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$root/scripts/setup.sh"
@@ -44,7 +45,10 @@ warm gauss "$warm_gauss" & warm_pids="$warm_pids $!"
 # native pytest run, which holds the Slurm test, waits for them. An early exit waits for apt-get rather than kill it.
 case "${CI:-}" in ""|0|false|False|FALSE) ci="" ;; *) ci=1 ;; esac
 slurm_pid=""
-if [ -n "$ci" ] || [ "${DIFFGEO_TEST_SLURM:-}" = 1 ]; then bash scripts/install_slurm.sh & slurm_pid=$!; fi
+# Under CI, Chromium too, for the offline pages' test (tests/test_pages.py), which fails there without it.
+if [ -n "$ci" ] || [ "${DIFFGEO_TEST_SLURM:-}" = 1 ]; then
+  { bash scripts/install_slurm.sh; [ -z "$ci" ] || bash scripts/install_chromium.sh; } & slurm_pid=$!
+fi
 trap '{ for p in $warm_pids; do pkill -P "$p"; kill "$p"; done; rm -rf "$warm_dir"; [ -z "$slurm_pid" ] || wait "$slurm_pid"; } 2> /dev/null || true' EXIT
 
 snapshot() { git status --porcelain --untracked-files=all; git diff; }
