@@ -35,7 +35,7 @@ __all__ = ['PROFILE_NAMES', 'COMMITTED_PROFILES', 'CODE_CHANGED', 'STALE_TEMP_DA
            'project_root', 'output_root', 'resolve_path', 'check_folder', 'git_commit', 'code_version',
            'on_code_change', 'code_change_policy', 'now', 'processor', 'minutes', 'core_hours', 'provenance', 'stamp',
            'parameters', 'load_checkpoint', 'span', 'cf_attrs', 'check_cf', 'clean_temps', 'atomic_write',
-           'cf_conventions', 'save_dataset', 'load_dataset', 'save_figure']
+           'cf_conventions', 'save_dataset', 'load_dataset', 'save_figure', 'compare']
 
 # %% ../nbs/01_results.ipynb #d300fb41
 #: The profiles, smallest first: `smoke` (seconds, for tests), `cpu` (the default, minutes), `long` (what two CPU
@@ -568,3 +568,51 @@ def save_figure(
     """
     path = resolve_path(path)
     return atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=dpi, bbox_inches="tight", format=path.suffix.lstrip(".") or "png"))
+
+# %% ../nbs/01_results.ipynb #c0mpare2
+def compare(
+    new:xr.Dataset, # the dataset computed again
+    old:xr.Dataset, # the committed one it should reproduce
+) -> list: # one dict per variable: variable, max_abs, max_rel, nan_moved (count), note ("" where both have it, same shape)
+    """How far `new` lies from `old`, variable by variable (data variables and coordinates): the largest absolute difference
+    over the values both hold, and relative to the variable's scale (its largest |old|), how many NaNs moved, and a note for a
+    variable or coordinate that only one has or whose dimensions differ. Text values count as 0 or inf apart.
+
+    Args:
+        new: the dataset computed again
+        old: the committed one it should reproduce
+    Returns:
+        one dict per variable: variable, max_abs, max_rel, nan_moved (count), note ("" where both have it, same shape)
+    """
+    for name, ds in (("new", new), ("old", old)):
+        if not isinstance(ds, xr.Dataset): raise TypeError(f"{name} must be an xarray Dataset, got {type(ds).__name__}.")
+    rows = []
+    for v in sorted(set(new.variables) | set(old.variables)):
+        row = dict(variable=v, max_abs=float("nan"), max_rel=float("nan"), nan_moved=0, note="")
+        rows.append(row)
+        if v not in new.variables or v not in old.variables:
+            row["note"] = f"only in the {'committed' if v in old.variables else 'regenerated'} dataset"; continue
+        a, b = new[v], old[v]
+        if a.dims != b.dims or a.shape != b.shape:
+            row["note"] = f"dimensions {dict(zip(a.dims, a.shape))} against {dict(zip(b.dims, b.shape))}"; continue
+        try: a, b = xr.align(a, b, join="exact")
+        except ValueError: row["note"] = "coordinates differ"; a, b = a.variable, b.variable
+        x, y = np.asarray(a.values), np.asarray(b.values)
+        if x.dtype.kind in "fcmM" or y.dtype.kind in "fc":
+            if x.dtype.kind in "mM": x, y = x.astype("datetime64[ns]").astype(np.int64), y.astype("datetime64[ns]").astype(np.int64)
+            x, y = x.astype(np.float64), y.astype(np.float64)
+            nx, ny = np.isnan(x), np.isnan(y)
+            row["nan_moved"] = int((nx != ny).sum())
+            both = ~nx & ~ny
+            d = np.abs(x[both] - y[both])
+            row["max_abs"] = float(d.max()) if d.size else 0.0
+            big, scale = (d.max(), np.abs(y[both]).max()) if d.size else (0.0, 0.0)
+            row["max_rel"] = float(big / scale) if scale > 0 else (float("inf") if big > 0 else 0.0)
+        elif x.dtype.kind in "iub" and y.dtype.kind in "iub":
+            d = np.abs(x.astype(np.float64) - y.astype(np.float64))
+            row["max_abs"] = float(d.max()) if d.size else 0.0
+            row["max_rel"] = float(d.max() / max(np.abs(y).max(), 1)) if d.size else 0.0
+        else:
+            same = bool(np.array_equal(x.astype(str), y.astype(str)))
+            row["max_abs"] = row["max_rel"] = 0.0 if same else float("inf")
+    return rows

@@ -15,6 +15,7 @@ import inspect
 import json
 import math
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +29,7 @@ from fastcore.basics import patch
 
 # %% auto #0
 __all__ = ['CELL_RECORD', 'REGISTRY', 'FLAG_WORDS', 'RUN_ARGUMENTS', 'RUN_FLAGS', 'Var', 'experiments', 'Paths', 'cpu_cores',
-           'compute_settings', 'Experiment', 'ParameterError', 'parse_flag', 'parse_literal']
+           'compute_settings', 'Experiment', 'ParameterError', 'parse_flag', 'parse_literal', 'regenerate']
 
 # %% ../nbs/55_scaffold.ipynb #53cb7ad0
 @dataclass(frozen=True)
@@ -713,6 +714,71 @@ def arguments(self:Experiment,
         raise ParameterError(f"{self.name} (nbs/{self.notebook}): {e}") from None
     return dict(profile=profile, out_dir=out_dir, tag=tag, show=show, redraw=redraw, run={**run, **overrides}, settings=settings,
                 note=note)
+
+# %% ../nbs/55_scaffold.ipynb #rerun0a2
+@patch
+def rerun_arguments(self:Experiment,
+    ds:xr.Dataset, # a dataset this experiment wrote (its provenance says profile, tag and settings)
+) -> dict: # profile, tag, overrides (for `main(profile, tag=tag, **overrides)`) and unmatched: settings that still differ
+    """What `main` needs to compute `ds` again: its profile, tag, and the settings in which it differs from its profile (or
+    variant), as the profile writes them; `unmatched` names the completed settings that these do not bring back (a profile
+    changed since `ds` was computed).
+
+    Args:
+        ds: a dataset this experiment wrote (its provenance says profile, tag and settings)
+    Returns:
+        profile, tag, overrides (for `main(profile, tag=tag, **overrides)`) and unmatched: settings that still differ
+    """
+    p, written_by = results.parameters(ds), ds.attrs.get("experiment", self.name)
+    if written_by != self.name:
+        raise ValueError(f"this dataset is {written_by}'s, not {self.name}'s; use {written_by}'s experiment.")
+    profile, tag = p.get("profile"), p.get("tag", "") or ""
+    if profile not in self.profiles:
+        raise ValueError(f"the dataset's provenance names the profile {profile!r}, which {self.name} does not have "
+                         f"({', '.join(self.profiles)}); it was written by other code.")
+    variant = self.variants.get((profile, tag), {})
+    base = {**self.profiles[profile], **variant}
+    same = lambda a, b: json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
+    def settable(k, v):                                                  # as the profile writes it, not as completed
+        try: _check_override_types(profile, self.profiles, {k: v}); return type(v) is type(base[k]) or isinstance(v, list)
+        except TypeError: return False
+    default = self.resolve(profile, p.get("data_root"), **variant)      # the profile's settings, completed
+    overrides = {k: p[k] for k, v in base.items() if k in p and v is not None and not same(p[k], default.get(k, v))
+                 and settable(k, p[k])}
+    resolved = self.resolve(profile, p.get("data_root"), **{**variant, **overrides})
+    unmatched = sorted(k for k in resolved if k in p and not same(p[k], resolved[k]))
+    return dict(profile=profile, tag=tag, overrides=overrides, unmatched=unmatched)
+
+# %% ../nbs/55_scaffold.ipynb #regen0a1
+def regenerate(
+    path:str|os.PathLike, # a committed dataset, e.g. results/petrini_fig1.nc
+    out_dir:str|os.PathLike, # where the run writes its results/, figures/ and work/ (never over the committed files)
+    device:str="cpu", # the run's device
+) -> dict: # dataset, experiment, minutes, rows (`results.compare`, regenerated against committed), new (its path), arguments
+    """Compute the dataset at `path` again by this code: its experiment's `main` at the profile, tag and settings its
+    provenance records (`rerun_arguments`), into `out_dir`, then compare the new file with the committed one.
+
+    Args:
+        path: a committed dataset, e.g. results/petrini_fig1.nc
+        out_dir: where the run writes its results/, figures/ and work/ (never over the committed files)
+        device: the run's device
+    Returns:
+        dataset, experiment, minutes, rows (`results.compare`, regenerated against committed), new (its path), arguments
+    """
+    path = results.resolve_path(path)
+    old = results.load_dataset(path)
+    name = old.attrs.get("experiment")
+    if name is None: raise ValueError(f"{path} names no experiment in its attributes: it was not written by Experiment.run.")
+    if name not in REGISTRY: experiments()                               # imports every experiment module
+    if name not in REGISTRY: raise ValueError(f"{path} was written by the experiment {name!r}, which this code does not have.")
+    exp = REGISTRY[name]
+    args = exp.rerun_arguments(old)
+    start = time.monotonic()
+    exp.main(args["profile"], out_dir=str(out_dir), tag=args["tag"], show=False, device=device, **args["overrides"])
+    new_path = exp.paths(args["profile"], out_dir, args["tag"]).dataset
+    new = results.load_dataset(new_path)
+    return dict(dataset=path.stem, experiment=name, minutes=(time.monotonic() - start) / 60, rows=results.compare(new, old),
+                new=new_path, arguments=args)
 
 # %% ../nbs/55_scaffold.ipynb #46d93d94
 @patch
