@@ -23,8 +23,9 @@ from .scaffold import REGISTRY, experiments   # `experiments` lives in the scaff
 _all_ = ["experiments"]
 
 # %% auto #0
-__all__ = ['HEADLINE', 'EXTRAS_FOR', 'thumbnail', 'claim_counts', 'figure_table', 'show_figures', 'headline', 'requirements',
-           'dependencies_markdown', 'show_dependencies', 'render_page', 'render_pages', 'experiments']
+__all__ = ['HEADLINE', 'EXTRAS_FOR', 'SIDEBAR_TOP', 'LIBRARY_SECTIONS', 'FOR_CONTRIBUTORS', 'thumbnail', 'claim_counts',
+           'figure_table', 'show_figures', 'headline', 'requirements', 'dependencies_markdown', 'show_dependencies',
+           'render_page', 'render_pages', 'sidebar', 'write_navigation', 'experiments']
 
 # %% ../nbs/80_site.ipynb #ede59afa
 def thumbnail(
@@ -392,3 +393,82 @@ def render_pages(
             f"<div class='diffgeo-head'>{_contents(nbs / 'sidebar.yml', titles)}</div></body></html>")
     results.atomic_write(out / "contents.html", lambda tmp: Path(tmp).write_text(body, encoding="utf-8"))
     return pages
+
+# %% ../nbs/80_site.ipynb #s1debar2
+#: The sidebar's pages before the papers: the home page, then the guides
+SIDEBAR_TOP = ["index", "use", "gallery", "conventions", "cluster"]
+#: The library's sections: a title, then the numbers of the notebooks (`nbs/NN_*.ipynb`) it holds, in order
+LIBRARY_SECTIONS = [("Foundations", ["00", "01", "02", "03", "06"]), ("Maps of the plane", ["05"]),
+                    ("Transformations", ["10", "11", "12"]), ("Layers", ["20", "21"]), ("Networks and training", ["30", "31"]),
+                    ("Looking inside networks", ["35"]), ("Measures", ["40", "41", "43", "60"]),
+                    ("Running experiments", ["50", "55", "70", "85"])]
+#: Pages for those who work on diffgeo itself: the compiled kernels' notebooks, the site's, the template
+FOR_CONTRIBUTORS = ["10_diffeo_numba", "11_cpab_numba", "80_site", "81_docparams", "template"]
+
+def _section_title(key:str) -> str:
+    "A paper's sidebar section: its first author's surname, et al., its year (`Petrini et al. 2021`)."
+    p = papers.PAPERS[key]
+    return f"{p.authors.split(',')[0].split()[-1]} et al. {p.year}"
+
+def sidebar(
+    nbs:str|os.PathLike|None=None, # the notebooks' folder (None: this checkout's nbs/)
+) -> dict: # the content of `sidebar.yml`
+    """The site's sidebar: the guides, a section per paper (its page, then its experiments' notebooks), the library by sections.
+
+    Args:
+        nbs: the notebooks' folder (None: this checkout's nbs/)
+    Returns:
+        the content of `sidebar.yml`
+    """
+    nbs = Path(nbs) if nbs is not None else results.project_root() / "nbs"
+    def page(stem:str) -> str:
+        if not (nbs / f"{stem}.ipynb").is_file(): raise FileNotFoundError(f"the sidebar lists {stem}.ipynb, which is not in {nbs}.")
+        return f"{stem}.ipynb"
+    found = {}
+    for e in experiments(): found.setdefault(e.paper, []).append(e.notebook)
+    paper_sections = [{"section": _section_title(k), "contents": [page(f"paper_{k}")] + list(dict.fromkeys(found.get(k, [])))}
+                      for k in papers.PAPERS]
+    numbered = sorted(f.stem for f in nbs.glob("[0-9][0-9]_*.ipynb"))
+    placed = {s for s in FOR_CONTRIBUTORS}
+    library = [page("library")]
+    for title, numbers in LIBRARY_SECTIONS:
+        stems = [s for n in numbers for s in numbered if s.startswith(f"{n}_") and s not in FOR_CONTRIBUTORS]
+        placed.update(stems)
+        if stems: library.append({"section": title, "contents": [page(s) for s in stems]})
+    lost = [s for s in numbered if s not in placed]
+    if lost: raise ValueError(f"the library notebooks {lost} are in no sidebar section: add their numbers to site.LIBRARY_SECTIONS "
+                              "(or their names to site.FOR_CONTRIBUTORS).")
+    return {"website": {"sidebar": {"contents": [page(s) for s in SIDEBAR_TOP] + [
+        {"section": "Papers", "contents": paper_sections}, {"section": "Library", "contents": library},
+        {"section": "For contributors", "contents": [page(s) for s in FOR_CONTRIBUTORS]}]}}}
+
+def _paper_menu(nbs:Path) -> str:
+    "The navigation bar's Papers menu, as `_quarto.yml` writes it: each paper page's title, from its first heading."
+    rows = []
+    for k in papers.PAPERS:
+        first = json.loads((nbs / f"paper_{k}.ipynb").read_text())["cells"][0]
+        m = re.match(r"#\s+(.+)", "".join(first["source"]).strip())
+        rows.append(f'          - text: "{m[1] if m else _section_title(k)}"\n            href: paper_{k}.ipynb\n')
+    return "".join(rows)
+
+def write_navigation(
+    nbs:str|os.PathLike|None=None, # the notebooks' folder (None: this checkout's nbs/)
+) -> list: # the files it changed
+    """Write `sidebar.yml` (`sidebar`) and the Papers menu of `_quarto.yml`'s navigation bar; only files whose content changes.
+
+    Args:
+        nbs: the notebooks' folder (None: this checkout's nbs/)
+    Returns:
+        the files it changed
+    """
+    import yaml
+    nbs = Path(nbs) if nbs is not None else results.project_root() / "nbs"
+    changed = []
+    side = yaml.safe_dump(sidebar(nbs), sort_keys=False, allow_unicode=True)
+    if (nbs / "sidebar.yml").read_text() != side: (nbs / "sidebar.yml").write_text(side); changed.append(nbs / "sidebar.yml")
+    quarto = (nbs / "_quarto.yml").read_text()
+    block = re.compile(r'(      - text: "Papers"\n        menu:\n)((?:          - text: .*\n            href: .*\n)+)')
+    if not block.search(quarto): raise ValueError(f"{nbs / '_quarto.yml'} has no Papers menu in its navbar to write.")
+    new = block.sub(lambda m: m[1] + _paper_menu(nbs), quarto, count=1)
+    if new != quarto: (nbs / "_quarto.yml").write_text(new); changed.append(nbs / "_quarto.yml")
+    return changed

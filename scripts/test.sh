@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The tests, in three steps:
-#   1. nbdev-clean and nbdev-export leave no diff, README.md matches nbs/index.ipynb;
+#   1. nbdev-clean, nbdev-export and scripts/refresh.py --quick (sidebar, navigation bar, README) leave no diff;
 #   2. the native pass: nbdev-test on the library notebooks and pytest on every test (which runs every experiment
 #      notebook once, at profile=smoke, through papermill: tests/test_experiments.py, in Jupyter kernels forked from a
 #      process with torch and the other heavy libraries imported, tests/kernel_fork.py; DIFFGEO_TEST_KERNEL=python3 for
@@ -55,13 +55,13 @@ snapshot() { git status --porcelain --untracked-files=all; git diff; }
 before="$(snapshot | sha1sum)"
 nbdev-clean
 nbdev-export
-python scripts/readme.py
+python scripts/refresh.py --quick > /dev/null   # the sidebar, the navigation bar's Papers menu and the README
 if [ "$(snapshot | sha1sum)" != "$before" ]; then
-  echo "FAIL: nbdev-clean / nbdev-export / scripts/readme.py changed files; commit their output:" >&2
+  echo "FAIL: nbdev-clean / nbdev-export / scripts/refresh.py --quick changed files; commit their output:" >&2
   git status --short >&2
   exit 1
 fi
-echo "nbdev-clean, nbdev-export and README leave no diff"
+echo "nbdev-clean, nbdev-export, the navigation and README leave no diff"
 
 # Byte-compile the package once, after nbdev-export rewrote it: where PYTHONDONTWRITEBYTECODE is set (this workplace sets
 # it) no process caches what it compiles, and every notebook kernel, pytest worker and subprocess of the tests would

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from diffgeo import claims, site
+from diffgeo import claims, papers, site
 from diffgeo.scaffold import REGISTRY
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,7 +102,7 @@ def _show_cells():
 def test_pages_show_the_ledger():
     "Each paper page, each experiment notebook with claims, and the landing page (the README) show a ledger table."
     have = {p.stem for p, _ in _show_cells()}
-    want = {"index", *(f"paper_{k}" for k in ("petrini", "zavatoneveth", "moskalev", "detlefsen", "rousseau")),
+    want = {"index", *(f"paper_{k}" for k in papers.PAPERS),
             *(e.notebook.removesuffix(".ipynb") for e in EXPS if e.claims)}
     assert not want - have, f"no claims.show(...) cell in {sorted(want - have)}"
 
@@ -116,7 +116,7 @@ STATUS_WORDS = re.compile(r"\*\*(reproduced|partly|not reproduced|not at cpu sca
 
 
 def test_no_status_word_is_typed_on_the_pages():
-    for page in ["index", "gallery", *(f"paper_{k}" for k in ("petrini", "zavatoneveth", "moskalev", "detlefsen", "rousseau"))]:
+    for page in ["index", "gallery", *(f"paper_{k}" for k in papers.PAPERS)]:
         nb = json.loads((NBS / f"{page}.ipynb").read_text())
         typed = [m.group(0) for c in nb["cells"] if c["cell_type"] == "markdown" for m in STATUS_WORDS.finditer("".join(c["source"]))]
         assert not typed, f"{page}.ipynb types status words {typed}: render them from the ledger (claims.show)"

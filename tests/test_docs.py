@@ -21,6 +21,7 @@ NOTEBOOKS = sorted(NBS.glob("*.ipynb"))
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 sys.path.insert(0, str(ROOT / "scripts"))
 import tidy_outputs  # noqa: E402
+from diffgeo.papers import PAPERS  # noqa: E402
 
 
 def read(path):
@@ -174,7 +175,7 @@ def test_nbdev_processes_every_notebook(tmp_path):
 
 # ------------------------------------------------------------------------------------------------ the site's own pages
 
-PAPER_KEYS = ("petrini", "zavatoneveth", "moskalev", "detlefsen", "rousseau")
+PAPER_KEYS = tuple(PAPERS)   # from the one list (diffgeo.papers), not typed here
 
 
 def test_landing_page_reaches_everything_in_one_click():
@@ -363,3 +364,26 @@ def test_prose_types_no_claim_status(path):
     keys = _claim_keys()
     found = [s for c in read(path).cells if c.cell_type == "markdown" for s in typed_statuses(c.source, keys)]
     assert not found, f"{path.name}: a claim status typed beside its key; name the claim and let the ledger's table grade it: {found}"
+
+
+def test_the_navigation_is_generated_and_current():
+    "Issue 61: the sidebar and the navigation bar's Papers menu are what `site.write_navigation` writes from the registry now."
+    import shutil, tempfile
+    from diffgeo import site
+    with tempfile.TemporaryDirectory() as d:
+        for f in NBS.glob("*"):
+            if f.is_file(): shutil.copy(f, d)
+        assert site.write_navigation(d) == [], "nbs/sidebar.yml or nbs/_quarto.yml is stale: python scripts/refresh.py --quick"
+
+
+def test_the_stored_headline_is_current(monkeypatch):
+    "The home page's (and README's) headline gives the ledger's verdicts as they are now, not as they were when it was stored."
+    import IPython.display as shown
+    from diffgeo import site
+    out = []
+    monkeypatch.setattr(shown, "display", lambda *objs, **kw: out.extend(objs))
+    site.headline()
+    fresh = [o.data for o in out if type(o).__name__ == "Markdown"]
+    cell = next(c for c in json.loads((NBS / "index.ipynb").read_text())["cells"] if "".join(c["source"]).strip().splitlines()[-1:] == ["site.headline()"])
+    stored = ["".join(o["data"]["text/markdown"]) for o in cell["outputs"] if "text/markdown" in o.get("data", {})]
+    assert stored == fresh, "nbs/index.ipynb's headline is stale: python scripts/refresh.py"
