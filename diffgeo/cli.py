@@ -24,7 +24,7 @@ _CODE_CHANGED = ("recompute", "reuse", "error")                                 
 
 # %% auto #0
 __all__ = ['MAX_SIZE', 'MAX_BOOTSTRAP', 'weight_transforms', 'load_model', 'load_images', 'build_parser', 'stability_command',
-           'experiment', 'plan_command', 'main']
+           'experiment', 'new_command', 'plan_command', 'main']
 
 # %% ../nbs/70_cli.ipynb #8e18fb40
 def _torchvision_names() -> list[str]:
@@ -227,6 +227,12 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--no-estimate", action="store_true", help="skip the measurement and the estimate")
     q.add_argument("--estimate-on", metavar="DEVICE", help="measure the cost model on this device instead of --device (e.g. cpu on a "
                                                            "login node without the GPUs; the estimate then times this device)")
+    n = sub.add_parser("new", help="start a new experiment notebook from the template",
+                       description="Start experiment NAME of a paper from nbs/template.ipynb (scaffold's `new_experiment`): writes "
+                                   "nbs/NAME.ipynb with its declarations marked for export, exports diffgeo/experiments/NAME.py, and "
+                                   "writes the sidebar and navigation again. Run in a diffgeo checkout.")
+    n.add_argument("name", help="the experiment's name, <paper>_<figure>, e.g. petrini_fig9")
+    n.add_argument("--paper", required=True, help="the paper's key: petrini, zavatoneveth, moskalev, detlefsen or rousseau")
     return p
 
 def _layers(spec:str, net:nn.Module, name:str) -> list[str]:
@@ -310,6 +316,17 @@ def experiment(name:str):
     if found is None: raise ValueError(f"no experiment {name!r}; valid ones are {sorted(e.name for e in every)} (or their notebooks' names, e.g. fig5).")
     return found
 
+def new_command(args:argparse.Namespace) -> int:
+    "Run `diffgeo new`."
+    from diffgeo.scaffold import new_experiment
+    nb = new_experiment(args.name, args.paper)
+    rel = os.path.relpath(nb)
+    print(f"wrote {rel} and diffgeo/experiments/{args.name}.py; the sidebar lists it. Next:\n"
+          f"  papermill {rel} out/{args.name}.ipynb -k python3 -p profile smoke   # the template's example runs as it is\n"
+          f"  then replace the example's cell, variables, claim, report and prose with your experiment's (nbdev-export after each edit),\n"
+          f"  run its cpu profile (papermill {rel} {rel} -k python3), and python scripts/refresh.py before committing.")
+    return 0
+
 def plan_command(args:argparse.Namespace) -> int:
     "Run `diffgeo plan`."
     experiment(args.experiment).plan(args.profile, args.device, tag=args.tag, work_dir=args.work_dir, out_dir=args.out_dir,
@@ -338,7 +355,7 @@ def main(argv:list[str]|None=None) -> int: # the exit status
     """
     args = build_parser().parse_args(argv)
     import torch                                                          # after parsing: `--help` and usage errors need none
-    try: return plan_command(args) if args.command == "plan" else stability_command(args)
+    try: return {"plan": plan_command, "new": new_command}.get(args.command, stability_command)(args)
     except (ValueError, TypeError, OSError) as e:                        # OSError: files, folders, images the user named
         print(f"diffgeo {args.command}: error: {_in_flags(str(e))}", file=sys.stderr)
         return 2

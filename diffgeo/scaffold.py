@@ -29,7 +29,8 @@ from fastcore.basics import patch
 
 # %% auto #0
 __all__ = ['CELL_RECORD', 'REGISTRY', 'FLAG_WORDS', 'RUN_ARGUMENTS', 'RUN_FLAGS', 'Var', 'experiments', 'Paths', 'cpu_cores',
-           'compute_settings', 'Experiment', 'ParameterError', 'parse_flag', 'parse_literal', 'regenerate']
+           'compute_settings', 'Experiment', 'ParameterError', 'parse_flag', 'parse_literal', 'regenerate',
+           'new_experiment']
 
 # %% ../nbs/55_scaffold.ipynb #53cb7ad0
 @dataclass(frozen=True)
@@ -179,6 +180,7 @@ class Experiment:
         self.figures, self._cell, self._derive, self._finish, self._settings, self._cost = {}, None, None, None, None, None
         self.claims = {}  # key -> claims.Claim, declared with `Experiment.claim` (diffgeo.claims)
         self.regression_check, self.quotes = None, None   # declared with `Experiment.regression` and `Experiment.quoted`
+        self.reporter = None   # fn(ds) -> Markdown, what a committed run shows (`Experiment.report`, shown by `show_report`)
         self.variants = {}  # (profile, tag) -> the settings that tagged run of the profile overrides (`Experiment.variant`)
         REGISTRY[self.name] = self
 
@@ -257,6 +259,11 @@ class Experiment:
     def quoted(self, fn:Callable) -> Callable:
         "Declare `fn(ds) -> list[str]`: the numbers the notebook's prose quotes, formatted from `ds` (the tests find each in the prose)."
         self.quotes = fn; return fn
+
+    def report(self, fn:Callable) -> Callable:
+        """Declare `fn(ds) -> str`: what a run shows, in Markdown, read from its dataset alone (its settings from the provenance,
+        `results.parameters(ds)`); `show_report(profile)` displays it for a committed run, with where and when it was computed."""
+        self.reporter = fn; return fn
 
     def finish(self, fn:Callable) -> Callable:
         "Declare `fn(ds, settings) -> ds`, run once on the merged cells (to add, e.g., the paper's own numbers)."
@@ -779,6 +786,103 @@ def regenerate(
     new = results.load_dataset(new_path)
     return dict(dataset=path.stem, experiment=name, minutes=(time.monotonic() - start) / 60, rows=results.compare(new, old),
                 new=new_path, arguments=args)
+
+# %% ../nbs/55_scaffold.ipynb #rep0rt02
+@patch
+def show_report(self:Experiment,
+    profile:str="cpu", # the committed run's profile
+    tag:str="", # its tag (a variant, another data set)
+    out_dir:str|os.PathLike|None=None, # where its results/ are (None: the committed files)
+) -> str: # the Markdown shown
+    """Display what the committed run of `profile` shows (the declared `report`, from its file alone), headed by its file,
+    commit, date, processor and compute time; or that no such run is committed.
+
+    Args:
+        profile: the committed run's profile
+        tag: its tag (a variant, another data set)
+        out_dir: where its results/ are (None: the committed files)
+    Returns:
+        the Markdown shown
+    """
+    if self.reporter is None: raise ValueError(f"{self.name} declares no report: add `@EXPERIMENT.report` (fn(ds) -> Markdown) to its module.")
+    check_choice(profile, "profile", tuple(self.profiles))
+    path = self.paths(profile, out_dir, tag).dataset
+    label = f"`{profile}`" + (f" ({tag})" if tag else "")
+    committed = out_dir is None and profile in results.COMMITTED_PROFILES
+    if not path.exists(): text = f"*No {label} run of {self.name} is {'committed' if committed else 'there'} ({_shown(path)}).*"
+    else:
+        ds = self.load(path)
+        try: took = f", {results.core_hours(ds):.2g} core-hours" if "cell_start" in ds else f", {results.minutes(ds):.0f} min"
+        except ValueError: took = ""
+        text = (f"**The {'committed ' if committed else ''}{label} run** (`{_shown(path)}`, code {str(ds.attrs.get('git_commit', '?'))[:7]}, "
+                f"{str(ds.attrs.get('start_time', '?'))[:10]}, {ds.attrs.get('processor', ds.attrs.get('device', '?'))}{took}). "
+                + str(self.reporter(ds)).strip())
+    try:
+        from IPython import get_ipython
+        from IPython.display import Markdown, display
+        if get_ipython() is not None: display(Markdown(text)); return text
+    except ImportError: pass
+    print(text)
+    return text
+
+# %% ../nbs/55_scaffold.ipynb #newexp02
+def new_experiment(
+    name:str, # the experiment's name, `<paper>_<figure>` (e.g. petrini_fig9)
+    paper:str, # the paper's key in `papers.PAPERS`
+    root:str|os.PathLike|None=None, # the diffgeo checkout (None: the one this package is loaded from)
+) -> Path: # the new notebook
+    """Start experiment `name` of `paper` from `nbs/template.ipynb`: write `nbs/<name>.ipynb` (declarations marked for export,
+    the Experiment named after paper and figure), export its module, and write the sidebar and navigation again.
+
+    Args:
+        name: the experiment's name, `<paper>_<figure>` (e.g. petrini_fig9)
+        paper: the paper's key in `papers.PAPERS`
+        root: the diffgeo checkout (None: the one this package is loaded from)
+    Returns:
+        the new notebook
+    """
+    import re
+    from nbdev.doclinks import nbdev_export as export_notebooks   # (a cell that calls nbdev's by name is never run by nbdev-test)
+    from diffgeo import site
+    key = papers.paper(paper).key
+    if not isinstance(name, str) or not name.startswith(f"{key}_") or not name[len(key) + 1:].isidentifier():
+        raise ValueError(f"an experiment of {key} is named {key}_<figure>, the figure letters, digits and '_' "
+                         f"(e.g. {key}_fig9), got {name!r}.")
+    figure = name[len(key) + 1:]
+    if papers.experiment_name(key, figure) != name: raise ValueError(f"{name!r} is not {key}'s naming of figure {figure!r}.")
+    root = Path(root) if root is not None else results.project_root()
+    nbs, lib = root / "nbs", root / "diffgeo" / "experiments"
+    target = nbs / f"{name}.ipynb"
+    for f in (target, lib / f"{name}.py"):
+        if f.exists(): raise FileExistsError(f"{f} exists: experiment {name} is there already; choose another figure name.")
+    if name in REGISTRY: raise FileExistsError(f"experiment {name} is registered already ({REGISTRY[name].notebook}).")
+    nb = json.loads((nbs / "template.ipynb").read_text())
+    short = papers.PAPERS[key].short
+    texts = {"# Template: the whole shape of an experiment": f"# {short}, {figure}: what it regenerates (write it)",
+             "> Copy this notebook to `nbs/<paper>_<figure>.ipynb` to add a figure or table: one screen of declarations, then one call.":
+             f"> One sentence: what this notebook regenerates of {short}, and at which profile (write it)."}
+    for cell in nb["cells"]:
+        s = "".join(cell["source"])
+        for old, new in texts.items(): s = s.replace(old, new)
+        s = (s.replace('Experiment("petrini", "template",', f'Experiment("{key}", "{figure}",')
+              .replace('notebook="template.ipynb"', f'notebook="{name}.ipynb"')
+              .replace('@EXPERIMENT.figure("template")', f'@EXPERIMENT.figure("{figure}")')
+              .replace("nbs/template.ipynb", f"nbs/{name}.ipynb").replace("out/template.ipynb", f"out/{name}.ipynb")
+              .replace("petrini_template", f"{key}_{figure}"))
+        if cell["cell_type"] == "code" and "parameters" not in cell.get("metadata", {}).get("tags", []) and (
+                s.startswith(("import ", "from ")) or re.search(r"^(PROFILES|@EXPERIMENT)", s, re.M)):
+            s = "#| export\n" + s                                          # the imports and the declarations: the module
+        cell["source"] = s.splitlines(keepends=True)
+    default_exp = {"cell_type": "code", "execution_count": None, "id": hashlib.sha1(name.encode()).hexdigest()[:8], "metadata": {},
+                   "outputs": [], "source": [f"#| default_exp experiments.{name}"]}
+    nb["cells"].insert(1, default_exp)
+    target.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+    here = Path.cwd()
+    try:
+        os.chdir(root); export_notebooks(path=str(target))
+    finally: os.chdir(here)
+    site.write_navigation(nbs)
+    return target
 
 # %% ../nbs/55_scaffold.ipynb #46d93d94
 @patch
