@@ -17,6 +17,7 @@ import math
 import os
 import time
 from collections.abc import Callable
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,12 +25,12 @@ import torch
 import xarray as xr
 
 from . import data, papers, results, sweep, train
-from .core import check_choice, check_int, resolve_device
+from .core import check_choice, check_int, progress, resolve_device, seed_everything
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['CELL_RECORD', 'REGISTRY', 'FLAG_WORDS', 'RUN_ARGUMENTS', 'RUN_FLAGS', 'Var', 'experiments', 'Paths', 'cpu_cores',
-           'compute_settings', 'Experiment', 'ParameterError', 'parse_flag', 'parse_literal', 'regenerate',
+__all__ = ['CELL_RECORD', 'REGISTRY', 'FLAG_WORDS', 'RUN_ARGUMENTS', 'RUN_FLAGS', 'Var', 'experiments', 'CellContext', 'Paths',
+           'cpu_cores', 'compute_settings', 'Experiment', 'ParameterError', 'parse_flag', 'parse_literal', 'regenerate',
            'new_experiment']
 
 # %% ../nbs/55_scaffold.ipynb #53cb7ad0
@@ -67,6 +68,46 @@ def experiments(paper:str|None=None) -> list:
     if paper is not None: papers.paper(paper)
     found = [e for e in REGISTRY.values() if paper is None or e.paper == paper]
     return sorted(found, key=lambda e: (keys.index(e.paper), e.notebook != "fig5.ipynb", e.notebook))
+
+@dataclass(frozen=True)
+class CellContext:
+    "What the scaffold hands a cell that declares `ctx`: where it runs, its seeds, its own checkpoints, progress. A cell computes; it assembles no path."
+    device_name:str="cpu" # the device as the run asked for it ("cpu", "cuda", "auto"), resolved where the cell runs
+    checkpoints:str|None=None # the run's checkpoint folder (None: the run keeps no checkpoint)
+    cell:str="" # the cell's id in its sweep (`sweep.cell_id` of its grid values); "" for a one-cell run
+    experiment:str="" # the experiment's name
+    data_root:str|None=None # the run's data folder (None: $DIFFGEO_DATA)
+
+    @property
+    def device(self) -> torch.device:
+        "The device the cell computes on: `device_name` resolved here ('auto': this process's GPU, if any)."
+        return resolve_device(self.device_name)
+
+    def seed(self, seed:int) -> torch.Generator:
+        "Seed Python's, NumPy's and torch's generators with `seed` (`core.seed_everything`); a seeded CPU `torch.Generator`."
+        return seed_everything(seed)
+
+    def _name(self, names) -> str:
+        parts = [self.cell or self.experiment or "cell", *(str(n) for n in names)]
+        return "_".join(p.replace("/", "-").replace(" ", "_") for p in parts if p)
+
+    def checkpoint(self, *names) -> Path|None:
+        """The file of this cell's checkpoint `names` (a model and seed within the cell, say): `<checkpoints>/<cell>_<names>.pt`,
+        its folder made; None where the run keeps no checkpoint (the cell then trains from scratch)."""
+        if self.checkpoints is None: return None
+        folder = Path(self.checkpoints); folder.mkdir(parents=True, exist_ok=True)
+        return folder / f"{self._name(names)}.pt"
+
+    def kept(self, *names) -> Path|None:
+        """A folder of this cell's own, under the checkpoints, for finished parts it keeps until its shard is written (made);
+        None where the run keeps no checkpoint."""
+        if self.checkpoints is None: return None
+        folder = Path(self.checkpoints) / self._name(names); folder.mkdir(parents=True, exist_ok=True)
+        return folder
+
+    def progress(self, iterable, desc:str|None=None, **kwargs):
+        "`core.progress` over `iterable`, labelled with the cell where `desc` is not given."
+        return progress(iterable, desc or self.cell or self.experiment, **kwargs)
 
 @dataclass(frozen=True)
 class Paths:
@@ -141,7 +182,11 @@ def _call_cell(
     resolved there ('auto': this job's GPU, if it has one), under the run's compute settings, recording when and where."""
     if name not in REGISTRY: importlib.import_module(f"diffgeo.experiments.{name}")
     exp = REGISTRY[name]
-    dev = resolve_device(kwargs.get("device", "cpu"))
+    dims = kwargs.pop("_grid_dims", None)
+    if isinstance(kwargs.get("ctx"), CellContext) and dims:             # this cell's own context: its id in the sweep
+        kwargs["ctx"] = dataclasses.replace(kwargs["ctx"], cell=sweep.cell_id({d: kwargs[d] for d in dims}))
+    ctx = kwargs.get("ctx")
+    dev = ctx.device if isinstance(ctx, CellContext) else resolve_device(kwargs.get("device", "cpu"))
     if "device" in kwargs: kwargs["device"] = str(dev)
     start = results.now()
     saved = torch.get_num_threads()
@@ -423,6 +468,10 @@ def _prepare(self:Experiment, profile, device, data_root, tag, work_dir, out_dir
     work = self.paths(profile, out_dir, tag, work_dir, fixed).work
     runtime = dict(shared)                                                      # what they do not: not in the shards' identity
     if checkpoints and "checkpoint_dir" in accepts: runtime["checkpoint_dir"] = str(work / "checkpoints")
+    if "ctx" in accepts:                                                       # the cell's context, completed where it runs
+        runtime["ctx"] = CellContext(str(device), str(work / "checkpoints") if checkpoints else None, "", self.name,
+                                     None if data_root is None else str(data_root))
+        runtime["_grid_dims"] = list(grid)
     return dict(p=p, grid=grid, fixed=fixed, runtime=runtime, shared=shared, compute=compute, work=work)
 
 @patch
@@ -486,6 +535,7 @@ def run(self:Experiment,
     else:
         if executor != "inline": raise ValueError(f"{self.name} is one cell, not a sweep: use executor='inline'.")
         fixed.pop("_compute", None)
+        runtime.pop("_grid_dims", None)
         with results.on_code_change(code_changed), compute_settings(**compute): ds = self._cell(**fixed, **runtime)
         end = results.now()
         if code_changed == "reuse": ds.attrs["code_changed"] = "reuse"
@@ -992,7 +1042,8 @@ def plan(self:Experiment,
           f"{(table.state == 'done').sum()} done{stale}, {(table.state == 'running elsewhere').sum()} running elsewhere, {len(todo)} to run {how}"
           + (f", each with {options}" if options else "") + ".")
     per_cell = [f"its shard in {_shown(work / 'shards')}/"] if grid else []
-    if grid and "checkpoint_dir" in r["runtime"]: per_cell.append(f"its checkpoints in {_shown(work / 'checkpoints')}/ while it trains")
+    keeps = "checkpoint_dir" in r["runtime"] or getattr(r["runtime"].get("ctx"), "checkpoints", None) is not None
+    if grid and keeps: per_cell.append(f"its checkpoints in {_shown(work / 'checkpoints')}/ while it trains")
     if grid and executor != "inline": per_cell.append(f"its logs in {_shown(work / 'submitit')}/")
     print(f"The run writes {_shown(paths.dataset)} and {', '.join(map(_shown, paths.figures.values()))}"
           + (f"; each cell {', '.join(per_cell)}" if per_cell else "") + ".")
