@@ -77,6 +77,7 @@ class CellContext:
     cell:str="" # the cell's id in its sweep (`sweep.cell_id` of its grid values); "" for a one-cell run
     experiment:str="" # the experiment's name
     data_root:str|None=None # the run's data folder (None: $DIFFGEO_DATA)
+    artifacts:str|None=None # the run's folder of kept results other than the dataset (trained networks: `zoo/<experiment>...`)
 
     @property
     def device(self) -> torch.device:
@@ -105,6 +106,15 @@ class CellContext:
         folder = Path(self.checkpoints) / self._name(names); folder.mkdir(parents=True, exist_ok=True)
         return folder
 
+    def artifact(self, *names, suffix:str=".pt") -> Path|None:
+        """The file of a result this cell keeps beside the dataset, named by `names` alone (an architecture and a seed: unique
+        in the run): `<artifacts>/<names>.pt` in the run's output folder (`Paths.artifacts`, committed with the dataset for
+        the committed profiles), its folder made; None where the run was given no such folder."""
+        if self.artifacts is None: return None
+        if not names: raise ValueError("name the artifact (e.g. ctx.artifact(arch, f'seed{seed}')): its file is named by them alone.")
+        folder = Path(self.artifacts); folder.mkdir(parents=True, exist_ok=True)
+        return folder / ("_".join(str(n).replace("/", "-").replace(" ", "_") for n in names) + suffix)
+
     def progress(self, iterable, desc:str|None=None, **kwargs):
         "`core.progress` over `iterable`, labelled with the cell where `desc` is not given."
         return progress(iterable, desc or self.cell or self.experiment, **kwargs)
@@ -115,6 +125,7 @@ class Paths:
     dataset:Path # the netCDF results file
     figures:dict # figure name -> image file
     work:Path # shards and checkpoints: work files, never committed
+    artifacts:Path|None=None # results kept beside the dataset (trained networks), `zoo/<experiment><suffix>/`
 
 def cpu_cores() -> int:
     "The CPU cores this process may run on (its affinity, where the OS says; else `os.cpu_count()`)."
@@ -446,7 +457,7 @@ def paths(self:Experiment,
     key = hashlib.sha1(json.dumps(settings or {}, sort_keys=True, default=str).encode()).hexdigest()[:8]
     return Paths(dataset=out / "results" / f"{self.name}{suffix}.nc",
                  figures={f: out / "figures" / f"{self.paper}_{f}{suffix}.png" for f in self.figures},
-                 work=work / self.name / f"{profile}{tagged}_{key}")
+                 work=work / self.name / f"{profile}{tagged}_{key}", artifacts=out / "zoo" / f"{self.name}{suffix}")
 
 # %% ../nbs/55_scaffold.ipynb #7f356d43
 @patch
@@ -470,7 +481,8 @@ def _prepare(self:Experiment, profile, device, data_root, tag, work_dir, out_dir
     if checkpoints and "checkpoint_dir" in accepts: runtime["checkpoint_dir"] = str(work / "checkpoints")
     if "ctx" in accepts:                                                       # the cell's context, completed where it runs
         runtime["ctx"] = CellContext(str(device), str(work / "checkpoints") if checkpoints else None, "", self.name,
-                                     None if data_root is None else str(data_root))
+                                     None if data_root is None else str(data_root),
+                                     str(self.paths(profile, out_dir, tag, work_dir, fixed).artifacts))
         runtime["_grid_dims"] = list(grid)
     return dict(p=p, grid=grid, fixed=fixed, runtime=runtime, shared=shared, compute=compute, work=work)
 

@@ -400,7 +400,7 @@ SIDEBAR_TOP = ["index", "use", "gallery", "conventions", "cluster"]
 #: The library's sections: a title, then the numbers of the notebooks (`nbs/NN_*.ipynb`) it holds, in order
 LIBRARY_SECTIONS = [("Foundations", ["00", "01", "02", "03", "06"]), ("Maps of the plane", ["05"]),
                     ("Transformations", ["10", "11", "12"]), ("Layers", ["20", "21"]), ("Networks and training", ["30", "31"]),
-                    ("Looking inside networks", ["35"]), ("Measures", ["40", "41", "43", "60"]),
+                    ("Looking inside networks", ["35", "36"]), ("Measures", ["40", "41", "43", "60"]),
                     ("Running experiments", ["50", "55", "70", "85"])]
 #: Pages for those who work on diffgeo itself: the compiled kernels' notebooks, the site's, the template
 FOR_CONTRIBUTORS = ["10_diffeo_numba", "11_cpab_numba", "80_site", "81_docparams", "template"]
