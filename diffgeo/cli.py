@@ -318,8 +318,10 @@ def experiment(name:str):
 
 def new_command(args:argparse.Namespace) -> int:
     "Run `diffgeo new`."
+    from diffgeo import site
     from diffgeo.scaffold import new_experiment
     nb = new_experiment(args.name, args.paper)
+    site.write_navigation(nb.parent)
     rel = os.path.relpath(nb)
     print(f"wrote {rel} and diffgeo/experiments/{args.name}.py; the sidebar lists it. Next:\n"
           f"  papermill {rel} out/{args.name}.ipynb -k python3 -p profile smoke   # the template's example runs as it is\n"

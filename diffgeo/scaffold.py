@@ -557,7 +557,9 @@ def run(self:Experiment,
         raise ValueError(f"{self.name}'s dataset has no values along {empty} (size 0), so its statistics over them would be NaN; "
                          f"a setting asks for none of them (this run's overrides: {said}); give every size at least 1.")
     if self._finish: ds = self._finish(ds, {**p, **shared})
-    params = dict(profile=profile, **self.constants, **p, **shared, **compute)
+    ctx = runtime.get("ctx")                                            # a cell with a context: its device and data recorded as before
+    seen = {"device": ctx.device_name, **({"data_root": ctx.data_root} if ctx.data_root else {})} if isinstance(ctx, CellContext) else {}
+    params = dict(profile=profile, **self.constants, **p, **seen, **shared, **compute)
     if tag: params["tag"] = tag
     results.stamp(ds, params, resolve_device(device) if executor == "inline" else device, start, end, paper=self.paper,
                   experiment=self.name)
@@ -894,7 +896,7 @@ def new_experiment(
     root:str|os.PathLike|None=None, # the diffgeo checkout (None: the one this package is loaded from)
 ) -> Path: # the new notebook
     """Start experiment `name` of `paper` from `nbs/template.ipynb`: write `nbs/<name>.ipynb` (declarations marked for export,
-    the Experiment named after paper and figure), export its module, and write the sidebar and navigation again.
+    the Experiment named after paper and figure) and export its module (`diffgeo new` then writes the navigation again).
 
     Args:
         name: the experiment's name, `<paper>_<figure>` (e.g. petrini_fig9)
@@ -905,7 +907,6 @@ def new_experiment(
     """
     import re
     from nbdev.doclinks import nbdev_export as export_notebooks   # (a cell that calls nbdev's by name is never run by nbdev-test)
-    from diffgeo import site
     key = papers.paper(paper).key
     if not isinstance(name, str) or not name.startswith(f"{key}_") or not name[len(key) + 1:].isidentifier():
         raise ValueError(f"an experiment of {key} is named {key}_<figure>, the figure letters, digits and '_' "
@@ -943,7 +944,6 @@ def new_experiment(
     try:
         os.chdir(root); export_notebooks(path=str(target))
     finally: os.chdir(here)
-    site.write_navigation(nbs)
     return target
 
 # %% ../nbs/55_scaffold.ipynb #46d93d94

@@ -49,7 +49,7 @@ if [ "$park" = 1 ]; then
   [ -d "$shards" ] || [ "$ckpts" = 1 ] || { echo "no shards of $exp $prof under $work (a one-cell run: --park --checkpoints)" >&2; exit 1; }
   ck="$rundir/checkpoints"
   if [ "$ckpts" = 1 ] && [ -d "$ck" ]; then   # refused before anything is copied
-    big=$(find "$ck" -maxdepth 1 -type f -size +20M)
+    big=$(find "$ck" -type f -size +20M)
     [ -z "$big" ] || { echo "checkpoints over 20 MB, not parked: $big" >&2; exit 1; }
   fi
   mkdir -p "$parked"
@@ -58,8 +58,8 @@ if [ "$park" = 1 ]; then
   kept=""
   if [ "$ckpts" = 1 ]; then
     mkdir -p "$parked/checkpoints"
-    if [ -d "$ck" ] && [ -n "$(ls -A "$ck")" ]; then cp "$ck"/* "$parked/checkpoints"/; fi
-    kept="$(ls "$parked/checkpoints" | wc -l)"
+    if [ -d "$ck" ] && [ -n "$(ls -A "$ck")" ]; then cp -r "$ck"/. "$parked/checkpoints"/; fi   # a cell's kept parts: folders
+    kept="$(find "$parked/checkpoints" -type f | wc -l)"
   fi
   printf 'commit %s\nsub-path %s\ncells %s done (parked %s)\n' "$commit" "${shards#"$work"/}" \
     "$(ls "$parked"/*.nc 2>/dev/null | wc -l)" "$(date -u +%FT%TZ)" > "$parked/SOURCE"
@@ -79,9 +79,9 @@ git -C "$src" checkout -q "$commit"
 if [ -f "$parked/SOURCE" ]; then
   mkdir -p "$work/$sub" && { cp -n "$parked"/*.nc "$work/$sub"/ 2>/dev/null || true; }
   if [ -d "$parked/checkpoints" ]; then
-    mkdir -p "$work/$(dirname "$sub")/checkpoints" && cp -n "$parked/checkpoints"/* "$work/$(dirname "$sub")/checkpoints"/ 2>/dev/null || true
+    mkdir -p "$work/$(dirname "$sub")/checkpoints" && cp -rn "$parked/checkpoints"/. "$work/$(dirname "$sub")/checkpoints"/ 2>/dev/null || true
   fi
-  echo "resuming $exp $prof at $commit from $(ls "$parked"/*.nc 2>/dev/null | wc -l) parked cells and $(ls "$parked/checkpoints" 2>/dev/null | wc -l) checkpoint files"
+  echo "resuming $exp $prof at $commit from $(ls "$parked"/*.nc 2>/dev/null | wc -l) parked cells and $(find "$parked/checkpoints" -type f 2>/dev/null | wc -l) checkpoint files"
 fi
 source "$root/scripts/setup.sh"   # the project's environment (the checkout's own code comes first on PYTHONPATH)
 cd "$src"

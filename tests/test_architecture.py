@@ -20,7 +20,7 @@ LAYERS = [
     ("probes", {"probes"}),
     ("measures", {"stability", "invariance", "riemann", "stripe"}),
     ("sweep", {"sweep"}),
-    ("running experiments", {"scaffold", "claims", "site", "cli"}),
+    ("running experiments", {"scaffold", "claims", "site", "cli", "zoo"}),
     ("experiments", {"experiments.*"}),
 ]
 
