@@ -16,15 +16,15 @@ import torch
 import xarray as xr
 
 from .. import maps, models, results, train, transformers
-from ..core import check_choice, check_int, check_scalar, resolve_device, seed_everything
+from ..core import check_choice, check_int, check_scalar
 from ..distort import CANVAS, distorted_mnist, split_sizes
-from ..scaffold import Experiment, Var
+from ..scaffold import CellContext, Experiment, Var
 
 # %% auto #0
 __all__ = ['FAMILIES', 'REFERENCE', 'INVERTIBLE', 'COLORS', 'LABELS', 'KAPPA', 'PROBE_SIDE', 'TESS_SIZE', 'COMMON', 'PROFILES',
            'VARIABLES', 'EXPERIMENT', 'TEST_DIGITS', 'INVERTIBLE_FAMILIES', 'NON_INVERTIBLE', 'PAPER_REGIME',
            'probe_points', 'destructiveness', 'probe_steps', 'build', 'cell', 'settings', 'finish', 'seconds_per_step',
-           'cost', 'derive', 'draw', 'regime']
+           'cost', 'derive', 'report', 'draw', 'regime']
 
 # %% ../../nbs/detlefsen_fig3.ipynb #20bb9f2f
 FAMILIES = ("affine_diffeo", "cpab", "affine", "tps")  # the paper's order: invertible (blue, green), then not (yellow, red)
@@ -161,16 +161,16 @@ def cell(
     family:str, # a name of `FAMILIES`, or "none"
     lr:float, # Adam's learning rate
     seed:int, # seed of the initialisation and of the batch order
-    dataset:str="mnist5k", # "mnist5k" (embedded) or "mnist" (data folder)
+    dataset:str, # "mnist5k" (embedded) or "mnist" (data folder)
+    n_train:int|None, # training digits (None: all)
+    n_test:int|None, # test digits (None: all)
+    data_seed:int, # seed of the distortions
+    epochs:int, # passes over the training digits
+    batch_size:int, # digits per step
+    probe_every:int, # optimiser steps between probes
+    n_probe:int, # test images whose maps are probed
     data_root:str|None=None, # folder of mnist.npz (None: $DIFFGEO_DATA)
-    n_train:int|None=None, # training digits (None: all)
-    n_test:int|None=None, # test digits (None: all)
-    data_seed:int=0, # seed of the distortions
-    epochs:int=3, # passes over the training digits
-    batch_size:int=100, # digits per step
-    probe_every:int=10, # optimiser steps between probes
-    n_probe:int=100, # test images whose maps are probed
-    device:str="cpu", # "cpu", "cuda", "auto"
+    ctx:CellContext=CellContext(), # its device and seeds
 ) -> xr.Dataset:
     """Fig. 3 for one family, learning rate and seed: κ and min det of the maps over training, and the test accuracy.
 
@@ -179,7 +179,6 @@ def cell(
         lr: Adam's learning rate
         seed: seed of the initialisation and of the batch order
         dataset: "mnist5k" (embedded) or "mnist" (data folder)
-        data_root: folder of mnist.npz (None: $DIFFGEO_DATA)
         n_train: training digits (None: all)
         n_test: test digits (None: all)
         data_seed: seed of the distortions
@@ -187,11 +186,12 @@ def cell(
         batch_size: digits per step
         probe_every: optimiser steps between probes
         n_probe: test images whose maps are probed
-        device: "cpu", "cuda", "auto"
+        data_root: folder of mnist.npz (None: $DIFFGEO_DATA)
+        ctx: its device and seeds
     """
     train_split, test_split = distorted_mnist("RTS", dataset, data_root, n_train, n_test, data_seed)
-    dev = resolve_device(device)
-    seed_everything(seed)
+    dev = ctx.device
+    ctx.seed(seed)
     net = build(family, tuple(train_split.images.shape[1:])).to(dev)
     total = epochs * math.ceil(len(train_split) / batch_size)
     steps = probe_steps(total, probe_every)
@@ -286,6 +286,39 @@ def derive(
     ds["accuracy_mean"] = ds.test_accuracy.mean("seed")
     ds["accuracy_std"] = ds.test_accuracy.std("seed", ddof=1 if ds.sizes["seed"] > 1 else 0)
     return ds
+
+def _destructive(ds:xr.Dataset, f:str, kappa:float) -> tuple[int, int, float]:
+    "(destructive probed maps of family `f`: κ above `kappa` or det ≤ 0, the probed maps, their fraction; NaN where a κ or det is missing and none is destructive)."
+    c, d = ds.cond.sel(family=f), ds.min_det.sel(family=f)
+    k = int(((c > kappa) | (d <= 0)).sum())
+    return k, int(c.size), math.nan if k == 0 and bool(c.isnull().any() or d.isnull().any()) else k / c.size
+
+@EXPERIMENT.report
+def report(ds:xr.Dataset) -> str:
+    """What a run shows, from its file alone: each network's test accuracy per rate and seed, the rates at which every ST
+    network is ahead of the one without a transformer, and each family's destructive and folded maps and largest κ per rate."""
+    p, lrs = results.parameters(ds), ds.lr.values
+    kappa, n = p.get("kappa", KAPPA), f"{p['n_train']:,}" if p["n_train"] else "all the"
+    acc = ds.test_accuracy.transpose("family", "seed", "lr")
+    table = [f"| test accuracy | seed | {' | '.join(f'lr {v:g}' for v in lrs)} |", "|---|---|" + "---|" * len(lrs)]
+    table += [f"| {LABELS.get(f, f)} | {s} | " + " | ".join(f"{v:.3f}" for v in acc.sel(family=f, seed=s).values) + " |"
+              for f in ds.family.values for s in ds.seed.values]
+    st, m = [f for f in FAMILIES if f in ds.family.values], ds.accuracy_mean
+    ahead = [f"{v:g}" for v in lrs if bool((m.sel(family=st, lr=v) > m.sel(family=REFERENCE, lr=v)).all())] if REFERENCE in ds.family.values else []
+    lines = []
+    for f in st:
+        k, total, _ = _destructive(ds, f, kappa)
+        c, d = ds.cond.sel(family=f), ds.min_det.sel(family=f)
+        folded = int((d <= 0).sum())
+        end = ", ".join(f"{v:.2f}" for v in ds.frac_folded.sel(family=f).isel(step=-1).mean("seed").values)
+        lines.append(f"- {LABELS[f]}: destructive (κ > {kappa:g} or det ≤ 0) in {k} of {total} probed maps, folded in {folded}"
+                     + (f" (the fraction folded at the end, per rate: {end})" if folded else "") + "; largest κ per rate "
+                     + ", ".join(f"{v:g}: {c.sel(lr=v).max().item():.3g}" for v in lrs) + f"; smallest det {d.min().item():.3g}")
+    k = ds.sizes["seed"]
+    return (f"{ds.sizes['family']} networks × {len(lrs)} rates × {k} seed{'s' if k > 1 else ''} on {p['dataset']}: {n} training digits, "
+            f"{p['epochs']} epochs, {ds.sizes['sample']} probed images every {p['probe_every']} steps.\n\n" + "\n".join(table)
+            + f"\n\nEvery ST network ahead of the one without a transformer (seed means) at the rates: {', '.join(ahead) or 'none'}.\n\n"
+            + "\n".join(lines))
 
 # %% ../../nbs/detlefsen_fig3.ipynb #d03f1767
 @EXPERIMENT.figure("fig3")
@@ -388,12 +421,6 @@ def _(ds):
 
 INVERTIBLE_FAMILIES, NON_INVERTIBLE = ("affine_diffeo", "cpab"), ("affine", "tps")
 _SHORT = {f: LABELS[f].removeprefix("ST-") for f in FAMILIES}
-
-def _destructive(ds:xr.Dataset, f:str, kappa:float) -> tuple[int, int, float]:
-    "(destructive probed maps of family `f`: κ above `kappa` or det ≤ 0, the probed maps, their fraction; NaN where a κ or det is missing and none is destructive)."
-    c, d = ds.cond.sel(family=f), ds.min_det.sel(family=f)
-    k = int(((c > kappa) | (d <= 0)).sum())
-    return k, int(c.size), math.nan if k == 0 and bool(c.isnull().any() or d.isnull().any()) else k / c.size
 
 def _invertible_identity(ds:xr.Dataset) -> xr.Dataset:
     "The paper's claim made plain: every AffineDiff and CPAB map the identity (κ 1, det 1) at every probe, the other families unchanged."

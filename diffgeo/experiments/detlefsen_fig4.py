@@ -14,12 +14,12 @@ from skimage import data as skdata
 from skimage.transform import resize
 
 from .. import cpab, maps, results
-from ..core import check_choice, check_int, resolve_device, seed_everything
-from ..scaffold import Experiment, Var
+from ..core import check_choice, check_int
+from ..scaffold import CellContext, Experiment, Var
 
 # %% auto #0
 __all__ = ['COMMON', 'PROFILES', 'CROPS', 'COMPONENT', 'VARIABLES', 'EXPERIMENT', 'PAPER_REGIME', 'load_image',
-           'tessellation_segments', 'jacobian_det', 'liouville_det', 'cell', 'derive', 'draw', 'regime']
+           'tessellation_segments', 'jacobian_det', 'liouville_det', 'cell', 'derive', 'report', 'draw', 'regime']
 
 # %% ../../nbs/detlefsen_fig4.ipynb #7235b1b2
 #: Every profile's: the paper's [2, 2] tessellation, a zero-velocity boundary, and the prior of one draw.
@@ -156,14 +156,14 @@ def cell(
     n_arrows:int, # velocity arrows per side
     n_paths:int, # path starting points per side
     n_times:int, # times stored along each path
-    seed:int=0, # seed of the θ draw
-    image:str="astronaut", # face crop: "astronaut" or "camera"
-    tess_size:list=(2, 2), # cells per (x, y); the paper's figure has [2, 2]
-    zero_boundary:bool=True, # velocity tangent to the image border (the image maps onto itself)
-    length_scale:float=0.5, # prior correlation length over cell centres, in units of the image side
-    output_variance:float=0.2, # prior variance: the size of the deformation
-    theta:list|None=None, # an explicit θ instead of a draw
-    device:str="cpu", # "cpu", "cuda", "auto" (the warp; the rest is float64 on the CPU)
+    seed:int, # seed of the θ draw
+    image:str, # face crop: "astronaut" or "camera"
+    tess_size:list, # cells per (x, y); the paper's figure has [2, 2]
+    zero_boundary:bool, # velocity tangent to the image border (the image maps onto itself)
+    length_scale:float, # prior correlation length over cell centres, in units of the image side
+    output_variance:float, # prior variance: the size of the deformation
+    theta:list|None, # an explicit θ instead of a draw (None: a draw)
+    ctx:CellContext=CellContext(), # its device (the warp; the rest is float64 on the CPU) and seeds
 ) -> xr.Dataset:
     """Fig. 4's data: image, θ, cell matrices, velocity arrows, integration paths, warped image and det ∇T.
 
@@ -178,15 +178,15 @@ def cell(
         zero_boundary: velocity tangent to the image border (the image maps onto itself)
         length_scale: prior correlation length over cell centres, in units of the image side
         output_variance: prior variance: the size of the deformation
-        theta: an explicit θ instead of a draw
-        device: "cpu", "cuda", "auto" (the warp; the rest is float64 on the CPU)
+        theta: an explicit θ instead of a draw (None: a draw)
+        ctx: its device (the warp; the rest is float64 on the CPU) and seeds
     """
     tess = cpab.Tessellation(tuple(tess_size), zero_boundary=zero_boundary)
-    g = seed_everything(seed)
+    g = ctx.seed(seed)
     th = (cpab.sample(tess, 1, length_scale, output_variance, generator=g, dtype=torch.float64) if theta is None
           else torch.as_tensor(theta, dtype=torch.float64).reshape(1, -1))
     th = cpab.check_theta(th, tess)
-    dev = resolve_device(device)
+    dev = ctx.device
     ka, kp, K = n_arrows, n_paths, n_times
     x = load_image(image, n)
 
@@ -240,6 +240,14 @@ def derive(ds:xr.Dataset) -> xr.Dataset:
     err = np.hypot(*(ds.roundtrip - ds.path.isel(time=0)).transpose("component", ...).values) * n
     ds["max_roundtrip_error"] = ((), err.max(), results.cf_attrs("largest |T^-θ(T^θ(x)) − x|", "pixel"))
     return ds
+
+@EXPERIMENT.report
+def report(ds:xr.Dataset) -> str:
+    "What a run shows, from its file alone: θ and its cells, how far the path starts move, det ∇T and the round trip."
+    return (f"dim θ = {ds.sizes['theta_index']}, {ds.sizes['cell']} cells; displacement of the path starts: median "
+            f"{ds.median_displacement.item():.1f} px, max {ds.max_displacement.item():.1f} px (image {ds.sizes['x']} px). "
+            f"$\\det\\nabla T^\\theta$ on the {ds.sizes['y']}×{ds.sizes['x']} pixel grid: {ds.min_jacobian_det.item():.3f} .. "
+            f"{ds.max_jacobian_det.item():.3f}; round trip $T^{{-\\theta}}\\circ T^\\theta$: max error {ds.max_roundtrip_error.item():.1e} px.")
 
 # %% ../../nbs/detlefsen_fig4.ipynb #2b52e437
 @EXPERIMENT.figure("fig4")

@@ -14,15 +14,15 @@ import numpy as np
 import torch
 import xarray as xr
 
-from .. import models, results, train
-from ..core import check_choice, check_scalar, resolve_device, seed_everything
+from .. import claims, models, results, train
+from ..core import check_choice, check_scalar
 from ..distort import CANVAS, CPAB_OPTIONS, DISTORTIONS, RTS_OPTIONS, distorted_mnist, fig5_indices, split_sizes
-from ..scaffold import Experiment, Var
+from ..scaffold import CellContext, Experiment, Var
 
 # %% auto #0
 __all__ = ['MODELS', 'PAPER', 'FIG5_MODELS', 'ST_BASE_CHOICES', 'COMMON', 'VARIABLES', 'PROFILES', 'EXPERIMENT',
            'PAPER_TEST_DIGITS', 'DESIGNED_FOR', 'PAPER_STEPS', 'PAPER_REGIME', 'build', 'cell', 'settings', 'finish',
-           'derive', 'seconds_per_step', 'cost', 'table', 'draw', 'draw_fig5', 'regime']
+           'derive', 'seconds_per_step', 'cost', 'table', 'report', 'draw', 'draw_fig5', 'regime']
 
 # %% ../../nbs/detlefsen_tab2.ipynb #d4f78bcd
 MODELS = {  # name: (classifier base, transformer, localisation net)
@@ -108,18 +108,17 @@ def cell(
     model:str, # a key of `MODELS`
     distortion:str, # "RTS" or "CPAB"
     seed:int, # seed of the initialisation and of the batch order
-    dataset:str="mnist5k", # "mnist5k" or "mnist"
+    dataset:str, # "mnist5k" or "mnist"
+    n_train:int|None, # training digits (None: all)
+    n_test:int|None, # test digits (None: all)
+    data_seed:int, # seed of the data sets
+    epochs:int, # passes over the training digits
+    lr:float, # Adam's learning rate
+    batch_size:int, # digits per step
+    st_base:str, # classifier of the ST networks: "cnn" or "loc"
+    track_test:bool, # evaluate the test accuracy after every epoch
     data_root:str|None=None, # folder of mnist.npz (None: $DIFFGEO_DATA)
-    n_train:int|None=None, # training digits (None: all)
-    n_test:int|None=None, # test digits (None: all)
-    data_seed:int=0, # seed of the data sets
-    epochs:int=100, # passes over the training digits
-    lr:float=1e-4, # Adam's learning rate
-    batch_size:int=100, # digits per step
-    st_base:str="cnn", # classifier of the ST networks: "cnn" or "loc"
-    track_test:bool=True, # evaluate the test accuracy after every epoch
-    device:str="cpu", # "cpu", "cuda", "auto"
-    checkpoint_dir:str|None=None, # folder of per-epoch checkpoints, deleted when the cell ends (None: none)
+    ctx:CellContext=CellContext(), # its device, seeds and per-epoch checkpoint (deleted when the cell ends)
 ) -> xr.Dataset:
     """Table 2 for one network, distortion and seed: test accuracy, training time, history and Fig. 5 views.
 
@@ -128,7 +127,6 @@ def cell(
         distortion: "RTS" or "CPAB"
         seed: seed of the initialisation and of the batch order
         dataset: "mnist5k" or "mnist"
-        data_root: folder of mnist.npz (None: $DIFFGEO_DATA)
         n_train: training digits (None: all)
         n_test: test digits (None: all)
         data_seed: seed of the data sets
@@ -137,15 +135,14 @@ def cell(
         batch_size: digits per step
         st_base: classifier of the ST networks: "cnn" or "loc"
         track_test: evaluate the test accuracy after every epoch
-        device: "cpu", "cuda", "auto"
-        checkpoint_dir: folder of per-epoch checkpoints, deleted when the cell ends (None: none)
+        data_root: folder of mnist.npz (None: $DIFFGEO_DATA)
+        ctx: its device, seeds and per-epoch checkpoint (deleted when the cell ends)
     """
     train_split, test_split = distorted_mnist(distortion, dataset, data_root, n_train, n_test, data_seed)
-    dev = resolve_device(device)
-    seed_everything(seed)
+    dev = ctx.device
+    ctx.seed(seed)
     net = build(model, st_base).to(dev)
-    ckpt = None if checkpoint_dir is None else \
-        results.resolve_path(checkpoint_dir) / f"{model.replace(' ', '_').replace('+', 'p')}_{distortion}_seed{seed}.pt"
+    ckpt = ctx.checkpoint()
     res, seconds, per_epoch = train.train_tracked(net, train_split, test_split, track_test, epochs=epochs, optimizer="adam",
                                                   lr=lr, batch_size=batch_size, pad=0, flip=False, seed=seed, checkpoint=ckpt)
     accuracy = per_epoch[epochs]
@@ -248,6 +245,80 @@ def table(ds:xr.Dataset):
     out.columns = pd.MultiIndex.from_tuples(out.columns)
     return out
 
+_ST = [m for m, (_, t, _) in MODELS.items() if t is not None]
+_PLAIN = [m for m, (_, t, _) in MODELS.items() if t is None]
+
+def _accuracy(
+    ds:xr.Dataset, # a Table 2 dataset
+    models:list|None=None, # the models judged (None: all); a NaN among their accuracies cannot be judged
+) -> tuple[xr.DataArray, xr.DataArray]:
+    "Seed-mean test accuracy per (model, distortion) and its s.d.: binomial over the test digits, with the s.e. over seeds where there are several."
+    a, k = ds.test_accuracy, ds.sizes["seed"]
+    if models is not None: a = a.sel(model=list(models))
+    if bool(a.isnull().any()):   # a mean that skipped it would judge fewer seeds than it says
+        bad = [str(x) for x in a.model.values if bool(a.sel(model=x).isnull().any())]
+        raise claims.CannotJudge(f"a NaN among the test accuracies ({int(a.isnull().sum())} of {a.size}: {', '.join(bad)}): a failed "
+                                 "training or evaluation; a mean over the seeds that skipped it would judge fewer seeds than it says")
+    m = a.mean("seed")
+    var = m * (1 - m) / int(ds.n_test_images)
+    return m, np.sqrt(var + a.var("seed", ddof=1) / k if k > 1 else var)
+
+def _markdown(df, formats:dict|None=None) -> str:
+    "A DataFrame as a Markdown table: its index the first column, column labels joined, floats as `formats[column]` says (default 3 decimals)."
+    label = lambda c: " ".join(map(str, c)).strip() if isinstance(c, tuple) else str(c)
+    cell = lambda c, v: (formats or {}).get(c, "{:.3f}").format(v) if isinstance(v, float) else str(v)
+    rows = [[df.index.name or "", *map(label, df.columns)]] + [[str(i), *(cell(c, v) for c, v in zip(df.columns, r))] for i, r in
+                                                               zip(df.index, df.itertuples(index=False))]
+    return "\n".join("| " + " | ".join(r) + " |" for r in [rows[0], ["---"] * len(rows[0]), *rows[1:]])
+
+@EXPERIMENT.report
+def report(ds:xr.Dataset) -> str:
+    """What a run shows, from its file alone: Table 2 beside the paper's, each set's ranking with the leads that the claims weigh,
+    the gaps to the paper, whether the networks were still learning, and the training times."""
+    p, k = results.parameters(ds), ds.sizes["seed"]
+    m, s = _accuracy(ds)
+    t, sec = ds.train_seconds_mean.mean("distortion"), ds.train_seconds
+    st, plain = [x for x in _ST if x in ds.model.values], [x for x in _PLAIN if x in ds.model.values]
+    lead = lambda d, a, b: f"{(m.sel(model=a, distortion=d) - m.sel(model=b, distortion=d)).item() / s.sel(model=a, distortion=d).item():+.1f} s.e."
+    lines = []
+    for d in ds.distortion.values:
+        a = m.sel(distortion=d)
+        rank = [str(x) for x in a.sortby(a, ascending=False).model.values]
+        line = (f"- **{d}**: ranking " + " > ".join(f"{x} {a.sel(model=x).item():.4f}" for x in rank)
+                + f" (binomial s.d. of one accuracy near {a.max().item():.3f}: {(a.max().item() * (1 - a.max().item()) / int(ds.n_test_images)) ** 0.5:.4f}); "
+                f"the best ahead of the next by {lead(d, *rank[:2])}")
+        pairs = [(f"ST-{x} CNN", f"ST-{x} FCN") for x in ("Affine", "CPAB") if {f"ST-{x} CNN", f"ST-{x} FCN"} <= set(ds.model.values)]
+        lines.append(line + "".join(f"; {c.removesuffix(' CNN')}: CNN localisation {a.sel(model=c).item():.3f}, FCN {a.sel(model=f).item():.3f} "
+                                    f"({lead(d, c, f)})" for c, f in pairs) + ".")
+    if {"RTS", "CPAB"} <= set(ds.distortion.values):
+        harder = int((m.sel(distortion="CPAB") < m.sel(distortion="RTS")).sum())
+        lines.append(f"- The CPAB set is harder than RTS for {harder} of the {ds.sizes['model']} networks.")
+    gap = 100 * (ds.paper_accuracy - m).sel(model=st)
+    lines.append("- ST networks below the paper by " + ", ".join(f"{gap.sel(distortion=d).min().item():.1f}-{gap.sel(distortion=d).max().item():.1f} "
+                                                                  f"points on {d}" for d in ds.distortion.values) + ".")
+    step = (ds.test_accuracy_epoch.isel(epoch=-1) - ds.test_accuracy_epoch.isel(epoch=-2)).mean("seed") * 100 if ds.sizes["epoch"] > 1 else None
+    if step is not None:
+        lines.append("- Still learning? Test accuracy gained in the last epoch (seed mean, points): " + "; ".join(
+            f"{d}: " + ", ".join(f"{x} {step.sel(model=x, distortion=d).item():+.1f}" for x in ds.model.values) for d in ds.distortion.values) + ".")
+    last = ds.test_accuracy_epoch.isel(epoch=slice(-5, None)).sel(model=plain)
+    if ds.sizes["epoch"] > 5:
+        lines.append("- Networks without a transformer, range of the test accuracy over the last five epochs: " + ", ".join(
+            f"{x} {d} {last.sel(model=x, distortion=d).min().item():.3f}-{last.sel(model=x, distortion=d).max().item():.3f}"
+            for x in plain for d in ds.distortion.values) + ".")
+    if {"ST-CPAB CNN", "ST-Affine CNN", "ST-CPAB FCN", "ST-Affine FCN"} <= set(ds.model.values):
+        lines.append(f"- Training time, CPAB / affine layer (mean over sets and seeds): CNN localisation "
+                     f"{(t.sel(model='ST-CPAB CNN') / t.sel(model='ST-Affine CNN')).item():.1f}x ({t.sel(model='ST-CPAB CNN').item():.0f} s against "
+                     f"{t.sel(model='ST-Affine CNN').item():.0f} s), FCN localisation {(t.sel(model='ST-CPAB FCN') / t.sel(model='ST-Affine FCN')).item():.1f}x; "
+                     "training seconds per cell, min-max over seeds and sets: "
+                     + ", ".join(f"{x} {sec.sel(model=x).min().item():.0f}-{sec.sel(model=x).max().item():.0f}" for x in ds.model.values) + ".")
+    head = (f"{ds.sizes['model']} networks × {ds.sizes['distortion']} sets × {k} seed{'s' if k > 1 else ''} on {p['dataset']}: "
+            f"{int(ds.n_train_images)} training and {int(ds.n_test_images)} test digits, {p['epochs']} epochs, Adam at {p['lr']:g}. "
+            "Test accuracy after the last epoch (with several seeds, their mean ± standard deviation), the paper's beside it, the "
+            "training time in seconds (mean over seeds and sets) and the parameters; then each set's ranking, with leads in binomial "
+            "standard errors of the leader's accuracy (\"s.e.\", with the spread over seeds where there are several):")
+    tab = _markdown(table(ds), {("time [s]", "ours"): "{:.1f}", ("time [s]", "paper"): "{:.0f}"})
+    return head + "\n\n" + tab + "\n\n" + "\n".join(lines)
+
 @EXPERIMENT.figure("tab2")
 def draw(ds:xr.Dataset):
     "Table 2 as a figure: accuracies per set (bars from 0) against the paper's, and training times."
@@ -314,25 +385,8 @@ def draw_fig5(ds:xr.Dataset, seed:int|None=None):
     return fig
 
 # %% ../../nbs/detlefsen_tab2.ipynb #f5ed4525
-from .. import claims
-
 PAPER_TEST_DIGITS = 10_000  # Table 1: the test set behind Table 2
 DESIGNED_FOR = {"RTS": "ST-Affine CNN", "CPAB": "ST-CPAB CNN"}  # §5.1: the transformer each set was designed to match
-
-def _accuracy(
-    ds:xr.Dataset, # a Table 2 dataset
-    models:list|None=None, # the models judged (None: all); a NaN among their accuracies cannot be judged
-) -> tuple[xr.DataArray, xr.DataArray]:
-    "Seed-mean test accuracy per (model, distortion) and its s.d.: binomial over the test digits, with the s.e. over seeds where there are several."
-    a, k = ds.test_accuracy, ds.sizes["seed"]
-    if models is not None: a = a.sel(model=list(models))
-    if bool(a.isnull().any()):   # a mean that skipped it would judge fewer seeds than it says
-        bad = [str(x) for x in a.model.values if bool(a.sel(model=x).isnull().any())]
-        raise claims.CannotJudge(f"a NaN among the test accuracies ({int(a.isnull().sum())} of {a.size}: {', '.join(bad)}): a failed "
-                                 "training or evaluation; a mean over the seeds that skipped it would judge fewer seeds than it says")
-    m = a.mean("seed")
-    var = m * (1 - m) / int(ds.n_test_images)
-    return m, np.sqrt(var + a.var("seed", ddof=1) / k if k > 1 else var)
 
 def _lacks(ds:xr.Dataset, models=(), distortions=("RTS", "CPAB")):
     "A not-run verdict naming the models or sets the dataset lacks, else None."
@@ -365,8 +419,6 @@ def _swap(var:str, *pairs:tuple[str, str]):
         return ds
     return mutate
 
-_ST = [m for m, (_, t, _) in MODELS.items() if t is not None]
-_PLAIN = [m for m, (_, t, _) in MODELS.items() if t is None]
 _SD = "s.d. of the difference (binomial over the test digits, with the s.e. over seeds where there are several)"
 
 @EXPERIMENT.claim("st_beats_plain", where="Table 2",

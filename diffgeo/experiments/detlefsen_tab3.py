@@ -14,14 +14,14 @@ import numpy as np
 import torch
 import xarray as xr
 
-from .. import data, models, results, train
-from ..core import check_choice, check_int, resolve_device, seed_everything
-from ..scaffold import Experiment, Var
+from .. import claims, data, models, results, train
+from ..core import check_choice, check_int
+from ..scaffold import CellContext, Experiment, Var
 
 # %% auto #0
 __all__ = ['MODELS', 'BASES', 'PAPER_COLUMNS', 'PAPER', 'PAPER_COLUMN', 'VARIABLES', 'COMMON', 'PROFILES', 'EXPERIMENT', 'SHAPES',
            'PAPER_TEST_IMAGES', 'PAPER_REGIME', 'build', 'cell', 'settings', 'finish', 'seconds_per_step', 'cost',
-           'derive', 'table', 'draw', 'regime']
+           'derive', 'table', 'report', 'draw', 'regime']
 
 # %% ../../nbs/detlefsen_tab3.ipynb #fd71ab7b
 MODELS = {  # Table 3's rows: the ST layer ("affine+cpab": two layers in series), None for the plain CNN
@@ -100,15 +100,14 @@ def cell(
     model:str, # a key of `MODELS`
     dataset:str, # a key of `BASES`
     seed:int, # seed of the initialisation and the batch order
+    n_train:int|None, # training images (a seeded subset; None: all)
+    n_test:int|None, # test images (a seeded subset; None: all)
+    epochs:int|dict, # epochs, or {dataset: epochs}
+    lr:float, # Adam's learning rate (the paper's: 1e-4)
+    batch_size:int, # images per step (the paper's: 100)
     data_root:str|None=None, # data folder (None: $DIFFGEO_DATA; unused for mnist5k)
-    n_train:int|None=None, # training images (a seeded subset; None: all)
-    n_test:int|None=None, # test images (a seeded subset; None: all)
-    epochs:int|dict=10, # epochs, or {dataset: epochs}
-    lr:float=1e-4, # Adam's learning rate (the paper's)
-    batch_size:int=100, # images per step (the paper's)
     track_test:bool=True, # evaluate the test accuracy after every epoch
-    device:str="cpu", # "cpu", "cuda", "auto"
-    checkpoint_dir:str|None=None, # folder for the per-epoch training checkpoint, deleted when the cell ends (None: none)
+    ctx:CellContext=CellContext(), # its device, seeds and per-epoch checkpoint (deleted when the cell ends)
 ) -> xr.Dataset:
     """Table 3 for one model, data set and seed: test accuracy, training time and the training history.
 
@@ -116,25 +115,24 @@ def cell(
         model: a key of `MODELS`
         dataset: a key of `BASES`
         seed: seed of the initialisation and the batch order
-        data_root: data folder (None: $DIFFGEO_DATA; unused for mnist5k)
         n_train: training images (a seeded subset; None: all)
         n_test: test images (a seeded subset; None: all)
         epochs: epochs, or {dataset: epochs}
-        lr: Adam's learning rate (the paper's)
-        batch_size: images per step (the paper's)
+        lr: Adam's learning rate (the paper's: 1e-4)
+        batch_size: images per step (the paper's: 100)
+        data_root: data folder (None: $DIFFGEO_DATA; unused for mnist5k)
         track_test: evaluate the test accuracy after every epoch
-        device: "cpu", "cuda", "auto"
-        checkpoint_dir: folder for the per-epoch training checkpoint, deleted when the cell ends (None: none)
+        ctx: its device, seeds and per-epoch checkpoint (deleted when the cell ends)
     """
     ds_data = data.load(dataset, root=data_root, normalize=False)
     train_split, test_split = ds_data.train, ds_data.test
     if n_train is not None and n_train < len(train_split): train_split = train_split.subset(n_train, seed=0)
     if n_test is not None and n_test < len(test_split): test_split = test_split.subset(n_test, seed=0)
     n_epochs = epochs[dataset] if isinstance(epochs, dict) else epochs
-    dev = resolve_device(device)
-    seed_everything(seed)
+    dev = ctx.device
+    ctx.seed(seed)
     net = build(model, dataset, tuple(train_split.images.shape[1:]), ds_data.n_classes).to(dev)
-    ckpt = None if checkpoint_dir is None else results.resolve_path(checkpoint_dir) / f"detlefsen_tab3_{dataset}_{MODELS[model]}_seed{seed}.pt"
+    ckpt = ctx.checkpoint()
     res, seconds, per_epoch = train.train_tracked(net, train_split, test_split, track_test, epochs=n_epochs, optimizer="adam",
                                                   lr=lr, batch_size=batch_size, pad=0, flip=False, seed=seed, progress=False,
                                                   checkpoint=ckpt)
@@ -257,6 +255,80 @@ def table(ds:xr.Dataset):
         cols[(f"paper: {PAPER_COLUMN[d]}", "test accuracy (Table 3)")] = [f"{v:.3f}" for v in s.paper_accuracy.values]
     return pd.DataFrame(cols, index=pd.Index(ds.model.values, name="model"))
 
+_ST = [m for m, t in MODELS.items() if t is not None]
+_CPAB = ["ST-CPAB", "ST-Affine+CPAB"]
+_OTHER_ST = [m for m in _ST if m not in _CPAB]
+
+def _no_nan(a:xr.DataArray, what:str):
+    "Raise `claims.CannotJudge` where `a` has a NaN (a failed training or evaluation): a mean that skipped it would judge fewer seeds than it says."
+    if bool(a.isnull().any()):
+        bad = [str(m) for m in a.model.values if bool(a.sel(model=m).isnull().any())]
+        raise claims.CannotJudge(f"a NaN among {what} ({int(a.isnull().sum())} of {a.size}: {', '.join(bad)}): a failed training or "
+                                 "evaluation; a mean over the seeds that skipped it would judge fewer seeds than it says")
+
+def _accuracy(
+    ds:xr.Dataset, # a Table 3 dataset
+    d:str, # one of its data sets
+    models:list|None=None, # the models judged (None: all); a NaN among their accuracies cannot be judged
+) -> tuple[xr.DataArray, xr.DataArray]:
+    "Seed-mean test accuracy per model on data set `d` and its s.d.: binomial over the test images, with the s.e. over seeds where there are several."
+    a, k = ds.test_accuracy.sel(dataset=d), ds.sizes["seed"]
+    if models is not None: a = a.sel(model=list(models))
+    _no_nan(a, f"the {d} test accuracies")
+    m = a.mean("seed")
+    var = m * (1 - m) / int(ds.n_test.sel(dataset=d).max())
+    return m, np.sqrt(var + a.var("seed", ddof=1) / k if k > 1 else var)
+
+def _gain(ds:xr.Dataset, d:str):
+    "Each ST network's gain over the plain CNN, the mean gain and its s.d. (independent binomial errors)."
+    m, s = _accuracy(ds, d)
+    gains = m.sel(model=_ST) - m.sel(model="No transformer")
+    sd = np.sqrt((s.sel(model=_ST) ** 2).sum().item() / len(_ST) ** 2 + s.sel(model="No transformer").item() ** 2)
+    return gains, gains.mean().item(), sd
+
+def _markdown(df) -> str:
+    "A DataFrame of text as a Markdown table: its index the first column, column labels joined."
+    label = lambda c: " ".join(map(str, c)).strip() if isinstance(c, tuple) else str(c)
+    rows = [[df.index.name or "", *map(label, df.columns)]] + [[str(i), *map(str, r)] for i, r in zip(df.index, df.itertuples(index=False))]
+    return "\n".join("| " + " | ".join(r) + " |" for r in [rows[0], ["---"] * len(rows[0]), *rows[1:]])
+
+@EXPERIMENT.report
+def report(ds:xr.Dataset) -> str:
+    """What a run shows, from its file alone: Table 3 beside the paper's, and per data set the gains over the plain CNN (with the
+    s.d. the claims weigh them by), the gap to the paper, the test accuracies over the epochs, and the training times."""
+    p, k = results.parameters(ds), ds.sizes["seed"]
+    out = [f"{ds.sizes['model']} networks × {k} seed{'s' if k > 1 else ''} on {', '.join(map(str, ds.dataset.values))}: "
+           f"{int(ds.n_train.max())} training images each, {'all' if p.get('n_test') is None else p['n_test']} test images, "
+           f"{p['epochs']} epochs, Adam at {p['lr']:g}.", "", _markdown(table(ds)), ""]
+    if not set(MODELS) <= set(map(str, ds.model.values)): return "\n".join(out)
+    for d in map(str, ds.dataset.values):
+        a, n, t = ds.accuracy_mean.sel(dataset=d), int(ds.n_test.sel(dataset=d).max()), ds.train_seconds_mean.sel(dataset=d)
+        gains, mean, sd = _gain(ds, d)
+        st, cnn, one = a.sel(model=_ST), a.sel(model="No transformer").item(), (a.mean().item() * (1 - a.mean().item()) / n) ** 0.5
+        ep = ds.test_accuracy_epoch.sel(dataset=d).mean("seed")
+        lead = 100 * (ep.sel(model=_ST) - ep.sel(model="No transformer"))
+        marks = [e for e in (5, 10, 25) if e < int(ep.epoch[-1])] + [int(ep.epoch[-1])]
+        last = lambda v: (ds[v].sel(dataset=d).isel(epoch=-1) - ds[v].sel(dataset=d).isel(epoch=-2)).mean("seed")
+        affine, cpab = t.sel(model=_OTHER_ST), t.sel(model=_CPAB)
+        plain = t.sel(model="No transformer").item()
+        out += [f"- **{d}** ({n} test images): ST networks {st.min().item():.3f}-{st.max().item():.3f} against {cnn:.3f} for the plain CNN, "
+                f"gains {100 * gains.min().item():+.1f} to {100 * gains.max().item():+.1f} points (mean {100 * mean:+.2f} ± {100 * sd:.2f}); "
+                f"the six ST networks within {round(n * (st.max() - st.min()).item())} of the {n} test images of each other, the binomial s.d. of one accuracy "
+                f"{100 * one:.2f} points; below the paper's column by {-100 * ds.minus_paper.sel(dataset=d).max().item():.1f}-"
+                f"{-100 * ds.minus_paper.sel(dataset=d).min().item():.1f} points.",
+                "  - Over the epochs (means over seeds): the plain CNN's test accuracy after its last three epochs "
+                + ", ".join(f"{v:.3f}" for v in ep.sel(model="No transformer").values[-3:]) + "; every ST network ahead of it after epochs "
+                + (", ".join(str(int(e)) for e in ep.epoch.values[(lead > 0).all("model").values]) or "none")
+                + f"; their lead after {'epochs ' + ', '.join(map(str, marks[:-1])) + ' and the last' if len(marks) > 1 else 'the last epoch'}: "
+                + ", ".join(f"{lead.sel(epoch=e).min().item():.1f} to {lead.sel(epoch=e).max().item():.1f} points" for e in marks)
+                + (f"; in the last epoch the test accuracy moved by {100 * last('test_accuracy_epoch').min().item():+.1f} to "
+                   f"{100 * last('test_accuracy_epoch').max().item():+.1f} points, the training loss by {last('train_loss').min().item():+.3f} "
+                   f"to {last('train_loss').max().item():+.3f}" if ds.sizes["epoch"] > 1 else "") + ".",
+                f"  - Training time: plain CNN {plain:.0f} s, affine-type layers {affine.min().item():.0f}-{affine.max().item():.0f} s "
+                f"({(affine / plain).mean().item():.1f}x), CPAB layers {cpab.min().item():.0f}-{cpab.max().item():.0f} s "
+                f"({(cpab / plain).mean().item():.1f}x); ST-CPAB / ST-Affine = {(t.sel(model='ST-CPAB') / t.sel(model='ST-Affine')).item():.1f}."]
+    return "\n".join(out)
+
 # %% ../../nbs/detlefsen_tab3.ipynb #3b5a4841
 @EXPERIMENT.figure("tab3")
 def draw(ds:xr.Dataset):
@@ -308,36 +380,11 @@ def draw(ds:xr.Dataset):
     return fig
 
 # %% ../../nbs/detlefsen_tab3.ipynb #22eee4b0
-from .. import claims
-
 PAPER_TEST_IMAGES = 10_000  # Table 1: the test sets of MNIST, Fashion-MNIST and CIFAR
-_ST = [m for m, t in MODELS.items() if t is not None]
-_CPAB = ["ST-CPAB", "ST-Affine+CPAB"]
-_OTHER_ST = [m for m in _ST if m not in _CPAB]
 
 def _ours(ds:xr.Dataset, column:str) -> str|None:
     "Our data set behind the paper's column `column` (mnist5k or mnist for MNIST), None if the run has none."
     return next((str(d) for d in ds.dataset.values if PAPER_COLUMN.get(str(d)) == column), None)
-
-def _no_nan(a:xr.DataArray, what:str):
-    "Raise `claims.CannotJudge` where `a` has a NaN (a failed training or evaluation): a mean that skipped it would judge fewer seeds than it says."
-    if bool(a.isnull().any()):
-        bad = [str(m) for m in a.model.values if bool(a.sel(model=m).isnull().any())]
-        raise claims.CannotJudge(f"a NaN among {what} ({int(a.isnull().sum())} of {a.size}: {', '.join(bad)}): a failed training or "
-                                 "evaluation; a mean over the seeds that skipped it would judge fewer seeds than it says")
-
-def _accuracy(
-    ds:xr.Dataset, # a Table 3 dataset
-    d:str, # one of its data sets
-    models:list|None=None, # the models judged (None: all); a NaN among their accuracies cannot be judged
-) -> tuple[xr.DataArray, xr.DataArray]:
-    "Seed-mean test accuracy per model on data set `d` and its s.d.: binomial over the test images, with the s.e. over seeds where there are several."
-    a, k = ds.test_accuracy.sel(dataset=d), ds.sizes["seed"]
-    if models is not None: a = a.sel(model=list(models))
-    _no_nan(a, f"the {d} test accuracies")
-    m = a.mean("seed")
-    var = m * (1 - m) / int(ds.n_test.sel(dataset=d).max())
-    return m, np.sqrt(var + a.var("seed", ddof=1) / k if k > 1 else var)
 
 #: Which profiles train on a paper's column, for the verdict of a run without it.
 _TRAINED_IN = {"mnist": "the long and paper profiles train on it, from a data folder",
@@ -354,13 +401,6 @@ def _gate(ds:xr.Dataset, column:str):
 def _unc(ds:xr.Dataset, d:str) -> str:
     k = ds.sizes["seed"]
     return f"{d}, {int(ds.n_test.sel(dataset=d).max())} test images, " + ("one seed" if k == 1 else f"{k} seeds")
-
-def _gain(ds:xr.Dataset, d:str):
-    "Each ST network's gain over the plain CNN, the mean gain and its s.d. (independent binomial errors)."
-    m, s = _accuracy(ds, d)
-    gains = m.sel(model=_ST) - m.sel(model="No transformer")
-    sd = np.sqrt((s.sel(model=_ST) ** 2).sum().item() / len(_ST) ** 2 + s.sel(model="No transformer").item() ** 2)
-    return gains, gains.mean().item(), sd
 
 def _as_paper(ds:xr.Dataset) -> xr.Dataset:
     "Table 3's accuracies in every seed, on the paper's 10,000 test images."
