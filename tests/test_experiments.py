@@ -289,9 +289,9 @@ def test_plan_estimates_the_petrini_sweeps(name, capsys):
 
 
 def test_plan_without_a_cost_model_says_so(capsys):
-    table = EXPERIMENTS["moskalev_tab1"].plan("smoke", out_dir="/nonexistent/plan")
+    table = EXPERIMENTS["moskalev_fig2"].plan("smoke", out_dir="/nonexistent/plan")
     assert "hours" not in table                                       # no column of NaN
-    assert "No estimate: moskalev_tab1 declares no cost model" in capsys.readouterr().out
+    assert "No estimate: moskalev_fig2 declares no cost model" in capsys.readouterr().out
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a login node: a machine without the GPUs the cells will run on")

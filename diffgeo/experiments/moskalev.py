@@ -7,7 +7,11 @@ Docs: https://diffgeo.github.io/diffgeo/paper_moskalev.html.md"""
 # %% ../../nbs/paper_moskalev.ipynb #c6b64a51
 from __future__ import annotations
 
+import functools
+import math
 import os
+import shutil
+import time
 from pathlib import Path
 
 import torch
@@ -16,8 +20,8 @@ from .. import invariance, results, train
 from ..core import check_choice, check_int, seed_everything
 
 # %% auto #0
-__all__ = ['GROUPS', 'SIDE', 'N_CLASSES', 'PAPER_REGIME', 'fit', 'search_checkpoint', 'tune_nu', 'Measured', 'step_seconds',
-           'regime']
+__all__ = ['GROUPS', 'SIDE', 'N_CLASSES', 'PAPER_REGIME', 'fit', 'Measured', 'tune_nu', 'step_seconds', 'image_seconds',
+           'cell_seconds', 'regime', 'markdown_table', 'run_compute']
 
 # %% ../../nbs/paper_moskalev.ipynb #94c0af7f
 #: The paper's groups: name -> a function that builds it
@@ -52,64 +56,20 @@ def fit(
     return train.train(net.to(device), tm.train, tm.val, epochs=epochs, optimizer="adam", lr=lr, batch_size=batch_size,
                        augment_fn=group.random, penalty=penalty, seed=seed, checkpoint=checkpoint, progress=False)
 
-# %% ../../nbs/paper_moskalev.ipynb #427e329f
-def search_checkpoint(
-    checkpoint_dir:str|os.PathLike|None, # `tune_nu`'s folder (None: none)
-    prefix:str, # `tune_nu`'s prefix
-    nu:float, seed:int, # the training's ν and seed
-) -> Path|None: # the file (None without a folder)
-    """Where `tune_nu` keeps its training at `nu`: a resumed cell takes the chosen ν's model from there instead of training it again.
-
-    Args:
-        checkpoint_dir: `tune_nu`'s folder (None: none)
-        prefix: `tune_nu`'s prefix
-    Returns:
-        the file (None without a folder)
-    """
-    return None if checkpoint_dir is None else results.resolve_path(checkpoint_dir) / f"{prefix}IR_nu{nu:g}_seed{seed}.pt"
-
-def tune_nu(
-    group:invariance.FiniteGroup, # the group
-    tm:invariance.Transforming, # the data
-    nus:list, # the grid of ν
-    si_target:float, # the validation SI to reach
-    seed:int, # seed of the models trained for the search
-    epochs:int, lr:float, batch_size:int, # Adam, as `fit`
-    steps:int, # integration steps of the saliency maps
-    device:str="cpu",
-    form:str="l2", # the regulariser's form
-    checkpoint_dir:str|os.PathLike|None=None, # folder of one per-epoch checkpoint per ν, kept: a second search finds them trained (None: none)
-    prefix:str="", # start of the checkpoints' names
-) -> tuple: # (ν, {ν: validation SI} of every ν tried, the model `fit` trained with that ν)
-    """The paper's tuning of ν (§4.1): IR models trained along the grid until one reaches validation SI ≥ si_target (`invariance.choose_nu`).
-
-    Args:
-        group: the group
-        tm: the data
-        nus: the grid of ν
-        si_target: the validation SI to reach
-        seed: seed of the models trained for the search
-        steps: integration steps of the saliency maps
-        form: the regulariser's form
-        checkpoint_dir: folder of one per-epoch checkpoint per ν, kept: a second search finds them trained (None: none)
-        prefix: start of the checkpoints' names
-    Returns:
-        (ν, {ν: validation SI} of every ν tried, the model `fit` trained with that ν)
-    """
-    trained = {}
-    def validation_si(v):
-        trained[v] = fit("IR", group, tm, v, seed, epochs, lr, batch_size, device, form, search_checkpoint(checkpoint_dir, prefix, v, seed))
-        return invariance.invariance_measures(trained[v].model, tm.val.images, tm.val.labels, group, steps=steps).SI_f.item()
-    nu, tried = invariance.choose_nu(validation_si, nus, si_target)
-    return nu, tried, trained[nu]
-
 # %% ../../nbs/paper_moskalev.ipynb #4bd44dcc
 class Measured:
-    """What a long cell has finished (a model's measures, a search for ν), kept in its work folder until the cell ends,
-    with the code that made it: an interrupted cell resumes without redoing them (with `fit`'s and `tune_nu`'s
-    per-epoch checkpoints in the same folder, without retraining either). A `folder` of None keeps nothing."""
-    def __init__(self, folder, prefix): self.folder, self.prefix = folder, prefix
-    def _path(self, name): return self.folder / f"{self.prefix}_{name}.done.pt"
+    """What a long cell has finished (a model's measures, a search for ν) and its trainings' per-epoch checkpoints, kept
+    in the folder of its own that its context gives (`ctx.kept()`) until the cell ends, with the code that made them: an
+    interrupted cell resumes without measuring a model twice or training one again. A `folder` of None (a run that keeps
+    no checkpoints, a cell called by hand) keeps nothing: every training starts afresh."""
+    def __init__(self, folder:Path|None=None): self.folder = folder   # `ctx.kept()`: the cell's own folder
+    def checkpoint(self, *names) -> Path|None:
+        "The per-epoch checkpoint file of the training `names` (`fit`'s `checkpoint`); None where nothing is kept."
+        return None if self.folder is None else self.folder / ("_".join(str(n) for n in names if n != "") + ".pt")
+    def searched(self, search:str, nu:float, seed:int) -> Path|None:
+        "The checkpoint of `tune_nu`'s training at `nu` in the search named `search`: a resumed cell takes the chosen ν's model from it."
+        return self.checkpoint(search, "IR", f"nu{nu:g}", f"seed{seed}")
+    def _path(self, name): return self.folder / f"{name}.done.pt"
     def save(self, name, **parts):
         "Keep `parts` under `name`."
         if self.folder is None: return
@@ -122,9 +82,44 @@ class Measured:
         if blob["code"]["source_hash"] != results.code_version()["source_hash"] and results.code_change_policy() != "reuse": return None
         return tuple(blob["parts"][k] for k in keys)
     def clear(self):
-        "Remove the cell's saved parts and checkpoints (every file of the folder whose name starts with the prefix): its shard holds them now."
-        if self.folder is None: return
-        for f in self.folder.glob(f"{self.prefix}_*"): f.unlink(missing_ok=True)
+        "Remove the folder, its parts and checkpoints: the cell's shard holds what they made."
+        if self.folder is not None: shutil.rmtree(self.folder, ignore_errors=True)
+
+# %% ../../nbs/paper_moskalev.ipynb #427e329f
+def tune_nu(
+    group:invariance.FiniteGroup, # the group
+    tm:invariance.Transforming, # the data
+    nus:list, # the grid of ν
+    si_target:float, # the validation SI to reach
+    seed:int, # seed of the models trained for the search
+    epochs:int, lr:float, batch_size:int, # Adam, as `fit`
+    steps:int, # integration steps of the saliency maps
+    device:str="cpu",
+    form:str="l2", # the regulariser's form
+    kept:Measured|None=None, # the cell's kept parts: each ν's training keeps its per-epoch checkpoint there (`Measured.searched`), so that a second search finds it trained (None: none)
+    search:str="", # the search's name among the cell's (its group and form, say)
+) -> tuple: # (ν, {ν: validation SI} of every ν tried, the model `fit` trained with that ν)
+    """The paper's tuning of ν (§4.1): IR models trained along the grid until one reaches validation SI ≥ si_target (`invariance.choose_nu`).
+
+    Args:
+        group: the group
+        tm: the data
+        nus: the grid of ν
+        si_target: the validation SI to reach
+        seed: seed of the models trained for the search
+        steps: integration steps of the saliency maps
+        form: the regulariser's form
+        kept: the cell's kept parts: each ν's training keeps its per-epoch checkpoint there (`Measured.searched`), so that a second search finds it trained (None: none)
+        search: the search's name among the cell's (its group and form, say)
+    Returns:
+        (ν, {ν: validation SI} of every ν tried, the model `fit` trained with that ν)
+    """
+    kept, trained = kept or Measured(), {}
+    def validation_si(v):
+        trained[v] = fit("IR", group, tm, v, seed, epochs, lr, batch_size, device, form, kept.searched(search, v, seed))
+        return invariance.invariance_measures(trained[v].model, tm.val.images, tm.val.labels, group, steps=steps).SI_f.item()
+    nu, tried = invariance.choose_nu(validation_si, nus, si_target)
+    return nu, tried, trained[nu]
 
 # %% ../../nbs/paper_moskalev.ipynb #19a99a32
 SIDE, N_CLASSES = 36, 9   # the Transforming images (padded to 36, a multiple of 3) and their classes without the 9
@@ -136,7 +131,7 @@ def step_seconds(
     device:str="cpu",
     form:str="l2", # the regulariser's form (IR only)
 ) -> tuple[float, torch.nn.Module]: # (seconds of one Adam step of `fit`'s model with its augmentation and penalty, the model)
-    """The cost models' unit: one training step of a `fit` model on random Transforming-sized images, timed by `train.seconds_per_step`.
+    """The cost model's unit: one training step of a `fit` model on random Transforming-sized images, timed by `train.seconds_per_step`.
 
     Args:
         kind: "WT", "DA" or "IR"
@@ -158,6 +153,70 @@ def step_seconds(
         if pen is not None: loss = loss + pen(net, xa, o, g)
         opt.zero_grad(set_to_none=True); loss.backward(); opt.step()
     return train.seconds_per_step(step, dev), net
+
+@functools.lru_cache(maxsize=None)
+def _step(group:str, model:str, batch_size:int, device:str) -> float:
+    "`step_seconds` of `model` (\"WT\", \"DA\", \"IR\" or \"IR-<form>\"), once per process."
+    kind, _, form = model.partition("-")
+    return step_seconds(kind, group, batch_size, device, form or "l2")[0]
+
+@functools.lru_cache(maxsize=None)
+def image_seconds(
+    what:str, # "measures" (`invariance_measures` with saliency maps), "drift" (without them) or "sigma" (`invariance.sigma_max`)
+    group:str, # a name in `GROUPS`
+    model:str, # "WT", "DA", "IR" or "IR-<form>"
+    steps:int, # integration steps of the saliency maps
+    device:str="cpu",
+) -> float: # seconds per image
+    """Seconds per image on `device` of `what` on a `fit` model of `model`, timed on 32 random Transforming-sized images.
+
+    Args:
+        what: "measures" (`invariance_measures` with saliency maps), "drift" (without them) or "sigma" (`invariance.sigma_max`)
+        group: a name in `GROUPS`
+        model: "WT", "DA", "IR" or "IR-<form>"
+        steps: integration steps of the saliency maps
+    Returns:
+        seconds per image
+    """
+    check_choice(what, "what", ("measures", "drift", "sigma"))
+    G, dev, g = GROUPS[group](), torch.device(device), torch.Generator().manual_seed(0)
+    net = invariance.perceptron((1, SIDE, SIDE), N_CLASSES, group=G if model == "WT" else None).to(dev)
+    x, y = torch.rand(32, 1, SIDE, SIDE, generator=g), torch.randint(N_CLASSES, (32,), generator=g)
+    t0 = time.perf_counter()
+    if what == "sigma": invariance.sigma_max(net, x.to(dev))
+    else: invariance.invariance_measures(net, x, y, G, steps=steps, saliency_maps=what == "measures")
+    return (time.perf_counter() - t0) / len(x)
+
+def cell_seconds(
+    settings:dict, # the cell's settings: groups, seeds, epochs, n_train, n_val, n_test, batch_size, steps
+    device:torch.device, # where it runs (the step and image times are measured there)
+    models:dict, # what each group trains: model ("WT", "DA", "IR" or "IR-<form>") -> the grid of ν its search trains along ([]: no search)
+    per_test_image:dict, # what each seed's model measures on each test image: {"measures", "drift" or "sigma": how many times}
+) -> float: # predicted seconds
+    """The Moskalev experiments' one cost model: per group and model, every training of its ν search and of its seeds (the
+    search's seed-0 model reused; an upper bound, as the search stops at the first ν that reaches the target) at the step
+    time measured on `device`, the per-epoch validations at a third of a step per image, the search's validation SI, and
+    each seed's measures on the test images.
+
+    Args:
+        settings: the cell's settings: groups, seeds, epochs, n_train, n_val, n_test, batch_size, steps
+        device: where it runs (the step and image times are measured there)
+        models: what each group trains: model ("WT", "DA", "IR" or "IR-<form>") -> the grid of ν its search trains along ([]: no search)
+        per_test_image: what each seed's model measures on each test image: {"measures", "drift" or "sigma": how many times}
+    Returns:
+        predicted seconds
+    """
+    s, seeds, dev = settings, len(settings["seeds"]), str(device)
+    epoch_steps = s["epochs"] * math.ceil(s["n_train"] / s["batch_size"])
+    total = 0.0
+    for group in s["groups"]:
+        for model, nus in models.items():
+            per_image = lambda what: image_seconds(what, group, model, s["steps"], dev)
+            fits = len(nus) + seeds - 1 if nus else seeds
+            total += fits * (epoch_steps + s["epochs"] * s["n_val"] / (3 * s["batch_size"])) * _step(group, model, s["batch_size"], dev)
+            total += len(nus) * s["n_val"] * per_image("measures")
+            total += seeds * s["n_test"] * sum(k * per_image(w) for w, k in per_test_image.items())
+    return total
 
 # %% ../../nbs/paper_moskalev.ipynb #47d8d769
 import inspect
@@ -197,3 +256,27 @@ def regime(
     same = (p.get("dataset") == "mnist" and (epochs or 0) >= 300 and (n_train or 0) >= 10_000
             and (not drift or p.get("target") == "fashionmnist"))
     return ", ".join(ours), paper, bool(same)
+
+# %% ../../nbs/paper_moskalev.ipynb #5e1a7c03
+def markdown_table(
+    df, # a pandas DataFrame of what to show (formatted); a MultiIndex's levels, of rows or columns, joined by a space
+    index:str="", # the heading of the index column
+) -> str: # a Markdown table
+    """`df` as a Markdown table, for the experiments' reports (pandas' own `to_markdown` needs `tabulate`).
+
+    Args:
+        df: a pandas DataFrame of what to show (formatted); a MultiIndex's levels, of rows or columns, joined by a space
+        index: the heading of the index column
+    Returns:
+        a Markdown table
+    """
+    name = lambda k: " ".join(str(p) for p in k) if isinstance(k, tuple) else str(k)
+    rows = [[index, *map(name, df.columns)]] + [[name(i), *r] for i, r in zip(df.index, df.astype(object).values.tolist())]
+    line = lambda r: "| " + " | ".join(str(v).replace("|", "\\|") for v in r) + " |"
+    return "\n".join([line(rows[0]), "|" + "---|" * len(rows[0])] + [line(r) for r in rows[1:]])
+
+def run_compute(ds) -> str:
+    "How a run computed, as its report says it: its core-hours where `show_report`'s heading gives minutes (a run of one cell), and its threads."
+    threads = ds.attrs.get("cpu_threads", "?")
+    threads = f"{threads} thread{'' if str(threads) == '1' else 's'}"
+    return f"{threads} per cell" if "cell_start" in ds else f"{results.core_hours(ds):.1f} core-hours on {threads}"

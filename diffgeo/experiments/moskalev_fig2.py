@@ -11,14 +11,14 @@ import numpy as np
 import torch
 import xarray as xr
 
-from .. import data, invariance, probes, train
-from ..core import check_int, progress, resolve_device
-from .moskalev import fit, tune_nu
-from ..scaffold import Experiment, Var
+from .. import data, invariance, probes, results, train
+from ..core import check_int
+from .moskalev import fit, markdown_table, run_compute, tune_nu
+from ..scaffold import CellContext, Experiment, Var
 
 # %% auto #0
 __all__ = ['MODELS', 'COMMON', 'PROFILES', 'VARIABLES', 'EXPERIMENT', 'penultimate', 'orbit_neighbours', 'cell', 'derive',
-           'summary', 'draw', 'check_regression']
+           'summary', 'draw', 'report', 'check_regression']
 
 # %% ../../nbs/moskalev_fig2.ipynb #844fa993
 MODELS = ("DA", "IR", "WT")
@@ -136,8 +136,8 @@ def cell(
     neighbours:int, # test images that vote on a moved copy's class
     perplexity:float, # of the t-SNE maps
     traces:list, # quantiles of the DA model's mean neighbour rank at which digits are traced
-    device:str="cpu", # cpu | cuda | auto
     data_root:str|None=None, # data folder for "mnist" (None: $DIFFGEO_DATA)
+    ctx:CellContext=CellContext(), # where it runs
 ) -> xr.Dataset:
     """Fig. 2: penultimate representations of DA, IR and WT under quarter turns, per seed; t-SNE maps and the traced digit for seed 0.
 
@@ -152,12 +152,12 @@ def cell(
         neighbours: test images that vote on a moved copy's class
         perplexity: of the t-SNE maps
         traces: quantiles of the DA model's mean neighbour rank at which digits are traced
-        device: cpu | cuda | auto
         data_root: data folder for "mnist" (None: $DIFFGEO_DATA)
+        ctx: where it runs
     """
     seeds = [check_int(s, "seed", low=0) for s in seeds]
     if not seeds: raise ValueError("need at least one seed, e.g. seeds=[0].")
-    dev = resolve_device(device)
+    dev = ctx.device
     G = invariance.Rotations(4)
     tm = invariance.transforming(data.load(dataset, root=data_root, normalize=False), G, n_train, n_val, n_test, leave_out, seed=0)
     x, y = tm.test.images, tm.test.labels
@@ -169,7 +169,7 @@ def cell(
     nu, tried, tuned = tune_nu(G, tm, nus, si_target, seeds[0], epochs, lr, batch_size, steps, dev)
     first = {}
     for mi, kind in enumerate(MODELS):
-        for si, seed in enumerate(progress(seeds, desc=kind)):
+        for si, seed in enumerate(ctx.progress(seeds, kind)):
             res = tuned if kind == "IR" and si == 0 else fit(kind, G, tm, nu, seed, epochs, lr, batch_size, dev)
             model = res.model.cpu()
             z = penultimate(model, x)
@@ -194,7 +194,7 @@ def cell(
                           for m in MODELS])
     copies = orbits[:, 1:].flatten(0, 1)                   # each traced digit's turned copies, in order
     emb = np.stack([_tsne(torch.cat([penultimate(first[m], x), penultimate(first[m], copies)]), perplexity, seeds[0])
-                    for m in progress(MODELS, desc="t-SNE")])
+                    for m in ctx.progress(MODELS, "t-SNE")])
     return xr.Dataset(
         {**{k: (_PER, v) for k, v in per.items()},
          "class_distance": (("model", "seed"), class_distance), "test_accuracy": (("model", "seed"), acc),
@@ -275,6 +275,17 @@ def draw(ds:xr.Dataset):
     return fig
 
 
+# %% ../../nbs/moskalev_fig2.ipynb #2f9c0a31
+@EXPERIMENT.report
+def report(ds:xr.Dataset) -> str:
+    "What a run shows, from its file: its sizes, IR's ν, the derived numbers per model (`summary`), and IR's search for ν where the file keeps it."
+    p = results.parameters(ds)
+    search = ("" if "nu_search_si" not in ds else "\n\nIR's search for ν, the seed-0 model's validation SI per ν tried: "
+              + ", ".join(f"{float(v):g}: {float(s):.3f}" for v, s in zip(ds.nu_grid.values, ds.nu_search_si.values) if np.isfinite(s)) + ".")
+    return (f"{ds.sizes['seed']} seeds, {p['n_train']:,} training digits of {p['dataset']}, {p['epochs']} epochs, "
+            f"{ds.sizes['sample']:,} test images; IR's ν = {float(ds.nu):g}; {run_compute(ds)}. Per model, the mean over seeds "
+            "[the smallest, the largest]:\n\n" + markdown_table(summary(ds), "model") + search)
+
 # %% ../../nbs/moskalev_fig2.ipynb #7d7aa5f4
 @EXPERIMENT.regression
 def check_regression(ds:xr.Dataset):
@@ -287,7 +298,7 @@ def check_regression(ds:xr.Dataset):
 
 
 # %% ../../nbs/moskalev_fig2.ipynb #b41ae1cf
-from .. import claims, results
+from .. import claims
 from .moskalev import regime
 
 EXPERIMENT.regime(lambda ds: regime(ds, "WT 94.6 %, DA 94.0 %, IR 87.9 % (R²₄, Table 1)"))

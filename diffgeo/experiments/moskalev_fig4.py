@@ -7,22 +7,18 @@ Docs: https://diffgeo.github.io/diffgeo/moskalev_fig4.html.md"""
 # %% ../../nbs/moskalev_fig4.ipynb #9e60fa23
 from __future__ import annotations
 
-import functools
-import math
-import time
-
 import numpy as np
 import torch
 import xarray as xr
 
 from .. import data, invariance, results
-from ..core import check_choice, check_int, progress, resolve_device
-from .moskalev import GROUPS, N_CLASSES, SIDE, Measured, fit, search_checkpoint, step_seconds, tune_nu
-from ..scaffold import Experiment, Var
+from ..core import check_choice, check_int
+from .moskalev import GROUPS, Measured, cell_seconds, fit, markdown_table, run_compute, tune_nu
+from ..scaffold import CellContext, Experiment, Var
 
 # %% auto #0
 __all__ = ['MODELS', 'TARGETS', 'BETAS', 'COMMON', 'PROFILES', 'PHOTOS', 'VARIABLES', 'EXPERIMENT', 'image_patches',
-           'drift_target', 'cell', 'cost', 'derive', 'draw', 'check_regression', 'da_below_ir_but_one_seed',
+           'drift_target', 'cell', 'cost', 'derive', 'draw', 'report', 'check_regression', 'da_below_ir_but_one_seed',
            'wt_ahead_in_one_seed']
 
 # %% ../../nbs/moskalev_fig4.ipynb #b6c10dbc
@@ -144,9 +140,8 @@ def cell(
     lr:float, batch_size:int, # Adam
     steps:int, # integration steps of the saliency maps (ν search only)
     betas:list, # degrees of drift
-    device:str="cpu", # cpu | cuda | auto
     data_root:str|None=None, # data folder for "mnist" and "fashionmnist" (None: $DIFFGEO_DATA)
-    checkpoint_dir:str|None=None, # folder of per-epoch checkpoints and of each finished model's measures, deleted when the cell ends (None: none)
+    ctx:CellContext=CellContext(), # its device, and its kept folder: per-epoch checkpoints and each finished model's measures until it ends (`moskalev.Measured`)
 ) -> xr.Dataset:
     """Fig. 4: DI, LI and orbit accuracy of WT, DA and IR on test images drifting from D₁ to D₂, per group, seed and β.
 
@@ -161,21 +156,19 @@ def cell(
         si_target: the validation SI the IR model must reach (the paper's 0.95)
         steps: integration steps of the saliency maps (ν search only)
         betas: degrees of drift
-        device: cpu | cuda | auto
         data_root: data folder for "mnist" and "fashionmnist" (None: $DIFFGEO_DATA)
-        checkpoint_dir: folder of per-epoch checkpoints and of each finished model's measures, deleted when the cell ends (None: none)
+        ctx: its device, and its kept folder: per-epoch checkpoints and each finished model's measures until it ends (`moskalev.Measured`)
     """
     seeds = [check_int(s, "seed", low=0) for s in seeds]
     if not seeds or not groups: raise ValueError(f"need at least one seed and one group, got {seeds}, {groups}.")
     betas = sorted(float(b) for b in betas)
     if not betas or betas[0] != 0 or betas[-1] > 1: raise ValueError(f"betas must start at 0 (the undrifted test set) and lie in [0, 1], got {betas}.")
-    dev = resolve_device(device)
+    dev = ctx.device
     raw = data.load(dataset, root=data_root, normalize=False)
     shape = (len(groups), len(MODELS), len(seeds), len(betas))
     DI, correct = np.zeros(shape + (n_test,)), np.zeros(shape + (n_test,))
     LI, nu, example = np.zeros(shape), np.zeros(len(groups)), None
-    work = None if checkpoint_dir is None else results.resolve_path(checkpoint_dir)
-    done = Measured(work, "fig4")   # a stopped cell resumes: no search or model measured twice, trainings from their checkpoints
+    done = Measured(ctx.kept())   # a stopped cell resumes: no search or model measured twice, trainings from their checkpoints
     for gi, name in enumerate(groups):
         G = GROUPS[name]()
         tm = invariance.transforming(raw, G, n_train, n_val, n_test, leave_out, seed=0)
@@ -186,17 +179,15 @@ def cell(
         example[gi] = np.stack([d[0, 0].numpy() for d in drifted])
         got, tuned = done.load(f"{name}_tune", ("nu",)), None
         if got is None:
-            v, _, tuned = tune_nu(G, tm, nus, si_target, seeds[0], epochs, lr, batch_size, steps, dev,
-                                  checkpoint_dir=work, prefix=f"fig4_{name}_")
+            v, _, tuned = tune_nu(G, tm, nus, si_target, seeds[0], epochs, lr, batch_size, steps, dev, kept=done, search=name)
             done.save(f"{name}_tune", nu=v); got = (v,)
         nu[gi] = got[0]
         for mi, kind in enumerate(MODELS):
-            for si, seed in enumerate(progress(seeds, desc=f"{name} {kind}")):
+            for si, seed in enumerate(ctx.progress(seeds, f"{name} {kind}")):
                 got = done.load(f"{name}_{kind}_seed{seed}", ("DI", "correct", "LI"))
                 if got is None:
                     searched = kind == "IR" and si == 0   # IR's first seed is the search's model of the chosen ν
-                    ckpt = (search_checkpoint(work, f"fig4_{name}_", nu[gi], seed) if searched   # resumed: from its checkpoint
-                            else None if work is None else work / f"fig4_{name}_{kind}_seed{seed}.pt")
+                    ckpt = done.searched(name, nu[gi], seed) if searched else done.checkpoint(name, kind, f"seed{seed}")   # resumed: from it
                     res = tuned if searched and tuned is not None else fit(kind, G, tm, nu[gi], seed, epochs, lr, batch_size, dev, checkpoint=ckpt)
                     got = (np.zeros((len(betas), n_test)), np.zeros((len(betas), n_test)), np.zeros(len(betas)))
                     for bi, xb in enumerate(drifted):
@@ -215,38 +206,10 @@ def cell(
                 "y": np.arange(example.shape[-2]), "x": np.arange(example.shape[-1])})
 
 # %% ../../nbs/moskalev_fig4.ipynb #4d33a6de
-@functools.lru_cache(maxsize=None)
-def _rates(group:str, batch_size:int, steps:int, device:str) -> dict:
-    "Seconds on `device`: an Adam step of WT, DA and IR on `batch_size` random images; per image the validation SI (`steps` saliency steps) and the drift measures."
-    G, dev, g = GROUPS[group](), torch.device(device), torch.Generator().manual_seed(0)
-    x = torch.rand(32, 1, SIDE, SIDE, generator=g).to(dev)
-    y = torch.randint(N_CLASSES, (32,), generator=g).to(dev)
-    out = {}
-    for model in MODELS:
-        out[model], net = step_seconds(model, group, batch_size, device)
-        if model == "IR": ir_net = net   # the ν search measures the validation SI of IR models
-        t0 = time.perf_counter(); invariance.invariance_measures(net, x, y, G, saliency_maps=False)
-        out[f"drift_{model}"] = (time.perf_counter() - t0) / len(x)
-    t0 = time.perf_counter(); invariance.invariance_measures(ir_net, x, y, G, steps=steps)
-    out["validation_si"] = (time.perf_counter() - t0) / len(x)
-    return out
-
 @EXPERIMENT.cost
 def cost(settings:dict, cell:dict, device:torch.device) -> float:
-    "Predicted seconds of the run's one cell on `device`: every training of the grid at the measured step times, the per-epoch validations at a third of a step per image, the ν search's validation SI and the drift measures."
-    s, seeds = settings, len(settings["seeds"])
-    epoch_steps = s["epochs"] * math.ceil(s["n_train"] / s["batch_size"])
-    total = 0.0
-    for group in s["groups"]:
-        r = _rates(group, s["batch_size"], s["steps"], str(device))
-        searched = len(s["nus"])
-        total += searched * s["n_val"] * r["validation_si"]
-        for model in MODELS:
-            fits = searched + seeds - 1 if model == "IR" else seeds
-            validate = s["epochs"] * s["n_val"] * r[model] / (3 * s["batch_size"])
-            total += fits * (epoch_steps * r[model] + validate)
-            total += seeds * len(s["betas"]) * s["n_test"] * r[f"drift_{model}"]
-    return total
+    "Predicted seconds of the run's one cell on `device` (`moskalev.cell_seconds`): per group the ν search, WT, DA and IR per seed, and each model's drift measures at every β."
+    return cell_seconds(settings, device, {"WT": [], "DA": [], "IR": settings["nus"]}, {"drift": len(settings["betas"])})
 
 # %% ../../nbs/moskalev_fig4.ipynb #ac6560ad
 @EXPERIMENT.derive
@@ -290,6 +253,22 @@ def draw(ds:xr.Dataset):
     name = {"patches": "skimage.data photograph patches", "fashionmnist": "Transforming-FashionMNIST"}.get(target, target)
     fig.suptitle(f"Drift from Transforming-MNIST to {name}", fontsize=11)
     return fig
+
+# %% ../../nbs/moskalev_fig4.ipynb #4e9a2b61
+@EXPERIMENT.report
+def report(ds:xr.Dataset) -> str:
+    "What a run shows, from its file: its training and drift, IR's ν, and $DI_f$ and the accuracy-drop ratio (mean over seeds) at a few degrees of drift."
+    import pandas as pd
+    p, shown = results.parameters(ds), [b for b in (0.0, 0.1, 0.3, 0.5, 1.0) if b in ds.beta]
+    m = ds[["DI_f", "accuracy_ratio"]].mean("seed")
+    rows = {(g, k): [f"{float(m[v].sel(group=g, model=k, beta=b)):.3f}" for v in m.data_vars for b in shown]
+            for g in ds.group.values for k in ds.model.values}
+    table = pd.DataFrame.from_dict(rows, orient="index", columns=[f"{n} β = {b:g}" for n in ("$DI_f$", "ratio") for b in shown])
+    return (f"{p['n_train']:,} training digits of {p['dataset']}, {p['epochs']} epochs, {ds.sizes['seed']} seeds, "
+            f"{ds.sizes['sample']:,} test images, drift toward {p['target']}; IR's ν per group: "
+            + ", ".join(f"{g} {v:g}" for g, v in zip(ds.group.values, ds.nu.values)) + f"; {run_compute(ds)}.\n\n"
+            "$DI_f$ (nat) and the accuracy-drop ratio, mean over seeds, at a few degrees of drift β:\n\n"
+            + markdown_table(table, "group model"))
 
 # %% ../../nbs/moskalev_fig4.ipynb #31222423
 @EXPERIMENT.regression

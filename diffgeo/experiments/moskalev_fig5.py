@@ -7,22 +7,18 @@ Docs: https://diffgeo.github.io/diffgeo/moskalev_fig5.html.md"""
 # %% ../../nbs/moskalev_fig5.ipynb #8e684457
 from __future__ import annotations
 
-import functools
-import math
-import time
-
 import numpy as np
 import torch
 import xarray as xr
 
 from .. import data, invariance, results, train
-from ..core import check_int, progress, resolve_device, seed_everything
-from .moskalev import GROUPS, N_CLASSES, SIDE, Measured, fit, search_checkpoint, step_seconds, tune_nu
-from ..scaffold import Experiment, Var
+from ..core import check_int, seed_everything
+from .moskalev import GROUPS, Measured, cell_seconds, fit, markdown_table, run_compute, tune_nu
+from ..scaffold import CellContext, Experiment, Var
 
 # %% auto #0
 __all__ = ['MODELS', 'COMMON', 'NUS', 'PROFILES', 'VARIABLES', 'EXPERIMENT', 'linear_spectral_decay', 'cell', 'cost', 'derive',
-           'draw', 'check_regression']
+           'draw', 'report', 'check_regression']
 
 # %% ../../nbs/moskalev_fig5.ipynb #89775e1f
 MODELS = ("DA", "IR-kl", "IR-l2", "IR-l2_normalized")
@@ -106,9 +102,8 @@ def cell(
     steps:int, # integration steps of the saliency maps
     linear_steps:int, # gradient steps of the linear network of Proposition 3.1
     linear_images:int, # training images in its invariance error
-    device:str="cpu", # cpu | cuda | auto
     data_root:str|None=None, # data folder for "mnist" (None: $DIFFGEO_DATA)
-    checkpoint_dir:str|None=None, # folder of per-epoch checkpoints and of each finished model's measures, deleted when the cell ends (None: none)
+    ctx:CellContext=CellContext(), # its device, and its kept folder: per-epoch checkpoints and each finished model's measures until it ends (`moskalev.Measured`)
 ) -> xr.Dataset:
     """Fig. 5: σ_max of the input–logit Jacobian on test images for DA and the three IR forms, per group and seed; Proposition 3.1.
 
@@ -123,13 +118,12 @@ def cell(
         steps: integration steps of the saliency maps
         linear_steps: gradient steps of the linear network of Proposition 3.1
         linear_images: training images in its invariance error
-        device: cpu | cuda | auto
         data_root: data folder for "mnist" (None: $DIFFGEO_DATA)
-        checkpoint_dir: folder of per-epoch checkpoints and of each finished model's measures, deleted when the cell ends (None: none)
+        ctx: its device, and its kept folder: per-epoch checkpoints and each finished model's measures until it ends (`moskalev.Measured`)
     """
     seeds = [check_int(s, "seed", low=0) for s in seeds]
     if set(nus) != {m.split("-", 1)[1] for m in MODELS[1:]}: raise ValueError(f"nus must give a grid for each form {MODELS[1:]}, got {sorted(nus)}.")
-    dev = resolve_device(device)
+    dev = ctx.device
     raw = data.load(dataset, root=data_root, normalize=False)
     shape = (len(groups), len(MODELS), len(seeds))
     sigma = np.full(shape + (n_test,), np.nan)
@@ -138,8 +132,7 @@ def cell(
     grid = np.full((len(MODELS), width), np.nan)
     search, nu = np.full((len(groups), len(MODELS), width), np.nan), np.zeros((len(groups), len(MODELS)))
     lin = []
-    work = None if checkpoint_dir is None else results.resolve_path(checkpoint_dir)
-    done = Measured(work, "fig5")
+    done = Measured(ctx.kept())   # a stopped cell resumes: no search or model measured twice, trainings from their checkpoints
     for gi, name in enumerate(groups):
         G = GROUPS[name]()
         tm = invariance.transforming(raw, G, n_train, n_val, n_test, leave_out, seed=0)
@@ -152,16 +145,16 @@ def cell(
                 got = done.load(f"{name}_{model}_tune", ("nu", "tried"))
                 if got is None:
                     v, tried, tuned = tune_nu(G, tm, values, si_target, seeds[0], epochs, lr, batch_size, steps, dev, form,
-                                              checkpoint_dir=work, prefix=f"fig5_{name}_{form}_")
+                                              kept=done, search=f"{name}_{form}")
                     done.save(f"{name}_{model}_tune", nu=v, tried=tried); got = (v, tried)
                 nu[gi, mi] = got[0]
                 search[gi, mi, :len(values)] = [got[1].get(v, np.nan) for v in values]
-            for si, seed in enumerate(progress(seeds, desc=f"{name} {model}")):
+            for si, seed in enumerate(ctx.progress(seeds, f"{name} {model}")):
                 got = done.load(f"{name}_{model}_seed{seed}", ("SI_f", "LI_f", "acc", "sigma"))
                 if got is None:
                     searched = kind == "IR" and si == 0   # an IR form's first seed is its search's model of the chosen ν
-                    ckpt = (search_checkpoint(work, f"fig5_{name}_{form}_", nu[gi, mi], seed) if searched   # resumed: from its checkpoint
-                            else None if work is None else work / f"fig5_{name}_{model}_seed{seed}.pt")
+                    ckpt = (done.searched(f"{name}_{form}", nu[gi, mi], seed) if searched   # resumed: from its checkpoint
+                            else done.checkpoint(name, model, f"seed{seed}"))
                     res = tuned if searched and tuned is not None else fit(kind, G, tm, nu[gi, mi], seed, epochs, lr, batch_size, dev, form, ckpt)
                     m = invariance.invariance_measures(res.model, tm.test.images, tm.test.labels, G, steps=steps)
                     got = (m.SI_f.item(), m.LI_f.item(), 1 - train.evaluate(res.model, tm.test)["error"],
@@ -180,36 +173,11 @@ def cell(
                 "nu_index": np.arange(width), "step": np.arange(1, linear_steps + 1)})
 
 # %% ../../nbs/moskalev_fig5.ipynb #992917e9
-@functools.lru_cache(maxsize=None)
-def _rates(group:str, batch_size:int, steps:int, device:str) -> dict:
-    "Seconds on `device`: an Adam step of DA and of each IR form on `batch_size` random images, and per test image the invariance measures (`steps` saliency steps) and σ_max."
-    G, dev, g = GROUPS[group](), torch.device(device), torch.Generator().manual_seed(0)
-    out = {}
-    for model in MODELS:
-        kind, form = ("DA", "l2") if model == "DA" else ("IR", model.split("-", 1)[1])
-        out[model], net = step_seconds(kind, group, batch_size, device, form)
-    x = torch.rand(32, 1, SIDE, SIDE, generator=g).to(dev)
-    y = torch.randint(N_CLASSES, (32,), generator=g).to(dev)
-    t0 = time.perf_counter(); invariance.invariance_measures(net, x.cpu(), y.cpu(), G, steps=steps)
-    out["measures"] = (time.perf_counter() - t0) / len(x)
-    t0 = time.perf_counter(); invariance.sigma_max(net, x); out["sigma"] = (time.perf_counter() - t0) / len(x)
-    return out
-
 @EXPERIMENT.cost
 def cost(settings:dict, cell:dict, device:torch.device) -> float:
-    "Predicted seconds of the run's one cell on `device`: every training of the grids at the measured step times, the validations at a third of a step per image, and the measures."
-    s, seeds = settings, len(settings["seeds"])
-    epoch_steps = s["epochs"] * math.ceil(s["n_train"] / s["batch_size"])
-    total = 0.0
-    for group in s["groups"]:
-        r = _rates(group, s["batch_size"], s["steps"], str(device))
-        for model in MODELS:
-            searched = 0 if model == "DA" else len(s["nus"][model.split("-", 1)[1]])   # the ν search's trainings (its seed-0 model reused)
-            fits = seeds if model == "DA" else searched + seeds - 1
-            validate = s["epochs"] * s["n_val"] * r[model] / (3 * s["batch_size"])
-            total += fits * (epoch_steps * r[model] + validate)
-            total += (seeds * s["n_test"] + searched * s["n_val"]) * r["measures"] + seeds * s["n_test"] * r["sigma"]
-    return total
+    "Predicted seconds of the run's one cell on `device` (`moskalev.cell_seconds`): per group each IR form's ν search, DA and each form per seed, and each model's measures and σ_max on the test images."
+    searches = {m: settings["nus"][m.split("-", 1)[1]] for m in MODELS[1:]}
+    return cell_seconds(settings, device, {"DA": [], **searches}, {"measures": 1, "sigma": 1})
 
 # %% ../../nbs/moskalev_fig5.ipynb #f062b6b7
 @EXPERIMENT.derive
@@ -245,6 +213,28 @@ def draw(ds:xr.Dataset):
     ax.set_title("Prop. 3.1, linear network\n(dashed: $\\|W(0)e^{-\\Sigma t}\\|_2$)", fontsize=9); ax.legend(fontsize=7, loc="lower left")
     return fig
 
+
+# %% ../../nbs/moskalev_fig5.ipynb #5f0b7c21
+@EXPERIMENT.report
+def report(ds:xr.Dataset) -> str:
+    "What a run shows, from its file: per group and model σ_max(J) against DA's, the test accuracy, $SI_f$, $LI_f$ and ν; each IR form's search for ν; Proposition 3.1's linear network."
+    import pandas as pd
+    p, mean = results.parameters(ds), lambda v: f"{float(v.mean('seed')):.3f}"
+    rows = {(g, m): [f"{float(ds.sigma_ratio.sel(group=g, model=m)):.3f}", mean(100 * ds.test_accuracy.sel(group=g, model=m)),
+                     mean(ds.SI_f.sel(group=g, model=m)), mean(ds.LI_f.sel(group=g, model=m)), f"{float(ds.nu.sel(group=g, model=m)):g}"]
+            for g in ds.group.values for m in ds.model.values}
+    table = pd.DataFrame.from_dict(rows, orient="index", columns=["sigma_ratio", "accuracy %", "SI_f", "LI_f", "nu"])
+    search = lambda g, m: ", ".join(f"{v:g}: {si:.3f}" for v, si in zip(ds.nu_grid.sel(model=m).values, ds.nu_search_si.sel(group=g, model=m).values)
+                                    if np.isfinite(si))
+    lin = ds.linear_sigma.isel(step=[0, -1])
+    return (f"{p['n_train']:,} training digits of {p['dataset']}, {p['epochs']} epochs, {ds.sizes['seed']} seeds, "
+            f"{ds.sizes['sample']:,} test images per group; {run_compute(ds)}. Per group and model: the median σ_max(J) over "
+            "test images divided by DA's of the same seed (`sigma_ratio`, geometric mean over seeds), the test accuracy, "
+            "$SI_f$ and $LI_f$ (means over seeds), and ν (0: DA):\n\n" + markdown_table(table, "group model") + "\n\n"
+            "Each IR form's search for ν (`nu_search_si`), the seed-0 model's validation SI per ν tried: "
+            + "; ".join(f"{g} {m}: {search(g, m)}" for g in ds.group.values for m in ds.model.values[1:]) + ".\n\n"
+            f"Proposition 3.1's linear network: σ_max(W) from step 1 to step {int(ds.step[-1])} of gradient descent on LI, "
+            + ", ".join(f"{g} {float(lin.sel(group=g)[0]):.4f} to {float(lin.sel(group=g)[1]):.4f}" for g in ds.group.values) + ".")
 
 # %% ../../nbs/moskalev_fig5.ipynb #456a2aa3
 @EXPERIMENT.regression

@@ -12,14 +12,15 @@ import torch
 import xarray as xr
 
 from .. import data, invariance, results, train
-from ..core import check_int, progress, resolve_device
-from .moskalev import GROUPS, Measured, fit, tune_nu   # the paper's recipe, shared by its figures
-from ..scaffold import Experiment, Var
+from ..core import check_int
+from .moskalev import (GROUPS, Measured, cell_seconds, fit, markdown_table,   # the paper's recipe, shared by its figures
+                                          run_compute, tune_nu)
+from ..scaffold import CellContext, Experiment, Var
 
 # %% auto #0
-__all__ = ['MODELS', 'COMMON', 'PROFILES', 'PAPER', 'VARIABLES', 'EXPERIMENT', 'COLUMNS', 'realigned_saliency', 'cell', 'derive',
-           'table', 'draw_table', 'draw_saliency', 'draw_orbit', 'check_regression', 'one_seed_carries_drop',
-           'panel_similarity']
+__all__ = ['MODELS', 'COMMON', 'PROFILES', 'PAPER', 'VARIABLES', 'EXPERIMENT', 'COLUMNS', 'realigned_saliency', 'cell', 'cost',
+           'derive', 'table', 'report', 'draw_table', 'draw_saliency', 'draw_orbit', 'check_regression',
+           'one_seed_carries_drop', 'panel_similarity']
 
 # %% ../../nbs/moskalev_tab1.ipynb #3ba730f8
 MODELS = ("WT", "DA", "IR")
@@ -102,13 +103,12 @@ def cell(
     lr:float, batch_size:int, # Adam
     steps:int, # integration steps of the saliency maps
     panels:int, # test images in the saliency panels
-    device:str="cpu", # cpu | cuda | auto
     data_root:str|None=None, # data folder for "mnist" (None: $DIFFGEO_DATA)
-    checkpoint_dir:str|None=None, # folder of per-epoch checkpoints and of each seed's measures, deleted when the cell ends (None: none)
+    ctx:CellContext=CellContext(), # its device, and its kept folder: per-epoch checkpoints and each seed's measures until it ends (`moskalev.Measured`)
 ) -> xr.Dataset:
     """One group and one model of Table 1, per seed: accuracy, LI, DI and SI per test image and element, and the
     saliency panels of seed 0. The IR cell first tunes ν on seed 0 (`tune_nu`) and keeps that model as seed 0's.
-    With `checkpoint_dir`, an interrupted cell resumes: training from its last epoch, and without the seeds it had measured.
+    Where its context keeps checkpoints, an interrupted cell resumes: training from its last epoch, and without the seeds it had measured.
 
     Args:
         group: a name in `GROUPS`
@@ -121,15 +121,14 @@ def cell(
         si_target: the validation SI the IR model must reach (the paper's 0.95)
         steps: integration steps of the saliency maps
         panels: test images in the saliency panels
-        device: cpu | cuda | auto
         data_root: data folder for "mnist" (None: $DIFFGEO_DATA)
-        checkpoint_dir: folder of per-epoch checkpoints and of each seed's measures, deleted when the cell ends (None: none)
+        ctx: its device, and its kept folder: per-epoch checkpoints and each seed's measures until it ends (`moskalev.Measured`)
     """
     seeds = [check_int(s, "seed", low=0) for s in seeds]
     if not seeds: raise ValueError(f"need at least one seed, got {seeds}.")
     if group not in GROUPS: raise ValueError(f"group must be one of {list(GROUPS)}, got {group!r}.")
     if model not in MODELS: raise ValueError(f"model must be one of {list(MODELS)}, got {model!r}.")
-    dev = resolve_device(device)
+    dev = ctx.device
     raw = data.load(dataset, root=data_root, normalize=False)
     E = max(g().order for g in GROUPS.values())                   # elements beyond a group's order stay NaN
     G = GROUPS[group]()
@@ -137,23 +136,21 @@ def cell(
     per = {k: np.full((len(seeds), n_test, E), np.nan) for k in ("LI", "DI", "SI", "correct")}
     acc, best = np.full(len(seeds), np.nan), np.full(len(seeds), np.nan)
     nu, nu_si, tuned = np.nan, np.full(len(nus), np.nan), None
-    work = None if checkpoint_dir is None else results.resolve_path(checkpoint_dir)
-    done = Measured(work, f"{group}_{model}")
+    done = Measured(ctx.kept())   # the cell's own folder: its search, its seeds' measures and their trainings' checkpoints
     if model == "IR":
         nu, nu_si = done.load("tune", ("nu", "nu_si")) or (np.nan, None)
         if nu_si is None:
-            nu, tried, tuned = tune_nu(G, tm, nus, si_target, seeds[0], epochs, lr, batch_size, steps, dev,
-                                       checkpoint_dir=work, prefix=f"{group}_")
+            nu, tried, tuned = tune_nu(G, tm, nus, si_target, seeds[0], epochs, lr, batch_size, steps, dev, kept=done)
             nu_si = np.array([tried.get(v, np.nan) for v in sorted(nus)])
             done.save("tune", nu=nu, nu_si=nu_si)
     xp, yp = tm.test.images[:panels], tm.test.labels[:panels]
     sal = np.full((panels, E) + tuple(xp.shape[-2:]), np.nan)
-    for si, seed in enumerate(progress(seeds, desc=f"{group} {model}")):
+    for si, seed in enumerate(ctx.progress(seeds, f"{group} {model}")):
         got = done.load(f"seed{seed}", ("per", "acc", "best", "sal"))
         if got is None:
-            ckpt = None if work is None else work / f"{group}_{model}_seed{seed}.pt"
+            ckpt = done.checkpoint(model, f"seed{seed}")
             if tuned is None and model == "IR" and si == 0:                  # resumed after the search: its model again
-                tuned = tune_nu(G, tm, nus, si_target, seed, epochs, lr, batch_size, steps, dev, checkpoint_dir=work, prefix=f"{group}_")[2]
+                tuned = tune_nu(G, tm, nus, si_target, seed, epochs, lr, batch_size, steps, dev, kept=done)[2]
             res = tuned if tuned is not None and si == 0 else fit(model, G, tm, nu, seed, epochs, lr, batch_size, dev, checkpoint=ckpt)
             m = invariance.invariance_measures(res.model, tm.test.images, tm.test.labels, G, steps=steps)
             got = ({k: m[k].values for k in per}, 1 - train.evaluate(res.model, tm.test)["error"], res.best_epoch,
@@ -171,6 +168,13 @@ def cell(
         coords={"seed": seeds, "sample": np.arange(n_test), "element": np.arange(E),
                 "nu_grid": sorted(float(v) for v in nus), "panel": np.arange(panels),
                 "y": np.arange(xp.shape[-2]), "x": np.arange(xp.shape[-1]), "group_order": G.order})
+
+# %% ../../nbs/moskalev_tab1.ipynb #7ab1c002
+@EXPERIMENT.cost
+def cost(settings:dict, cell:dict, device:torch.device) -> float:
+    "Predicted seconds of one cell, a group and a model, on `device` (`moskalev.cell_seconds`): IR's ν search, a model per seed, and each model's measures on the test images."
+    model = cell["model"]
+    return cell_seconds({**settings, "groups": [cell["group"]]}, device, {model: settings["nus"] if model == "IR" else []}, {"measures": 1})
 
 # %% ../../nbs/moskalev_tab1.ipynb #99cc46ad
 COLUMNS = ("accuracy", "LI", "DI", "SI")
@@ -203,6 +207,32 @@ def table(ds:xr.Dataset) -> "pd.DataFrame":
                 r[("paper", c)] = fmt(float(ds.paper_mean.sel(group=g, model=m, column=c)), float(ds.paper_std.sel(group=g, model=m, column=c)), digits[c])
             rows[(g, m)] = r
     return pd.DataFrame.from_dict(rows, orient="index")
+
+# %% ../../nbs/moskalev_tab1.ipynb #7ab1c004
+@EXPERIMENT.report
+def report(ds:xr.Dataset) -> str:
+    "What a run shows, from its file: Table 1 beside the paper's, IR's search for ν, and per group IR's ν, SI and accuracy; DA's $LI_f$ against IR's."
+    import pandas as pd
+    p, search = results.parameters(ds), ds.nu_search_si.sel(model="IR")
+    tried = search.nu_grid[search.notnull().any("group")].values                   # (a merged run's grid: both runs' values)
+    nus = pd.DataFrame.from_dict({g: [f"{float(ds.nu.sel(group=g, model='IR')):g}"] + ["" if np.isnan(v) else f"{v:.3f}" for v in search.sel(group=g, nu_grid=tried).values]
+                                  for g in ds.group.values}, orient="index", columns=["chosen ν"] + [f"ν = {v:g}" for v in tried])
+    lines = []
+    for g in ds.group.values:
+        nu, a = float(ds.nu.sel(group=g, model="IR")), 100 * ds.test_accuracy.sel(group=g)
+        edge = " (the largest of the grid)" if nu == float(ds.nu_grid.max()) else ""
+        lines.append(f"- {g}: IR's ν = {nu:g}{edge}, validation SI {float(search.sel(group=g, nu_grid=nu)):.3f} against the target "
+                     f"{p['si_target']}, test $SI_f$ {float(ds.SI_f.sel(group=g, model='IR').mean()):.3f}; IR's test accuracy "
+                     f"{float(a.sel(model='IR').mean()):.1f} ± {float(a.sel(model='IR').std(ddof=1)):.1f} % (mean ± s.d. over the "
+                     f"seeds) against DA's {float(a.sel(model='DA').mean()):.1f} % (the paper's IR {PAPER[(g, 'IR')][0][0]} %)")
+    ratio = (ds.LI_f.sel(model="DA") / ds.LI_f.sel(model="IR")).min("seed")
+    lines.append("- DA's $LI_f$ over IR's, the smallest over the seeds: " + ", ".join(f"{g} {float(ratio.sel(group=g)):,.0f}×" for g in ds.group.values)
+                 + f"; WT's largest $LI_f$ {float(ds.LI_f.sel(model='WT').max()):.1e}")
+    return (f"{ds.sizes['seed']} seeds, {p['n_train']:,} training digits of {p['dataset']}, {p['epochs']} epochs, "
+            f"{ds.sizes['sample']:,} test images per group; {run_compute(ds)}. Table 1, ours (mean ± s.d. over seeds) beside "
+            "the paper's:\n\n" + markdown_table(table(ds), "group model") + "\n\n"
+            "IR's search for ν, the seed-0 model's validation SI per ν tried:\n\n" + markdown_table(nus, "group") + "\n\n"
+            + "\n".join(lines))
 
 # %% ../../nbs/moskalev_tab1.ipynb #c2b25f6a
 @EXPERIMENT.figure("tab1")
