@@ -14,14 +14,14 @@ import xarray as xr
 from torch import nn
 
 from .. import flows
-from ..core import check_int, check_scalar, progress, resolve_device, seed_everything
+from ..core import check_int, check_scalar, seed_everything
 from ..results import span
-from ..scaffold import Experiment, Var
+from ..scaffold import CellContext, Experiment, Var
 
 # %% auto #0
 __all__ = ['MODELS', 'SOLVERS', 'COMMON', 'PROFILES', 'PAPER', 'VARIABLES', 'EXPERIMENT', 'two_spirals', 'SpiralNet', 'fit',
            'evaluate', 'cell', 'derive', 'draw_boundaries', 'draw_layers', 'draw_jacobians', 'draw_solvers',
-           'check_regression', 'quoted', 'initial_maps', 'regime', 'trajectory_permuted']
+           'check_regression', 'quoted', 'initial_maps', 'report', 'regime', 'trajectory_permuted']
 
 # %% ../../nbs/rousseau_spiral.ipynb #02070f03
 #: the paper's four networks: (shared weights, inverse-consistency points)
@@ -165,8 +165,8 @@ def cell(
     noise:float, n_train:int, n_test:int, # the spirals
     domain:float, size:int, # the maps' domain [-domain, domain]² and grid points per side
     rk4_substeps:int, # RK4 steps per unit when re-integrating
-    device:str="cpu", # cpu | cuda | auto
     horizon:float|None=None, # the flows' time T (None: `units`: each unit is the paper's x + F(x); 1: x + F(x)/units)
+    ctx:CellContext=CellContext(), # its device and progress
 ) -> xr.Dataset:
     """Figs. 2-4: the four networks per training scheme and seed, each evaluated with every scheme.
 
@@ -174,13 +174,13 @@ def cell(
         trained_with: schemes the networks are trained with (a subset of `SOLVERS`)
         lam: weight of the inverse-consistency penalty
         rk4_substeps: RK4 steps per unit when re-integrating
-        device: cpu | cuda | auto
         horizon: the flows' time T (None: `units`: each unit is the paper's x + F(x); 1: x + F(x)/units)
+        ctx: its device and progress
     """
     seeds = [check_int(s, "seed", low=0) for s in seeds]
     bad = [s for s in trained_with if s not in SOLVERS]
     if not seeds or not trained_with or bad: raise ValueError(f"need seeds and trained_with in {SOLVERS}, got {seeds}, {trained_with}.")
-    dev = resolve_device(device)
+    dev = ctx.device
     x, y = two_spirals(n_train, noise, seed=1000)
     xt, yt = two_spirals(n_test, noise, seed=2000)
     shape = (len(MODELS), len(trained_with), len(seeds))
@@ -190,7 +190,7 @@ def cell(
     traj = np.zeros((len(MODELS), len(seeds), units + 1, n_test, 2), np.float32)
     for mi, model in enumerate(MODELS):
         for ti, scheme in enumerate(trained_with):
-            for si, seed in enumerate(progress(seeds, desc=f"{model} ({scheme})")):
+            for si, seed in enumerate(ctx.progress(seeds, f"{model} ({scheme})")):
                 net, final_loss[mi, ti, si], final_penalty[mi, ti, si] = fit(model, x, y, seed, epochs, lr, weight_decay, batch_size, lam, domain,
                                                   units, basis, scheme, rk4_substeps if scheme == "rk4" else 1, dev, horizon)
                 with torch.no_grad(): train_acc[mi, ti, si] = ((net(x) > 0).float() == y).float().mean().item()
@@ -405,6 +405,60 @@ def initial_maps(
                              ic_penalty=penalty))
     return pd.DataFrame(rows).set_index(["horizon", "seed"])
 
+# %% ../../nbs/rousseau_spiral.ipynb #2c8730b1
+from .. import claims, results
+
+def _threshold(n:int) -> float:
+    "The fit threshold: the paper's 99 % less two binomial s.d. of an accuracy of 99 % over `n` test points."
+    return 0.99 - 2 * float(claims.binomial_sd(0.99, n))
+
+def _fits(e:xr.Dataset) -> xr.DataArray:
+    """Whether a network fits: its test accuracy is the paper's 99 % up to two binomial s.d. at 99 % (`_threshold`). A NaN
+    accuracy is *cannot judge* (`claims.CannotJudge`), not "does not fit"."""
+    return claims.finite(e.accuracy, "the test accuracies") >= _threshold(e.sizes["point"])
+
+def _fit_rule(e:xr.Dataset) -> str:
+    n = e.sizes["point"]
+    return f"99 % up to 2 binomial s.d. at 99 % ({100 * float(claims.binomial_sd(0.99, n)):.1f} % over {n:,} test points): ≥ {100 * _threshold(n):.1f} %"
+
+def _md_table(header:list, rows:list) -> str:
+    "A Markdown table."
+    return "\n".join(["| " + " | ".join(map(str, header)) + " |", "|" + "---|" * len(header), *("| " + " | ".join(map(str, r)) + " |" for r in rows)])
+
+@EXPERIMENT.report
+def report(ds:xr.Dataset) -> str:
+    """What a run shows, from its file alone, for the networks trained and integrated with Euler (with the first scheme
+    where none was trained with Euler): the test accuracy per network and seed and which networks fit (`_fits`, as the
+    ledger's `accuracy`); J_min and J_max per seed over the domain against the paper's Fig. 4, and over the data's own disc
+    (radius 1); the symmetric networks' inverse-consistency error."""
+    p, scheme = results.parameters(ds), "euler" if "euler" in ds.trained_with.values else str(ds.trained_with.values[0])
+    e, seeds = ds.sel(trained_with=scheme, solver=scheme), ds.seed.values
+    g = lambda v: f"{float(v):.3g}" if abs(float(v)) < 1000 else f"{float(v):.0f}"   # no exponent, no thousands' comma
+    each = lambda v: ", ".join(map(g, v.values))
+    fits = _fits(e)
+    missed = ", ".join(f"{m} seed {int(s)}" for m in e.model.values for s in seeds if not bool(fits.sel(model=m, seed=s)))
+    disc = e.det.where(xr.DataArray(np.hypot(*np.meshgrid(ds.gx.values, ds.gy.values)) <= 1, dims=("gy", "gx")))
+    lo, hi, paper = disc.min(("gy", "gx")), disc.max(("gy", "gx")), ds.paper_J
+    ratio = (hi / paper.sel(bound="max")).transpose("model", "seed")
+    symmetric = [m for m in ("data-driven", "domain-driven") if m in e.model.values]
+    return (f"λ = {p['lam']:g}, {len(seeds)} seed{'s' if len(seeds) > 1 else ''} at horizon {p.get('horizon') or p['units']:g}, "
+            f"{p['epochs']} epochs; the networks trained and integrated with {dict(euler='Euler', rk4='RK4').get(scheme, scheme)}. Test accuracy (%), per network and seed:\n\n"
+            + _md_table(["network", *(f"seed {s}" for s in seeds)], [[m, *(f"{100 * v:.1f}" for v in e.accuracy.sel(model=m).values)]
+                                                                     for m in e.model.values])
+            + f"\n\n{int(fits.sum())} of {fits.size} (network, seed) pairs fit, by the ledger's criterion ({_fit_rule(e)}); not: {missed or 'none'}.\n\n"
+            f"$J_{{\\min}}$ and $J_{{\\max}}$, the extremes of det ∇φ over the domain, per seed ({', '.join(map(str, seeds))}), the "
+            "smallest and the largest over the seeds, and the paper's Fig. 4:\n\n"
+            + _md_table(["network", "$J_{\\min}$ per seed", "smallest", "Fig. 4", "$J_{\\max}$ per seed", "largest", "Fig. 4"],
+                        [[m, each(e.J_min.sel(model=m)), g(e.J_min.sel(model=m).min()), f"{float(paper.sel(model=m, bound='min')):.2f}",
+                          each(e.J_max.sel(model=m)), g(e.J_max.sel(model=m).max()), f"{float(paper.sel(model=m, bound='max')):.2f}"]
+                         for m in e.model.values])
+            + "\n\nThe same extremes over the data's own disc (radius 1), per seed, and that $J_{\\max}$ over Fig. 4's:\n\n"
+            + _md_table(["network", "$J_{\\min}$ (disc)", "$J_{\\max}$ (disc)", "$J_{\\max}$ (disc) / Fig. 4's"],
+                        [[m, each(lo.sel(model=m)), each(hi.sel(model=m)), f"{float(ratio.sel(model=m).min()):.0f} to "
+                          f"{float(ratio.sel(model=m).max()):.0f}"] for m in e.model.values])
+            + "\n\nInverse-consistency error on the grid, smallest to largest over the seeds: "
+            + ", ".join(f"{m} {g(e.inverse_error.sel(model=m).min())} to {g(e.inverse_error.sel(model=m).max())}" for m in symmetric) + ".")
+
 # %% ../../nbs/rousseau_spiral.ipynb #f4fe4f40
 from .. import claims, results
 
@@ -421,19 +475,6 @@ def _euler(ds:xr.Dataset) -> xr.Dataset|None:
 def _trained(ds:xr.Dataset) -> xr.Dataset|None:
     "The networks trained with Euler, every scheme they are integrated with (None where none was trained with Euler)."
     return ds.sel(trained_with="euler") if "euler" in ds.trained_with.values else None
-
-def _threshold(n:int) -> float:
-    "The fit threshold: the paper's 99 % less two binomial s.d. of an accuracy of 99 % over `n` test points."
-    return 0.99 - 2 * float(claims.binomial_sd(0.99, n))
-
-def _fits(e:xr.Dataset) -> xr.DataArray:
-    """Whether a network fits: its test accuracy is the paper's 99 % up to two binomial s.d. at 99 % (`_threshold`). A NaN
-    accuracy is *cannot judge* (`claims.CannotJudge`), not "does not fit"."""
-    return claims.finite(e.accuracy, "the test accuracies") >= _threshold(e.sizes["point"])
-
-def _fit_rule(e:xr.Dataset) -> str:
-    n = e.sizes["point"]
-    return f"99 % up to 2 binomial s.d. at 99 % ({100 * float(claims.binomial_sd(0.99, n)):.1f} % over {n:,} test points): ≥ {100 * _threshold(n):.1f} %"
 
 def _assign(ds:xr.Dataset, name:str, model:str, fn) -> xr.Dataset:
     "A dataset with `fn` applied to `name`'s values for one model."

@@ -21,12 +21,12 @@ from ..core import check_int
 from ..scaffold import Var
 
 # %% auto #0
-__all__ = ['SLICE_VARIABLES', 'BOUNDARY_COLOR', 'BOUNDARY_MUTATIONS', 'choose_anchors', 'slice_geometry', 'snapshot_file',
+__all__ = ['SLICE_VARIABLES', 'BOUNDARY_COLOR', 'BOUNDARY_MUTATIONS', 'choose_anchors', 'slice_geometry',
            'measure_during_training', 'check_snapshots', 'slice_points', 'slice_dataset', 'predictive_entropy',
            'nan_argmax', 'at_position', 'peak_gain', 'slice_derive', 'ternary', 'draw_boundaries', 'triangle_panel',
-           'last_epoch', 'genuine_segments', 'drawn_lines', 'draw_slices', 'mean_sd_segments', 'signed', 'separated',
-           'too_few_segments', 'boundary_vs_control', 'accuracy_cap', 'boundary_passes', 'triangle_correlation',
-           'triangle', 'weakly_correlated', 'accuracy', 'controls_bumped']
+           'last_epoch', 'genuine_segments', 'drawn_lines', 'draw_slices', 'mean_sd_segments', 'signed',
+           'markdown_table', 'separated', 'too_few_segments', 'boundary_vs_control', 'accuracy_cap', 'boundary_passes',
+           'triangle_correlation', 'triangle', 'weakly_correlated', 'accuracy', 'controls_bumped']
 
 # %% ../../nbs/paper_zavatoneveth.ipynb #1cda2439
 SLICE_VARIABLES = {
@@ -124,11 +124,6 @@ def slice_geometry(
         with torch.no_grad(): prob.append(net(xs).softmax(-1))
     return torch.cat(logv).cpu().numpy(), torch.cat(prob).cpu().numpy()
 
-# %% ../../nbs/paper_zavatoneveth.ipynb #ef4e1573
-def snapshot_file(checkpoint:os.PathLike) -> os.PathLike:
-    "Where `measure_during_training` keeps the snapshots measured so far, beside its training checkpoint."
-    return checkpoint.with_name(checkpoint.name + ".snapshots")
-
 # %% ../../nbs/paper_zavatoneveth.ipynb #89986b92
 def measure_during_training(
     net:nn.Module, # the classifier, trained in place
@@ -136,11 +131,13 @@ def measure_during_training(
     test:data.Split, # test images, for the error at each snapshot
     snapshots:list, # sorted epochs at which to measure (0: before training)
     geometry:Callable, # the net -> (log volume elements `[P, k]`, probabilities `[P, n_classes]`), e.g. `slice_geometry`
-    checkpoint:str|os.PathLike|None=None, # training checkpoint to save after each epoch and resume from; the snapshots measured so far are kept beside it (None: none)
+    checkpoint:str|os.PathLike|None=None, # training checkpoint to save after each epoch and resume from (None: none)
+    kept:str|os.PathLike|None=None, # file of the snapshots measured so far, resumed with the checkpoint (None: none)
     **train_args, # `train.train`'s settings (optimizer, lr, batch_size, seed, ...)
 ) -> dict: # epoch -> {"logv", "prob", "loss" (training cross-entropy), "error" (test error)}
     """Train `net` for `snapshots[-1]` epochs, measuring its geometry, its loss and its test error at each snapshot.
-    With a `checkpoint`, an interrupted run resumes from its last epoch with the snapshots it had measured.
+    With a `checkpoint` and `kept` (a cell's `ctx.checkpoint(...)` files), an interrupted run resumes from its last epoch
+    with the snapshots it had measured.
 
     Args:
         net: the classifier, trained in place
@@ -148,16 +145,16 @@ def measure_during_training(
         test: test images, for the error at each snapshot
         snapshots: sorted epochs at which to measure (0: before training)
         geometry: the net -> (log volume elements `[P, k]`, probabilities `[P, n_classes]`), e.g. `slice_geometry`
-        checkpoint: training checkpoint to save after each epoch and resume from; the snapshots measured so far are kept beside it (None: none)
+        checkpoint: training checkpoint to save after each epoch and resume from (None: none)
+        kept: file of the snapshots measured so far, resumed with the checkpoint (None: none)
         **train_args: `train.train`'s settings (optimizer, lr, batch_size, seed, ...)
     Returns:
         epoch -> {"logv", "prob", "loss" (training cross-entropy), "error" (test error)}
     """
-    path = None if checkpoint is None else results.resolve_path(checkpoint)
-    kept = snapshot_file(path) if path is not None else None
+    path, kept = (None if f is None else results.resolve_path(f) for f in (checkpoint, kept))
     code = results.code_version()["source_hash"]
     rows = {}
-    if kept is not None and kept.exists() and path.exists():
+    if kept is not None and kept.exists() and path is not None and path.exists():
         saved = torch.load(kept, weights_only=False)
         if saved["code"] == code or results.code_change_policy() == "reuse": rows = saved["rows"]
     def measure(epoch:int, loss:float):
@@ -430,6 +427,21 @@ def mean_sd_segments(v:xr.DataArray) -> str:
 def signed(x:float) -> str:
     "`x` with its sign and one decimal, a true minus sign."
     return f"{float(x):+.1f}".replace("-", "−")
+
+# %% ../../nbs/paper_zavatoneveth.ipynb #8dcfe51a
+def markdown_table(
+    header:list, # the columns' names
+    rows:list, # each row's cells, as they are to be shown
+) -> str:
+    """A Markdown table, for the figures' reports (`Experiment.report`).
+
+    Args:
+        header: the columns' names
+        rows: each row's cells, as they are to be shown
+    """
+    cell = lambda v: str(v).replace("|", "\\|")
+    return "\n".join(["| " + " | ".join(map(cell, header)) + " |", "|" + "---|" * len(header),
+                      *("| " + " | ".join(map(cell, r)) + " |" for r in rows)])
 
 # %% ../../nbs/paper_zavatoneveth.ipynb #85301897
 def separated(

@@ -16,8 +16,8 @@ from torch import nn
 from torch.nn import functional as F
 
 from .. import riemann
-from ..core import check_choice, check_int, check_scalar, progress, resolve_device, seed_everything
-from ..scaffold import Experiment, Var
+from ..core import check_choice, check_int, check_scalar, progress
+from ..scaffold import CellContext, Experiment, Var
 
 # %% auto #0
 __all__ = ['TASKS', 'N_SINUSOID', 'HALF_SIDE', 'NEAR', 'RINGS', 'COMMON', 'PROFILES', 'GRID', 'VARIABLES', 'EXPERIMENT',
@@ -235,9 +235,9 @@ def cell(
     sinusoid_epochs:int, # training epochs of the sinusoid task
     xor_epochs:int, # training epochs of XOR
     snapshots:list, # fractions of the training at which the network is measured (0: at initialisation)
-    side:int=40, # grid points per axis
-    seed:int=0, # seed of the data, the initialisation and the minibatch order
-    device:str="cpu", # "cpu", "cuda", "auto"
+    side:int, # grid points per axis
+    seed:int, # seed of the data, the initialisation and the minibatch order
+    ctx:CellContext=CellContext(), # its device and seeds
 ) -> xr.Dataset:
     """One network of Fig. 1: train it and, at each snapshot, its first layer's geometry and its predictions on the grid.
 
@@ -248,10 +248,10 @@ def cell(
         snapshots: fractions of the training at which the network is measured (0: at initialisation)
         side: grid points per axis
         seed: seed of the data, the initialisation and the minibatch order
-        device: "cpu", "cuda", "auto"
+        ctx: its device and seeds
     """
     task, width = parse_net(net)
-    dev, g = resolve_device(device), seed_everything(seed)
+    dev, g = ctx.device, ctx.seed(seed)
     x, label = (t.to(dev) for t in task_data(task, seed))
     model = build(task, width, g).to(dev)
     axis, points = grid_points(side)

@@ -15,17 +15,17 @@ import xarray as xr
 from torch import nn
 
 from .. import data, results, riemann
-from ..core import check_choice, check_int, resolve_device, seed_everything
+from ..core import check_choice, check_int
 from .zavatoneveth import (BOUNDARY_MUTATIONS, SLICE_VARIABLES, accuracy, boundary_passes,  # the slice method,
                                             boundary_vs_control, check_snapshots, choose_anchors, draw_slices,  # shared with Fig. 3
-                                            genuine_segments, last_epoch, measure_during_training,
+                                            genuine_segments, last_epoch, markdown_table, measure_during_training,
                                             predictive_entropy, slice_dataset, slice_derive, slice_geometry, slice_points,
-                                            snapshot_file, triangle)
-from ..scaffold import Experiment
+                                            triangle)
+from ..scaffold import CellContext, Experiment
 
 # %% auto #0
 __all__ = ['COMMON', 'PROFILES', 'VARIABLES', 'EXPERIMENT', 'derive', 'SEGMENTS_SWAPPED', 'shallow_classifier', 'cell', 'draw',
-           'blend_regression', 'peak_at_boundary', 'regime', 'boundary_growth']
+           'blend_regression', 'report', 'peak_at_boundary', 'regime', 'boundary_growth']
 
 # %% ../../nbs/zavatoneveth_fig2.ipynb #76bc736e
 COMMON = dict(width=2000, activation="sigmoid", lr=1e-3, batch_size=1000, weight_decay=0.0, n_lines=3, n_same=2, seed=0)
@@ -83,11 +83,10 @@ def cell(
     n_same:int, # segments between test digits of the same class (a control)
     line_divisions:int, # steps along each segment
     plane_divisions:int, # steps along each edge of the triangle
-    n_train:int|None=None, # training images (None: all)
-    seed:int=0, # seed of the initialisation, the batches and the anchors
-    device:str="cpu", # cpu | cuda | auto
+    n_train:int|None, # training images (None: all)
+    seed:int, # seed of the initialisation, the batches and the anchors
     data_root:str|None=None, # data folder for "mnist" (None: $DIFFGEO_DATA)
-    checkpoint_dir:str|None=None, # folder for the per-epoch training checkpoint and the snapshots measured, deleted when the cell ends (None: none)
+    ctx:CellContext=CellContext(), # its device, and its checkpoints: the per-epoch training checkpoint and the snapshots measured, deleted when the cell ends
 ) -> xr.Dataset:
     """Train the shallow network and measure the log volume element on segments and a triangle of test digits.
 
@@ -106,24 +105,23 @@ def cell(
         plane_divisions: steps along each edge of the triangle
         n_train: training images (None: all)
         seed: seed of the initialisation, the batches and the anchors
-        device: cpu | cuda | auto
         data_root: data folder for "mnist" (None: $DIFFGEO_DATA)
-        checkpoint_dir: folder for the per-epoch training checkpoint and the snapshots measured, deleted when the cell ends (None: none)
+        ctx: its device, and its checkpoints: the per-epoch training checkpoint and the snapshots measured, deleted when the cell ends
     """
     snapshots = check_snapshots(snapshots, epochs)
-    dev = resolve_device(device)
+    dev = ctx.device
     ds_data = data.load(dataset, root=data_root, normalize=False)
     tr = ds_data.train if n_train is None else ds_data.train.subset(n_train, seed)  # a random subset: files may be sorted by class
-    seed_everything(seed)
+    ctx.seed(seed)
     net = shallow_classifier(tr.images[0].numel(), width, ds_data.n_classes, activation).to(dev)
     lines, corners = choose_anchors(ds_data.test.labels, n_lines, seed, n_same)
     points, weights = slice_points(ds_data.test.images, lines, corners, line_divisions, plane_divisions)
     geometry = lambda net: slice_geometry(net, points.to(dev), lambda m: riemann.feature_map(m, "act"))
-    ckpt = None if checkpoint_dir is None else results.resolve_path(checkpoint_dir) / f"zavatoneveth_fig2_seed{seed}.pt"
-    rows = measure_during_training(net, tr, ds_data.test, snapshots, geometry, checkpoint=ckpt, optimizer="adam", lr=lr,
+    ckpt, kept = ctx.checkpoint(f"seed{seed}"), ctx.checkpoint(f"seed{seed}", "snapshots")   # None, None: no checkpoints
+    rows = measure_during_training(net, tr, ds_data.test, snapshots, geometry, ckpt, kept, optimizer="adam", lr=lr,
                                    weight_decay=weight_decay, batch_size=batch_size, pad=0, flip=False, seed=seed)
     if ckpt is not None:                                                                # the dataset replaces them
-        for f in (ckpt, snapshot_file(ckpt)): f.unlink(missing_ok=True)
+        for f in (ckpt, kept): f.unlink(missing_ok=True)
     return slice_dataset(rows, ds_data.test.labels, ds_data.test.images.flatten(1).numpy(), lines, corners, weights,
                          n_lines, line_divisions)
 
@@ -163,6 +161,29 @@ def blend_regression(
     r = y - A @ coef
     se = np.sqrt(np.diag(r @ r / (len(y) - A.shape[1]) * np.linalg.inv(A.T @ A)))
     return {k: (float(c), float(s)) for k, c, s in zip(("intercept", "distance²", "crossing"), coef, se)}
+
+# %% ../../nbs/zavatoneveth_fig2.ipynb #55202606
+@EXPERIMENT.report
+def report(ds:xr.Dataset) -> str:
+    """What a run shows, from its file alone: the test error; the midpoint gains of the segments that cross a decision
+    boundary and of the genuine controls, at initialisation and at the end; `blend_regression`; and how many crossing
+    segments have their volume's peak near the entropy's."""
+    p, (cross, control) = results.parameters(ds), genuine_segments(ds)
+    first, last, end = ds.sel(epoch=ds.epoch.min()), ds.sel(epoch=ds.epoch.max()), int(ds.epoch.max())
+    ms = lambda v: f"{float(v.mean()):.1f} ± {float(v.std(ddof=1)):.1f}"
+    rows = [[f"{name} ({int(m.sum())})", ms(first.mid_gain.where(m, drop=True)), ms(last.mid_gain.where(m, drop=True)),
+             f"{int((last.mid_gain.where(m, drop=True) > 0).sum())} of {int(m.sum())}"]
+            for name, m in (("crossing a decision boundary", cross), ("genuine controls", control))]
+    try: fit = "midpoint gain ≈ " + " + ".join(f"({c:.3g} ± {s:.2g}) {k}" for k, (c, s) in blend_regression(ds).items()).replace(" intercept", "")
+    except ValueError as e: fit = f"no blend regression: {e}"
+    near = (abs(last.peak_t - last.boundary_t) <= 0.2).where(cross, drop=True)
+    digits = "all" if p.get("n_train") is None else f"{p['n_train']:,}"
+    return (f"Test error {float(last.test_error):.2%} after {end} epochs on {p['dataset']} ({digits} training digits); "
+            f"{int(cross.sum())} segments cross a decision boundary at the end, {int(control.sum())} are genuine controls. "
+            "Midpoint gain (nats, mean ± s.d. over the segments):\n\n"
+            + markdown_table(["segments", f"epoch {int(ds.epoch.min())}", f"epoch {end}", f"expanded (gain > 0) at epoch {end}"], rows)
+            + f"\n\nThe blend regression over the genuine segments at epoch {end} (coefficient ± s.e.): {fit}. The volume's peak lies "
+            f"within a fifth of the segment of the entropy's peak on {int(near.sum())} of {int(cross.sum())} crossing segments.")
 
 # %% ../../nbs/zavatoneveth_fig2.ipynb #22467eee
 from .. import claims, results

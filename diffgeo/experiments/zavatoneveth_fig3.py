@@ -11,22 +11,23 @@ import functools
 import math
 import time
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 import xarray as xr
 from torch import nn
 
 from .. import data, models, results, train
-from ..core import check_choice, resolve_device, seed_everything
+from ..core import check_choice
 from .zavatoneveth import (SLICE_VARIABLES, check_snapshots, choose_anchors, draw_slices,  # the slice method
-                                            measure_during_training, peak_gain, slice_dataset, slice_derive, slice_geometry,
-                                            slice_points, snapshot_file)
-from ..scaffold import Experiment, Var
+                                            genuine_segments, markdown_table, measure_during_training, peak_gain, slice_dataset, slice_derive, slice_geometry,
+                                            slice_points)
+from ..scaffold import CellContext, Experiment, Var
 
 # %% auto #0
 __all__ = ['COMMON', 'PROFILES', 'BLOCKS', 'VARIABLES', 'EXPERIMENT', 'SHAPES', 'ACCURACY', 'BLOCK_MUTATIONS', 'gelu_resnet',
            'block_outputs', 'cell', 'seconds_per_step', 'seconds_per_point', 'cost', 'derive', 'draw', 'draw_blocks',
-           'regime']
+           'report', 'regime']
 
 # %% ../../nbs/zavatoneveth_fig3.ipynb #44e16f5e
 COMMON = dict(momentum=0.9, weight_decay=5e-4, n_lines=3, n_same=2, seed=0)
@@ -120,10 +121,9 @@ def cell(
     n_same:int, # segments between test images of the same class (a control)
     line_divisions:int, # steps along each segment
     plane_divisions:int, # steps along each edge of the triangle
-    seed:int=0, # seed of the initialisation, the batches and the anchors
-    device:str="cpu", # cpu | cuda | auto
+    seed:int, # seed of the initialisation, the batches and the anchors
     data_root:str|None=None, # data folder (None: $DIFFGEO_DATA)
-    checkpoint_dir:str|None=None, # folder for the per-epoch training checkpoint and the snapshots measured, deleted when the cell ends (None: none)
+    ctx:CellContext=CellContext(), # its device, and its checkpoints: the per-epoch training checkpoint and the snapshots measured, deleted when the cell ends
 ) -> xr.Dataset:
     """Train the GELU ResNet; measure the log volume element of each block's output on slices of test images.
 
@@ -143,25 +143,24 @@ def cell(
         line_divisions: steps along each segment
         plane_divisions: steps along each edge of the triangle
         seed: seed of the initialisation, the batches and the anchors
-        device: cpu | cuda | auto
         data_root: data folder (None: $DIFFGEO_DATA)
-        checkpoint_dir: folder for the per-epoch training checkpoint and the snapshots measured, deleted when the cell ends (None: none)
+        ctx: its device, and its checkpoints: the per-epoch training checkpoint and the snapshots measured, deleted when the cell ends
     """
     snapshots = check_snapshots(snapshots, epochs)
-    dev = resolve_device(device)
+    dev = ctx.device
     ds_data = data.load(dataset, root=data_root)
     tr = ds_data.train if n_train is None else ds_data.train.subset(n_train, seed)  # a random subset: files may be sorted by class
-    seed_everything(seed)
+    ctx.seed(seed)
     net = gelu_resnet(arch, ds_data.n_channels, ds_data.n_classes, max(ds_data.size, models.MIN_SIZE), width).to(dev)
     lines, corners = choose_anchors(ds_data.test.labels, n_lines, seed, n_same)
     points, weights = slice_points(ds_data.test.images, lines, corners, line_divisions, plane_divisions)
     geometry = lambda net: slice_geometry(net, points.to(dev), lambda m: lambda z: block_outputs(m, z), len(BLOCKS), chunk=8,
                                           memory=2**29)
-    ckpt = None if checkpoint_dir is None else results.resolve_path(checkpoint_dir) / f"zavatoneveth_fig3_seed{seed}.pt"
-    rows = measure_during_training(net, tr, ds_data.test, snapshots, geometry, checkpoint=ckpt, optimizer="sgd", lr=lr,
+    ckpt, kept = ctx.checkpoint(f"seed{seed}"), ctx.checkpoint(f"seed{seed}", "snapshots")   # None, None: no checkpoints
+    rows = measure_during_training(net, tr, ds_data.test, snapshots, geometry, ckpt, kept, optimizer="sgd", lr=lr,
                                    momentum=momentum, weight_decay=weight_decay, batch_size=batch_size, seed=seed)
     if ckpt is not None:                                                                # the dataset replaces them
-        for f in (ckpt, snapshot_file(ckpt)): f.unlink(missing_ok=True)
+        for f in (ckpt, kept): f.unlink(missing_ok=True)
     mean, std = torch.tensor(ds_data.mean)[:, None, None], torch.tensor(ds_data.std)[:, None, None]
     raw = (ds_data.test.images * std + mean).flatten(1).numpy()                        # for display: the unstandardised images
     return slice_dataset(rows, ds_data.test.labels, raw, lines, corners, weights, n_lines, line_divisions, BLOCKS)
@@ -250,6 +249,30 @@ def draw_blocks(ds:xr.Dataset):
     fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 4))
     fig.suptitle(f"GELU ResNet at epoch {int(last.epoch)}: log volume element of each block's output")
     return fig
+
+# %% ../../nbs/zavatoneveth_fig3.ipynb #bea9dc63
+@EXPERIMENT.report
+def report(ds:xr.Dataset) -> str:
+    """What a run shows, from its file alone: the test error by epoch; per segment, whether the claims compare it and its
+    boundary and midpoint gains; the contrast by block; the volume–entropy correlation; the segments training raised."""
+    p, (cross, control) = results.parameters(ds), (m.values for m in genuine_segments(ds))
+    images = "all training images" if p.get("n_train") is None else f"{p['n_train']:,} training images"
+    kind = np.where(ds.same_class, "same class", "between classes")
+    compared = np.where(cross, "crosses a boundary", np.where(control, "genuine control", "no"))
+    gains = [ds.boundary_gain.isel(epoch=-1).values, ds.mid_gain.isel(epoch=-1).values, ds.mid_gain.isel(epoch=0).values]
+    segments = [[f"{int(a)} → {int(b)} ({k})", c, *(f"{g[i]:.1f}" for g in gains)]
+                for i, ((a, b), k, c) in enumerate(zip(ds.line_label.values, kind, compared))]
+    blocks = [[int(e), *(f"{v:.1f}" for v in ds.block_contrast.sel(epoch=e).values)] for e in ds.epoch.values]
+    raised = int((ds.mid_gain.isel(epoch=-1) > ds.mid_gain.isel(epoch=0)).sum())
+    return (f"{p['arch']} at width {p['width']:g}, {p['epochs']} epochs on {p['dataset']} ({images}); test error by epoch: "
+            + ", ".join(f"{int(e)}: {100 * v:.1f}%" for e, v in zip(ds.epoch.values, ds.test_error.values)) + ".\n\n"
+            + markdown_table(["segment", "the claims compare it", "boundary gain (last epoch)", "midpoint gain (last epoch)",
+                              "midpoint gain (init)"], segments)
+            + "\n\nContrast along the segments, by block (rows: epochs):\n\n" + markdown_table(["epoch", *ds.block.values], blocks)
+            + "\n\nVolume–entropy correlation over all the slices' points, by epoch: " + ", ".join(f"{v:+.2f}" for v in ds.entropy_corr.values)
+            + f". Segments whose middle training raised: {raised} of {ds.sizes['line']}; genuine controls: {int(control.sum())} of "
+            f"{int(ds.same_class.sum())} same-class segments, midpoint gains at the last epoch "
+            + (", ".join(f"{v:+.1f}" for v in ds.mid_gain.isel(epoch=-1).values[control]) or "none") + ".")
 
 # %% ../../nbs/zavatoneveth_fig3.ipynb #906dfce8
 from collections.abc import Callable

@@ -14,9 +14,9 @@ import torch
 import xarray as xr
 
 from .. import results
-from ..core import check_choice, check_int, check_scalar, progress, resolve_device, seed_everything
+from ..core import check_choice, check_int, check_scalar
 from ..riemann import log_volume_element, nngp_log_volume_element, nngp_ricci_scalar, ricci_scalar
-from ..scaffold import Experiment, Var
+from ..scaffold import CellContext, Experiment, Var
 
 # %% auto #0
 __all__ = ['ACTIVATIONS', 'COMMON', 'PROFILES', 'VARIABLES', 'EXPERIMENT', 'network_geometry', 'cell', 'loglog_slope',
@@ -86,8 +86,8 @@ def cell(
     radii:int, # input norms, evenly spaced in (0, r_max]
     angles:int, # directions per norm, evenly spaced on the circle
     draws:int, # random networks per width
-    seed:int=0, # seed of every random draw
-    device:str="cpu", # "cpu", "cuda", "auto"
+    seed:int, # seed of every random draw
+    ctx:CellContext=CellContext(), # its device, seeds and progress
 ) -> xr.Dataset:
     """Fig. E.1's raw values: the geometry of `draws` random networks per width and activation, and the NNGP's, on 2-D inputs.
 
@@ -101,14 +101,14 @@ def cell(
         angles: directions per norm, evenly spaced on the circle
         draws: random networks per width
         seed: seed of every random draw
-        device: "cpu", "cuda", "auto"
+        ctx: its device, seeds and progress
     """
     if not widths or not activations: raise ValueError(f"need at least one width and one activation, got {widths}, {activations}.")
     widths = [check_int(n, "width", 3, hint="A width is a number of hidden units; two give a flat metric.") for n in widths]
     for a in activations: check_choice(a, "activation", ACTIVATIONS)
     check_scalar(r_max, "r_max", low=0, low_open=True)
     radii, angles, draws = check_int(radii, "radii", 1), check_int(angles, "angles", 1), check_int(draws, "draws", 1)
-    dev, g, f64 = resolve_device(device), seed_everything(seed), torch.float64
+    dev, g, f64 = ctx.device, ctx.seed(seed), torch.float64
     r = r_max * torch.arange(1, radii + 1, dtype=f64) / radii
     theta = 2 * math.pi * torch.arange(angles, dtype=f64) / angles
     x = (r[:, None, None] * torch.stack([theta.cos(), theta.sin()], -1)).to(dev)
@@ -117,7 +117,7 @@ def cell(
             for f in (nngp_log_volume_element, nngp_ricci_scalar)]
     lv = torch.empty(len(activations), len(widths), draws, radii, angles, dtype=f64)
     ricci = torch.empty_like(lv)
-    for j, n in enumerate(progress(widths, desc="widths")):
+    for j, n in enumerate(ctx.progress(widths, "widths")):
         for k in range(draws):
             W, b = sigma_w * torch.randn(n, 2, dtype=f64, generator=g), sigma_b * torch.randn(n, dtype=f64, generator=g)
             for i, a in enumerate(activations):
