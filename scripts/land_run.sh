@@ -3,7 +3,8 @@
 #
 #   bash scripts/land_run.sh EXPERIMENT PROFILE [TAG]
 #
-# It refuses unless the job's log ends with DONE. Then it copies the run's dataset from the job's checkout into results/,
+# It refuses unless the job's log ends with DONE. Then it copies the run's dataset from the job's checkout into results/
+# (and the networks it kept, zoo/<experiment>..., where its cells keep them),
 # redraws its figures here from the dataset alone (with this checkout's figure code), stores the ledger's tables and the
 # README's, deletes results/in_progress/EXPERIMENT_PROFILE, and prints what is left to do by hand: a section of the
 # experiment's notebook that prints the run from its file (no typed numbers), its stored outputs, the tests, the commit.
@@ -29,6 +30,11 @@ ds = E.load(there)                      # checked against the experiment's schem
 shutil.copy2(there, here)
 print(f"copied {there} -> {here} (commit {ds.attrs.get('git_commit', '?')[:7]}, {ds.attrs.get('processor', '?')}, "
       f"{results.core_hours(ds):.1f} core-hours)")
+kept = E.paths(prof, tag=tag).artifacts                # the networks the run kept (zoo/), where its cells keep any
+made = src / kept.relative_to(results.output_root())
+if made.is_dir() and any(made.iterdir()):
+    shutil.copytree(made, kept, dirs_exist_ok=True)
+    print(f"copied the {len(list(made.glob('*.pt')))} kept networks {made} -> {kept}")
 E.main(prof, tag=tag, redraw=True, show=False)
 print("redrew", ", ".join(str(p.relative_to(results.output_root())) for p in E.paths(prof, tag=tag).figures.values()))
 PY

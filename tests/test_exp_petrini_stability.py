@@ -2,6 +2,8 @@
 quantities on known answers, cells independent of each other, the committed fig3 and fig6 runs against each other, and bad
 settings."""
 
+import inspect
+
 import numpy as np
 import pytest
 import torch
@@ -36,8 +38,14 @@ def test_fig6_slopes_recover_power_laws():
     np.testing.assert_allclose(ds.R_f_logstd.sel(arch="A", P=1000).squeeze(), np.log10(3 / 2) / np.sqrt(2))
 
 
+def _smoke_cell(exp, **kw) -> dict:
+    "The settings a smoke run hands each cell of `exp` (the profile is their one source: the cells declare no defaults), with `kw` over them."
+    p, accepts = exp.resolve("smoke"), inspect.signature(exp._cell).parameters
+    return {k: v for k, v in p.items() if k in accepts and k not in exp.grid(p)} | kw
+
+
 def test_fig6_init_probe_is_the_same_for_every_P():
-    kw = dict(n_val=128, steps=2, n_test=16, cs=[3], interps=["bilinear"], batch_size=32)
+    kw = _smoke_cell(petrini_fig6.EXPERIMENT, n_val=128, steps=2, n_test=16, cs=[3], interps=["bilinear"], batch_size=32)
     a, b = (petrini_fig6.cell("FullConnL2", P, 0, **kw) for P in (64, 128))
     for k in ("d_diffeo", "d_noise", "d_pair"): xr.testing.assert_equal(a[k].sel(state="init"), b[k].sel(state="init"))
     assert not np.array_equal(a.d_diffeo.sel(state="trained"), b.d_diffeo.sel(state="trained"))
@@ -51,7 +59,7 @@ def test_fig6_bad_settings_fail_before_any_cell(bad, match):
 
 
 def test_fig6_cell_refuses_a_training_set_larger_than_the_split():
-    with pytest.raises(ValueError, match="exceeds"): petrini_fig6.cell("FullConnL2", 10_000, 0, n_test=8, steps=1)
+    with pytest.raises(ValueError, match="exceeds"): petrini_fig6.cell("FullConnL2", 10_000, 0, **_smoke_cell(petrini_fig6.EXPERIMENT, n_test=8, steps=1))
 
 
 def test_fig3_noise_slope_is_two_for_a_linear_response():

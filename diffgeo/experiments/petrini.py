@@ -20,14 +20,15 @@ import xarray as xr
 from torch import nn
 
 from .. import data, models, results, stability, train
-from ..core import check_choice, check_int, resolve_device, seed_everything
+from ..core import check_choice, check_int
 from ..diffeo import INTERPOLATIONS
+from ..scaffold import CellContext, Var
 from ..style import log_ticks
 
 # %% auto #0
-__all__ = ['CPU_LR', 'LONG_WIDTH', 'LONG_EPOCHS', 'PAPER_STEPS', 'train_network', 'Setup', 'setup', 'resolve_archs',
-           'seconds_per_step', 'cost', 'probe', 'check_interps', 'median_distances', 'logmean', 'logstd',
-           'plain_log_ticks', 'dataset_name', 'regime']
+__all__ = ['CPU_LR', 'LONG_WIDTH', 'LONG_EPOCHS', 'STABILITY_WORDS', 'PAPER_STEPS', 'train_network', 'Setup', 'setup',
+           'resolve_archs', 'seconds_per_step', 'cost', 'probe', 'check_interps', 'median_distances', 'probe_variables',
+           'logmean', 'logstd', 'plain_log_ticks', 'dataset_name', 'md_table', 'regime']
 
 # %% ../../nbs/paper_petrini.ipynb #48aad851
 #: The cpu profile's learning rates where they differ from the paper's 0.1 (chosen on the validation split, see fig5's Profiles).
@@ -122,7 +123,7 @@ def setup(
     steps:int|dict|None=None, # optimiser steps, or {arch: steps}
     width:float|dict=1.0, # width multiplier (`models.build`), or {arch: width}
     lr:float|dict|None=None, # learning rate, or {arch: lr}
-    device:str="cpu", # "cpu", "cuda", "auto"
+    ctx:CellContext=CellContext(), # the cell's context: its device, its seeding
     init:str|dict="pytorch", # the initialisation (`models.build`'s `init`), or {arch: init}
 ) -> Setup:
     """The start of every cell: this architecture's settings, the data, a seeded training subset of size P, the probe, the network.
@@ -138,7 +139,7 @@ def setup(
         steps: optimiser steps, or {arch: steps}
         width: width multiplier (`models.build`), or {arch: width}
         lr: learning rate, or {arch: lr}
-        device: "cpu", "cuda", "auto"
+        ctx: the cell's context: its device, its seeding
         init: the initialisation (`models.build`'s `init`), or {arch: init}
     """
     info = models.ARCHS[models.resolve_arch(arch)]
@@ -148,9 +149,9 @@ def setup(
     P = len(fit) if P is None else P
     if P > len(fit): raise ValueError(f"P = {P} exceeds the {len(fit)} training images left after n_val = {n_val}; lower P or n_val.")
     probe = ds_data.test.subset(n_test, seed=0)
-    seed_everything(seed)
+    ctx.seed(seed)
     net = models.build(info.name, in_channels=ds_data.n_channels, n_classes=ds_data.n_classes, size=ds_data.size, width=width, init=init)
-    return Setup(info, steps, width, lr, ds_data, fit.subset(P, seed=seed), val, probe, net.to(resolve_device(device)))
+    return Setup(info, steps, width, lr, ds_data, fit.subset(P, seed=seed), val, probe, net.to(ctx.device))
 
 # %% ../../nbs/paper_petrini.ipynb #2fa64d50
 def resolve_archs(p:dict, datasets:list) -> dict:
@@ -273,6 +274,33 @@ def median_distances(d:xr.Dataset) -> xr.Dataset:
     "The median over test images of each probed distance: m_diffeo, m_noise, m_pair from d_diffeo, d_noise, d_pair."
     return xr.Dataset({f"m_{k}": d[f"d_{k}"].median("sample") for k in ("diffeo", "noise", "pair")})
 
+# %% ../../nbs/paper_petrini.ipynb #a2202502
+#: D_f, G_f and R_f in words, as the results schemas name them.
+STABILITY_WORDS = {"D_f": "stability to diffeomorphisms D_f (Eq. 5)", "G_f": "stability to noise G_f (Eq. 5)",
+                   "R_f": "relative stability to diffeomorphisms R_f (Eq. 4)"}
+
+def probe_variables(
+    run:tuple, # the dimensions of one trained network (the grid's), "seed" among them
+    probe:tuple=(), # the probe's own dimensions (cut-off, interpolation)
+    statistic:str="median over the probed images", # what D_f, G_f and R_f are of the per-sample distances
+) -> dict:
+    """The schema of a probe of D_f, G_f and R_f before and after training: the squared distances per probed image
+    (`d_diffeo`, `d_noise`, `d_pair`), D_f, G_f, R_f from them, and their geometric means and log10 spreads over the seeds.
+
+    Args:
+        run: the dimensions of one trained network (the grid's), "seed" among them
+        probe: the probe's own dimensions (cut-off, interpolation)
+        statistic: what D_f, G_f and R_f are of the per-sample distances
+    """
+    per = (*run, "state", *probe)
+    over = (*(d for d in run if d != "seed"), "state", *probe)
+    return {"d_diffeo": Var((*per, "sample"), "squared output change under a diffeomorphism ‖f(τx) − f(x)‖²"),
+            "d_noise": Var((*per, "sample"), "squared output change under noise ‖f(x + η) − f(x)‖²"),
+            "d_pair": Var((*per, "sample"), "squared output distance between test images ‖f(x) − f(z)‖²"),
+            **{k: Var(per, f"{words}, {statistic}") for k, words in STABILITY_WORDS.items()},
+            **{f"{k}_logmean": Var(over, f"geometric mean over seeds of {k}") for k in STABILITY_WORDS},
+            **{f"{k}_logstd": Var(over, f"standard deviation over seeds of log10 {k}") for k in STABILITY_WORDS}}
+
 # %% ../../nbs/paper_petrini.ipynb #a690e78e
 def logmean(v:xr.DataArray, dim:str="seed") -> xr.DataArray:
     "The paper's log-average over `dim`: the geometric mean."
@@ -296,6 +324,28 @@ def plain_log_ticks(ax, x:bool=True, y:bool=True):
 def dataset_name(ds:xr.Dataset) -> str:
     "The data set a run of these experiments trained on, from its provenance ('' when unrecorded)."
     return str(results.parameters(ds).get("dataset", ""))
+
+# %% ../../nbs/paper_petrini.ipynb #58dfb00f
+def md_table(
+    df, # a pandas DataFrame: its index the first column (columns of several levels joined by ", ")
+    digits:int=4, # decimals kept
+) -> str:
+    """`df` as a Markdown table, numbers to `digits` decimals without trailing zeros, NaN as n/a (the experiments' reports).
+
+    Args:
+        df: a pandas DataFrame: its index the first column (columns of several levels joined by ", ")
+        digits: decimals kept
+    """
+    def cell(v) -> str:
+        if not isinstance(v, (float, np.floating)): return str(v)
+        if not np.isfinite(v): return "n/a"
+        s = f"{float(v):.{digits}f}".rstrip("0").rstrip(".")
+        return "0" if s in ("", "-0") else s
+    name = lambda c: ", ".join(map(str, c)) if isinstance(c, tuple) else str(c)
+    head = [name(df.index.name or "")] + [name(c) for c in df.columns]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join([name(i), *map(cell, row)]) + " |" for i, row in zip(df.index, df.itertuples(index=False))]
+    return "\n".join(lines)
 
 # %% ../../nbs/paper_petrini.ipynb #b2d0a7e2
 PAPER_STEPS = 250 * 352  # App. E.1: 250 epochs of 45,000-50,000 images in batches of 128, the same steps at every P

@@ -14,8 +14,8 @@ from skimage import data as skdata
 from skimage.transform import resize
 
 from .. import diffeo, results
-from ..core import check_choice, progress, resolve_device, seed_everything
-from ..scaffold import Experiment, Var
+from ..core import check_choice
+from ..scaffold import CellContext, Experiment, Var
 
 # %% auto #0
 __all__ = ['COMMON', 'PROFILES', 'IMAGES', 'VARIABLES', 'EXPERIMENT', 'load_image', 'cell', 'derive', 'draw', 'regime']
@@ -85,11 +85,11 @@ def cell(
     c_grid:list, # cut-offs of the phase diagram
     samples:int, # fields drawn per cut-off for the phase diagram
     T_points:int, # temperatures of the phase diagram, log-spaced over [1e-8, 1]
-    seed:int=0, # seed of every random draw
-    image:str="astronaut", # the skimage.data picture
-    cutoff:str="code", # "code" (as the published figure) or "paper"
-    interp:str="bilinear", # interpolation of the panels
-    device:str="cpu", # "cpu", "cuda", "auto"
+    seed:int, # seed of every random draw
+    image:str, # the skimage.data picture
+    cutoff:str, # "code" (as the published figure) or "paper"
+    interp:str, # interpolation of the panels
+    ctx:CellContext=CellContext(), # where it runs (device, seeding)
 ) -> xr.Dataset:
     """Fig. 1's raw data: deformed panels over (T, c) and the measured diffeomorphism phase diagram.
 
@@ -104,10 +104,10 @@ def cell(
         image: the skimage.data picture
         cutoff: "code" (as the published figure) or "paper"
         interp: interpolation of the panels
-        device: "cpu", "cuda", "auto"
+        ctx: where it runs (device, seeding)
     """
     check_choice(cutoff, "cutoff", diffeo.CUTOFFS); check_choice(interp, "interp", diffeo.INTERPOLATIONS)
-    dev, g = resolve_device(device), seed_everything(seed)
+    dev, g = ctx.device, ctx.seed(seed)
     x = load_image(image, n).to(dev)
 
     panels = []
@@ -117,7 +117,7 @@ def cell(
         panels.append(diffeo.warp(x.expand(len(coeffs), -1, -1, -1), diffeo.field(coeffs, (n, n)), interp).clamp(0, 1).cpu())
 
     crit_xi, crit_det, delta = [], [], []
-    for c in progress(c_grid, desc="cut-offs"):
+    for c in ctx.progress(c_grid, desc="cut-offs"):
         unit = diffeo.sample_coefficients(samples, 1.0, c, cutoff, g, torch.float64, dev)
         crit_xi.append(diffeo.critical_scale(unit, (n, n), "xi").pow(2).cpu())
         crit_det.append(diffeo.critical_scale(unit, (n, n), "det").pow(2).cpu())

@@ -15,13 +15,14 @@ import xarray as xr
 from .. import diffeo, results, stability, train
 from ..core import check_choice, check_scalar
 from . import petrini
-from .petrini import check_interps, logmean, logstd, plain_log_ticks, probe, resolve_archs, setup, train_network
+from .petrini import (check_interps, logmean, logstd, md_table, plain_log_ticks, probe, probe_variables,
+                                         resolve_archs, setup, train_network)
 from ..results import span
-from ..scaffold import Experiment, Var
+from ..scaffold import CellContext, Experiment, Var
 
 # %% auto #0
 __all__ = ['AUGMENTATIONS', 'COMMON', 'PROFILES', 'STATES', 'VARIABLES', 'EXPERIMENT', 'diffeo_augment', 'cell', 'settings',
-           'derive', 'draw', 'check_regression', 'quoted']
+           'derive', 'draw', 'check_regression', 'quoted', 'report']
 
 # %% ../../nbs/petrini_fig12.ipynb #cdfcc91d
 AUGMENTATIONS = ("none", "translation", "diffeo")
@@ -56,7 +57,6 @@ PROFILES = {
 }
 STATES = ("init", "trained")
 _RUN = ("arch", "augmentation", "seed")
-_D = _RUN + ("state", "c", "interpolation")
 VARIABLES = {
     "arch": Var(("arch",), "architecture"),
     "augmentation": Var(("augmentation",), "data augmentation during training"),
@@ -65,18 +65,11 @@ VARIABLES = {
     "c": Var(("c",), "cut-off of the probing diffeomorphisms"),
     "interpolation": Var(("interpolation",), "interpolation of the deformed images"),
     "sample": Var(("sample",), "probed test image"),
-    "d_diffeo": Var(_D + ("sample",), "squared output change under a diffeomorphism ‖f(τx) − f(x)‖²"),
-    "d_noise": Var(_D + ("sample",), "squared output change under noise ‖f(x + η) − f(x)‖²"),
-    "d_pair": Var(_D + ("sample",), "squared output distance between test images ‖f(x) − f(z)‖²"),
+    **probe_variables(_RUN, ("c", "interpolation")),   # d_diffeo, d_noise, d_pair; D_f, G_f, R_f (medians), their log-means and spreads over seeds
     "diffeo_fraction": Var(_RUN + ("c", "interpolation"), "fraction of the drawn fields that are diffeomorphisms"),
     "test_error": Var(_RUN + ("state",), "test error ε_t (fraction misclassified)"),
     "best_epoch": Var(_RUN, "epoch selected on the validation split"),
     "train_seconds": Var(_RUN, "wall-clock training time", "s"),
-    **{k: Var(_D, f"{k} (Eq. 4–5), median over the probed images") for k in ("D_f", "G_f", "R_f")},
-    **{f"{k}_logmean": Var(("arch", "augmentation", "state", "c", "interpolation"), f"geometric mean over seeds of {k}")
-       for k in ("D_f", "G_f", "R_f")},
-    **{f"{k}_logstd": Var(("arch", "augmentation", "state", "c", "interpolation"), f"standard deviation over seeds of log10 {k}")
-       for k in ("D_f", "G_f", "R_f")},
     "test_error_logmean": Var(("arch", "augmentation", "state"), "geometric mean over seeds of the test error"),
 }
 EXPERIMENT = Experiment("petrini", "fig12", PROFILES, VARIABLES,
@@ -89,25 +82,24 @@ def cell(
     arch:str, # architecture name from `models.ARCHS`
     augmentation:str, # "none", "translation" or "diffeo"
     seed:int, # seed of the subset, initialisation, training, deformations and noise
-    dataset:str="mnist5k", # name from `data.DATASETS`
+    dataset:str, # name from `data.DATASETS`
+    P:int, # training-set size
+    n_val:int, # validation images held out from the training split
+    steps:int|dict, # optimiser steps, or {arch: steps}
+    width:float|dict, # width multiplier (`models.build`), or {arch: width}
+    lr:float|dict|None, # learning rate (None: the paper's), or {arch: lr}
+    batch_size:int, # images per step
+    warmup:float, # fraction of linear warm-up for the SGD-trained nets
+    T:float, # temperature of the augmenting diffeomorphisms
+    c_augment:float, # their cut-off (the code's convention)
+    n_test:int, # probed test images
+    cs:list, # cut-offs of the probes
+    interps:list, # interpolations of the probes
+    delta:float, # displacement of the probing deformations (nominal)
+    delta_method:str, # how δ sets T for the probes
+    cutoff:str, # the probes' cut-off convention
     data_root:str|None=None, # folder of the data files (None: $DIFFGEO_DATA)
-    P:int=3500, # training-set size
-    n_val:int=500, # validation images held out from the training split
-    steps:int|dict=400, # optimiser steps, or {arch: steps}
-    width:float|dict=1.0, # width multiplier (`models.build`), or {arch: width}
-    lr:float|dict|None=None, # learning rate (None: the paper's), or {arch: lr}
-    batch_size:int=128, # images per step
-    warmup:float=0.2, # fraction of linear warm-up for the SGD-trained nets
-    T:float=1e-2, # temperature of the augmenting diffeomorphisms
-    c_augment:float=1.0, # their cut-off (the code's convention)
-    n_test:int=500, # probed test images
-    cs:list=(3, 5, 15), # cut-offs of the probes
-    interps:list=("bilinear",), # interpolations of the probes
-    delta:float=1.0, # displacement of the probing deformations (nominal)
-    delta_method:str="asymptotic", # how δ sets T for the probes
-    cutoff:str="paper", # the probes' cut-off convention
-    device:str="cpu", # "cpu", "cuda", "auto"
-    checkpoint_dir:str|None=None, # per-epoch training checkpoints, deleted when the cell ends (None: none)
+    ctx:CellContext=CellContext(), # where it runs, and its per-epoch training checkpoint (deleted when the cell ends)
 ) -> xr.Dataset:
     """R_f at init and after training with one augmentation, for every cut-off, and the test error.
 
@@ -116,7 +108,6 @@ def cell(
         augmentation: "none", "translation" or "diffeo"
         seed: seed of the subset, initialisation, training, deformations and noise
         dataset: name from `data.DATASETS`
-        data_root: folder of the data files (None: $DIFFGEO_DATA)
         P: training-set size
         n_val: validation images held out from the training split
         steps: optimiser steps, or {arch: steps}
@@ -132,11 +123,11 @@ def cell(
         delta: displacement of the probing deformations (nominal)
         delta_method: how δ sets T for the probes
         cutoff: the probes' cut-off convention
-        device: "cpu", "cuda", "auto"
-        checkpoint_dir: per-epoch training checkpoints, deleted when the cell ends (None: none)
+        data_root: folder of the data files (None: $DIFFGEO_DATA)
+        ctx: where it runs, and its per-epoch training checkpoint (deleted when the cell ends)
     """
     check_choice(augmentation, "augmentation", AUGMENTATIONS)
-    s = setup(arch, seed, dataset, data_root, P, n_val, n_test, steps, width, lr, device)
+    s = setup(arch, seed, dataset, data_root, P, n_val, n_test, steps, width, lr, ctx)
     info, steps, lr, ds_data, fit, val, net = s.info, s.steps, s.lr, s.data, s.fit, s.val, s.net
     images = s.probe.images
     kw = dict(delta=delta, delta_method=delta_method, cutoff=cutoff)
@@ -144,7 +135,7 @@ def cell(
     init_error = train.evaluate(net, ds_data.test)["error"]
     how = {"none": dict(pad=0), "translation": dict(pad=4),
            "diffeo": dict(pad=0, augment_fn=functools.partial(diffeo_augment, T=T, c=c_augment))}[augmentation]
-    ckpt = None if checkpoint_dir is None else results.resolve_path(checkpoint_dir) / f"{info.name}_{augmentation}_seed{seed}.pt"
+    ckpt = ctx.checkpoint(info.name, augmentation, f"seed{seed}")
     res, seconds = train_network(net, info.name, dataset, ds_data, fit, val, steps, seed, lr=lr, warmup=warmup,
                                  batch_size=batch_size, checkpoint=ckpt, progress=False, **how)
     after = probe(res.model, images, cs, interps, seed, "running", **kw)
@@ -235,6 +226,38 @@ def quoted(ds:xr.Dataset) -> list[str]:
         f"$G_f$ from {G.sel(augmentation='translation').item():.3f} to {G.sel(augmentation='diffeo').item():.3f}",
         f"{span(ds.test_error.sel(state='trained'), '.3f')}",
     ]
+
+# %% ../../nbs/petrini_fig12.ipynb #1237f57c
+import pandas as pd
+
+@EXPERIMENT.report
+def report(ds:xr.Dataset) -> str:
+    """What a run shows, from its file alone (the first interpolation; the main cut-off, the first): per architecture and
+    augmentation the trained networks' test error and R_f at every cut-off, D_f and G_f (seed geometric means), R_f per
+    seed, and R_f without augmentation over R_f with translations."""
+    p, S = results.parameters(ds), ds.sizes["seed"]
+    lm, sd = lambda v: 10 ** np.log10(v).mean("seed"), lambda v: np.log10(v).std("seed", ddof=1)
+    i0, c0 = str(ds.interpolation.values[0]), float(ds.c[0])
+    steps = lambda a: p["steps"][a] if isinstance(p["steps"], dict) else p["steps"]
+    out = []
+    for a in ds.arch.values:
+        t = ds.sel(arch=a, state="trained", interpolation=i0)
+        table = pd.DataFrame({
+            "test error": lm(t.test_error).values, **{f"R_f (c = {c:g})": lm(t.R_f.sel(c=c)).values for c in ds.c.values},
+            f"R_f ± (s.d. of log10, c = {c0:g})": sd(t.R_f.sel(c=c0)).values,
+            f"D_f (c = {c0:g})": lm(t.D_f.sel(c=c0)).values, f"G_f (c = {c0:g})": lm(t.G_f.sel(c=c0)).values,
+            "best epoch (median)": ds.best_epoch.sel(arch=a).median("seed").values}, index=pd.Index(ds.augmentation.values, name="augmentation"))
+        r = t.R_f.sel(c=c0)
+        out += [f"{a} × {ds.sizes['augmentation']} augmentations × {S} seed{'s' * (S > 1)} on {p['dataset']}, {steps(a)} steps each; "
+                f"the trained networks, {i0} (seed geometric means):", "", md_table(table), "",
+                f"- R_f per seed (c = {c0:g}): " + "; ".join(f"{g} " + ", ".join(f"{float(v):.3f}" for v in r.sel(augmentation=g).values)
+                                                        for g in ds.augmentation.values)]
+        if {"none", "translation"} <= set(ds.augmentation.values):
+            out.append(f"- without augmentation over with translations (c = {c0:g}): "
+                       f"{float(lm(r.sel(augmentation='none')) / lm(r.sel(augmentation='translation'))):.2f}")
+        out += [f"- R_f at initialisation (every network, c = {c0:g}): "
+                f"{float(10 ** np.log10(ds.R_f.sel(arch=a, state='init', c=c0, interpolation=i0)).mean()):.2f}", ""]
+    return "\n".join(out).strip()
 
 # %% ../../nbs/petrini_fig12.ipynb #a19a0733
 from .. import claims

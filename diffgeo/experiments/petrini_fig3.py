@@ -16,15 +16,15 @@ import xarray as xr
 from .. import models, results, stability, train
 from ..core import check_choice, check_int
 from . import petrini
-from .petrini import (check_interps, dataset_name, logmean, logstd, median_distances, plain_log_ticks, probe,
-                                         resolve_archs, setup, train_network)
+from .petrini import (check_interps, dataset_name, logmean, logstd, md_table, median_distances, plain_log_ticks,
+                                         probe, resolve_archs, setup, train_network)
 from ..results import span
-from ..scaffold import Experiment, Var
+from ..scaffold import CellContext, Experiment, Var
 
 # %% auto #0
 __all__ = ['CPU_WIDTH', 'COMMON', 'PROFILES', 'STATES', 'VARIABLES', 'EXPERIMENT', 'STEPS', 'SOTA', 'log_epochs', 'TrainingCurve',
            'probe_all', 'cell', 'settings', 'derive', 'draw_fig3', 'draw_fig4', 'draw_fig11', 'draw_fig14',
-           'draw_steps', 'draw_training', 'check_regression', 'quoted']
+           'draw_steps', 'draw_training', 'check_regression', 'quoted', 'report']
 
 # %% ../../nbs/petrini_fig3.ipynb #34a13252
 CPU_WIDTH = {"ResNet18": 0.125, "EfficientNetB0": 0.125}
@@ -184,26 +184,25 @@ def probe_all(
 def cell(
     arch:str, # architecture name from `models.ARCHS`
     seed:int, # seed of the subset, initialisation, training, deformations and noise
-    dataset:str="mnist5k", # name from `data.DATASETS`
+    dataset:str, # name from `data.DATASETS`
+    P:int, # training-set size
+    n_val:int, # validation images held out from the training split
+    steps:int|dict, # optimiser steps, or {arch: steps}
+    width:float|dict, # width multiplier (`models.build`), or {arch: width}
+    lr:float|dict|None, # learning rate (None: the paper's), or {arch: lr}
+    batch_size:int, # images per step
+    warmup:float, # fraction of linear warm-up for the SGD-trained nets
+    n_test:int, # probed test images
+    cs:list, # cut-offs, the main one first
+    interps:list, # interpolations, the main one first
+    deltas:list, # displacements δ (1 among them)
+    noise_scales:list, # noise radii as multiples of ‖τx − x‖, increasing
+    every:int, # the training curve's measurement interval in epochs
+    curve_at:str, # when the training curve is measured: "every" (every `every`-th epoch) or "log" (`log_epochs`, with the test error)
+    delta_method:str, # how δ sets T (`stability.Diffeomorphism`)
+    cutoff:str, # "paper" or "code"
     data_root:str|None=None, # folder of the data files (None: $DIFFGEO_DATA)
-    P:int=3500, # training-set size
-    n_val:int=500, # validation images held out from the training split
-    steps:int|dict=400, # optimiser steps, or {arch: steps}
-    width:float|dict=1.0, # width multiplier (`models.build`), or {arch: width}
-    lr:float|dict|None=None, # learning rate (None: the paper's), or {arch: lr}
-    batch_size:int=128, # images per step
-    warmup:float=0.2, # fraction of linear warm-up for the SGD-trained nets
-    n_test:int=500, # probed test images
-    cs:list=(3, 5, 15), # cut-offs, the main one first
-    interps:list=("bilinear", "gaussian"), # interpolations, the main one first
-    deltas:list=(0.25, 0.5, 1.0, 2.0, 4.0), # displacements δ (1 among them)
-    noise_scales:list=(0.01, 0.1, 1.0), # noise radii as multiples of ‖τx − x‖, increasing
-    every:int=1, # the training curve's measurement interval in epochs
-    curve_at:str="every", # when the training curve is measured: "every" (every `every`-th epoch) or "log" (`log_epochs`, with the test error)
-    delta_method:str="asymptotic", # how δ sets T (`stability.Diffeomorphism`)
-    cutoff:str="paper", # "paper" or "code"
-    device:str="cpu", # "cpu", "cuda", "auto"
-    checkpoint_dir:str|None=None, # per-epoch training checkpoints, deleted when the cell ends (None: none)
+    ctx:CellContext=CellContext(), # where it runs, and its per-epoch training checkpoint and curve (deleted when the cell ends)
 ) -> xr.Dataset:
     """One architecture and seed: the probes at init and after training, the training curve and the test error.
 
@@ -211,7 +210,6 @@ def cell(
         arch: architecture name from `models.ARCHS`
         seed: seed of the subset, initialisation, training, deformations and noise
         dataset: name from `data.DATASETS`
-        data_root: folder of the data files (None: $DIFFGEO_DATA)
         P: training-set size
         n_val: validation images held out from the training split
         steps: optimiser steps, or {arch: steps}
@@ -228,10 +226,10 @@ def cell(
         curve_at: when the training curve is measured: "every" (every `every`-th epoch) or "log" (`log_epochs`, with the test error)
         delta_method: how δ sets T (`stability.Diffeomorphism`)
         cutoff: "paper" or "code"
-        device: "cpu", "cuda", "auto"
-        checkpoint_dir: per-epoch training checkpoints, deleted when the cell ends (None: none)
+        data_root: folder of the data files (None: $DIFFGEO_DATA)
+        ctx: where it runs, and its per-epoch training checkpoint and curve (deleted when the cell ends)
     """
-    s = setup(arch, seed, dataset, data_root, P, n_val, n_test, steps, width, lr, device)
+    s = setup(arch, seed, dataset, data_root, P, n_val, n_test, steps, width, lr, ctx)
     info, steps, lr, ds_data, fit, val, net = s.info, s.steps, s.lr, s.data, s.fit, s.val, s.net
     images = s.probe.images
     p = dict(cs=list(cs), interps=list(interps), deltas=[float(d) for d in deltas], noise_scales=list(noise_scales),
@@ -239,7 +237,7 @@ def cell(
     before = probe_all(net, images, p, seed, "batch")  # App. E.1: batch statistics at initialisation
     init_error = train.evaluate(net, ds_data.test)["error"]
     deform = stability.Diffeomorphism(delta=1.0, c=cs[0], interp=interps[0], delta_method=delta_method, cutoff=cutoff)
-    ckpt = None if checkpoint_dir is None else results.resolve_path(checkpoint_dir) / f"{info.name}_seed{seed}.pt"
+    ckpt = ctx.checkpoint(info.name, f"seed{seed}")
     epochs = train.epochs_for_steps(steps, len(fit), batch_size)
     at = log_epochs(epochs) if curve_at == "log" else range(every, epochs + 1, every)
     monitor = TrainingCurve(net, images, at, perturbation=deform, seed=seed, test=ds_data.test if curve_at == "log" else None,
@@ -548,6 +546,67 @@ def quoted(ds:xr.Dataset) -> list[str]:
         f"{curve.isel(epoch=-1).item():.2f} after the last", f"{int(curve.epoch[-1])} epochs",
     ]
 
+# %% ../../nbs/petrini_fig3.ipynb #1f15c3cc
+import pandas as pd
+
+def _last_epoch(v:xr.DataArray) -> xr.DataArray:
+    "`v` at each network's last measured epoch: architectures trained for fewer epochs than others are NaN past their end (the `long` profile)."
+    return v.isel(epoch=v.notnull().cumsum("epoch").argmax("epoch"))
+
+def _curve_lines(ds:xr.Dataset, arch:str) -> list[str]:
+    "`arch`'s R_f through its training, measured after every epoch: its fall, the seed geometric means beside the validation error, and whether it follows that error."
+    c, v = ds.curve_R_f.sel(arch=arch), ds.val_error.sel(arch=arch)
+    n, lm = int(c.epoch[-1]), logmean
+    fall = np.log10(_last_epoch(c)) - np.log10(c.isel(epoch=0))
+    e = [k for k in (0, 1, 2, 5, 10, 15, 20, 25) if k < n] + [n]
+    out = [f"{arch}: log10 R_f falls by {-float(fall.mean()):.2f} ± {float(fall.std(ddof=1)):.2f} decades over {n} epochs "
+           f"(per seed {', '.join(f'{-x:.2f}' for x in fall.values)}); R_f and the validation error through the training (seed geometric means):", "",
+           md_table(pd.DataFrame({"R_f": lm(c).sel(epoch=e).values, "validation error": lm(v).sel(epoch=e).values},
+                                 index=pd.Index(e, name="epoch")), 3), ""]
+    ok = c.epoch >= 2   # does R_f follow the error along training, as it does across architectures (the paper's Fig. 5: ε_t ≈ 0.2 √R_f)?
+    x, y = np.log10(v.sel(epoch=ok)).values.ravel(), np.log10(c.sel(epoch=ok)).values.ravel()
+    k = np.isfinite(x) & np.isfinite(y)
+    if n > 10: out.append(f"- from epoch 10 (fig5's long length) to {n}: R_f {float(lm(c.sel(epoch=10))):.2f} → {float(lm(c.sel(epoch=n))):.2f}, "
+                          f"validation error {float(lm(v.sel(epoch=10))):.3f} → {float(lm(v.sel(epoch=n))):.3f}")
+    if k.sum() > 2: out.append(f"- along the training (epochs ≥ 2, every seed): slope of log10 R_f on log10 ε_val {np.polyfit(x[k], y[k], 1)[0]:.2f}, "
+                               f"corr {np.corrcoef(x[k], y[k])[0, 1]:.2f}")
+    eps = float(lm(ds.test_error.sel(arch=arch, state="trained")))
+    out.append(f"- the paper's Fig. 5 law ε_t ≈ 0.2 √R_f at {arch}'s test error {eps:.3f} puts R_f at {(eps / 0.2) ** 2:.2f}; "
+               f"R_f = 0.1 on that law needs ε_t ≈ {0.2 * np.sqrt(0.1):.3f}")
+    return out
+
+def _steps_lines(ds:xr.Dataset, arch:str) -> list[str]:
+    "`arch`'s training curve measured at log-spaced epochs (`curve_at='log'`, the `long (steps)` run): D_f, G_f, R_f and the test error per seed against the optimiser steps."
+    spe = _steps_per_epoch(ds)
+    c = ds[["curve_R_f", "curve_D_f", "curve_G_f", "curve_test_error"]].sel(arch=arch)
+    c = c.sel(epoch=c.curve_R_f.notnull().all("seed"))
+    table = pd.DataFrame({f"{k} (seed {s})": c[f"curve_{k}"].sel(seed=s).values for k in ("R_f", "D_f", "G_f", "test_error") for s in ds.seed.values},
+                         index=pd.Index(c.epoch.values * spe, name="steps"))
+    fall = np.log10(c.curve_R_f.isel(epoch=-1)) - np.log10(c.curve_R_f.isel(epoch=0))
+    return [f"{arch}: log10 R_f falls by {', '.join(f'{-x:.2f}' for x in fall.values)} decades over {int(c.epoch[-1]) * spe:,} steps (per seed); "
+            f"the smallest R_f {float(c.curve_R_f.min()):.3f}, after {int(c.epoch[int(c.curve_R_f.min('seed').argmin())]) * spe:,} steps. "
+            "D_f, G_f, R_f and the test error through the training, per seed:", "", md_table(table)]
+
+@EXPERIMENT.report
+def report(ds:xr.Dataset) -> str:
+    """What a run shows, from its file alone: per architecture its steps, test error, best epoch and R_f before and after
+    training (δ = 1, the main cut-off and interpolation, seed geometric means); then ResNet18's R_f through its training
+    beside its validation error, or, for a run measured at log-spaced epochs (`long (steps)`), every network's training
+    curve against the optimiser steps."""
+    p, S = results.parameters(ds), ds.sizes["seed"]
+    R0, R = _one(ds, state="init"), _one(ds)
+    table = pd.DataFrame({
+        "steps": [p["steps"][a] if isinstance(p["steps"], dict) else p["steps"] for a in ds.arch.values],
+        "test error": logmean(ds.test_error.sel(state="trained")).values,
+        "R_f at init": logmean(R0).values, "R_f trained": logmean(R).values, "± (s.d. of log10)": logstd(R).values,
+        "best epoch (median)": ds.best_epoch.median("seed").values}, index=pd.Index(ds.arch.values, name="architecture"))
+    out = [f"{ds.sizes['arch']} architecture{'s' * (ds.sizes['arch'] > 1)} × {S} seed{'s' * (S > 1)} on {p['dataset']}, P = {p['P']:,}; "
+           f"R_f at δ = 1, c = {float(R.c):g}, {R.interpolation.item()} (seed geometric means):", "", md_table(table), ""]
+    if "curve_test_error" in ds:
+        for a in ds.arch.values: out += _steps_lines(ds, a) + [""]
+    elif "ResNet18" in ds.arch.values: out += _curve_lines(ds, "ResNet18")
+    return "\n".join(out).strip()
+
 # %% ../../nbs/petrini_fig3.ipynb #69a79520
 from .. import claims
 
@@ -611,10 +670,6 @@ def _moved(ds:xr.Dataset, archs) -> claims.Test:
     m = np.maximum(move("D_f"), move("G_f")).sel(arch=archs)
     return claims.every(m, lambda v: v >= _TWO, f"{', '.join(np.atleast_1d(archs))}: D_f or G_f at least a factor 2 from its value at "
                         "initialisation (the larger |log10 trained/init| at least 0.30: the network was trained)", over="(architecture, seed)", fmt=".2f")
-
-def _last_epoch(v:xr.DataArray) -> xr.DataArray:
-    "`v` at each network's last measured epoch: architectures trained for fewer epochs than others are NaN past their end (the `long` profile)."
-    return v.isel(epoch=v.notnull().cumsum("epoch").argmax("epoch"))
 
 def _end_at(f:float):
     "A dataset whose training curve of R_f ends, at each network's last measured epoch, at f times its value before training."

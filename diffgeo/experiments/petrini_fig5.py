@@ -13,16 +13,16 @@ import numpy as np
 import torch
 import xarray as xr
 
-from .. import models, results, stability, train
+from .. import models, results, stability, train, zoo
 from ..core import resolve_device
-from .petrini import (CPU_LR, LONG_EPOCHS, LONG_WIDTH, cost, logmean, logstd, resolve_archs, setup,   # the paper's
-                                         train_network)                                                                   # shared recipe
-from ..scaffold import Experiment, Var
+from .petrini import (CPU_LR, LONG_EPOCHS, LONG_WIDTH, cost, logmean, logstd, md_table,   # the paper's
+                                         probe_variables, resolve_archs, setup, train_network)              # shared recipe
+from ..scaffold import CellContext, Experiment, Var
 
 # %% auto #0
 __all__ = ['PAPER_ARCHS', 'CPU_WIDTH', 'LONG_ARCHS', 'COMMON', 'PROFILES', 'SMALL_NOISE', 'STATES', 'VARIABLES', 'EXPERIMENT',
            'X4', 'MIN_FIT', 'PAPER_CORR', 'SUBSTANTIVE', 'N_SHUFFLES', 'PAPER_R_SOTA', 'cell', 'settings', 'derive',
-           'probe_ratios', 'fit_note', 'draw', 'draw_fig15', 'draw_fig16', 'draw_fig17', 'draw_fig19']
+           'probe_ratios', 'fit_note', 'draw', 'draw_fig15', 'draw_fig16', 'draw_fig17', 'draw_fig19', 'report']
 
 # %% ../../nbs/fig5.ipynb #0a70fb56
 PAPER_ARCHS = ["FullConnL2", "FullConnL4", "FullConnL6", "LeNet", "AlexNet", "VGG11", "VGG11bn", "VGG16bn", "VGG19bn",
@@ -36,13 +36,14 @@ LONG_ARCHS = ["FullConnL2", "FullConnL4", "LeNet", "AlexNet", "VGG11", "VGG11bn"
 COMMON = dict(c=3, delta=1.0, delta_method="asymptotic", interp="bilinear", cutoff="paper")
 PROFILES = {
     "smoke": dict(dataset="mnist5k", archs=["FullConnL2", "LeNet"], seeds=[0], P=256, n_val=128, steps=4, width=1.0, lr=None,
-                  n_test=32, batch_size=64, warmup=0.2, **COMMON),
+                  n_test=32, batch_size=64, warmup=0.2, keep_networks=True, **COMMON),
     "cpu": dict(dataset="mnist5k", archs=["FullConnL2", "FullConnL4", "LeNet", "AlexNet", "VGG11bn", "ResNet18", "EfficientNetB0"],
-                seeds=[0], P=3500, n_val=500, steps=700, width=CPU_WIDTH, lr=CPU_LR, n_test=500, batch_size=128, warmup=0.2, **COMMON),
+                seeds=[0], P=3500, n_val=500, steps=700, width=CPU_WIDTH, lr=CPU_LR, n_test=500, batch_size=128, warmup=0.2,
+                keep_networks=False, **COMMON),
     "long": dict(dataset="cifar10", archs=LONG_ARCHS, seeds=[0, 1, 2], P=45_000, n_val=5_000, steps=LONG_EPOCHS * 352, width=LONG_WIDTH,
-                 lr=None, init={"VGG11": "kaiming"}, n_test=500, batch_size=128, warmup=0.05, **COMMON),
+                 lr=None, init={"VGG11": "kaiming"}, n_test=500, batch_size=128, warmup=0.05, keep_networks=True, **COMMON),
     "paper": dict(dataset="cifar10", archs=PAPER_ARCHS, seeds=[0, 1, 2, 3, 4], P=45_000, n_val=5_000, steps=250 * 352,
-                  width=1.0, lr=None, n_test=500, batch_size=128, warmup=0.0, **COMMON),
+                  width=1.0, lr=None, n_test=500, batch_size=128, warmup=0.0, keep_networks=True, **COMMON),
 }
 #: The smaller noise radius, as a fraction of the paper's, at which the trained networks' G_f is measured again.
 SMALL_NOISE = 0.1
@@ -58,9 +59,7 @@ VARIABLES = {
     "batchnorm": Var(("arch",), "1 if the net has batch-norm"),
     "skip": Var(("arch",), "1 if the net has skip connections"),
     "family": Var(("arch",), "architecture family"),
-    "d_diffeo": Var(("arch", "seed", "state", "sample"), "squared output change under a diffeomorphism ‖f(τx) − f(x)‖²"),
-    "d_noise": Var(("arch", "seed", "state", "sample"), "squared output change under noise ‖f(x + η) − f(x)‖²"),
-    "d_pair": Var(("arch", "seed", "state", "sample"), "squared output distance between test images ‖f(x) − f(z)‖²"),
+    **probe_variables(("arch", "seed"), statistic="median over samples"),   # d_diffeo, d_noise, d_pair; D_f, G_f, R_f, their log-means and spreads
     "r_diffeo": Var(("arch", "seed", "sample"), "input distance moved by the diffeomorphism ‖τx − x‖"),
     "r_noise": Var(("arch", "seed", "sample"), "noise radius ‖η‖"),
     "is_diffeo": Var(("arch", "seed", "sample"), "1 if the drawn field passes max Ξ < 1 (a diffeomorphism)"),
@@ -87,9 +86,6 @@ VARIABLES = {
     "lr": Var(("arch", "seed", "epoch"), "learning rate at the epoch's end"),
     "best_epoch": Var(("arch", "seed"), "epoch selected on the validation split"),
     "train_seconds": Var(("arch", "seed"), "wall-clock training time", "s"),
-    "D_f": Var(("arch", "seed", "state"), "stability to diffeomorphisms D_f (Eq. 5), median over samples"),
-    "G_f": Var(("arch", "seed", "state"), "stability to noise G_f (Eq. 5), median over samples"),
-    "R_f": Var(("arch", "seed", "state"), "relative stability to diffeomorphisms R_f (Eq. 4), median over samples"),
     "D_f_mean": Var(("arch", "seed", "state"), "stability to diffeomorphisms D_f (Eq. 5), mean over samples"),
     "G_f_mean": Var(("arch", "seed", "state"), "stability to noise G_f (Eq. 5), mean over samples"),
     "R_f_mean": Var(("arch", "seed", "state"), "relative stability to diffeomorphisms R_f (Eq. 4), mean over samples"),
@@ -99,12 +95,6 @@ VARIABLES = {
     **{f"{k}_unit_{s}": Var(("arch", "state"), f"{what} over seeds of {k}_unit")
        for k in ("D_f", "G_f", "R_f") for s, what in (("logmean", "geometric mean"), ("logstd", "standard deviation of log10"))},
     **{f"corr_{k}_unit": Var((), f"correlation of log test error with log {k}_unit, trained nets") for k in ("D_f", "G_f", "R_f")},
-    "D_f_logmean": Var(("arch", "state"), "geometric mean over seeds of D_f"),
-    "D_f_logstd": Var(("arch", "state"), "standard deviation over seeds of log10 D_f"),
-    "G_f_logmean": Var(("arch", "state"), "geometric mean over seeds of G_f"),
-    "G_f_logstd": Var(("arch", "state"), "standard deviation over seeds of log10 G_f"),
-    "R_f_logmean": Var(("arch", "state"), "geometric mean over seeds of R_f"),
-    "R_f_logstd": Var(("arch", "state"), "standard deviation over seeds of log10 R_f"),
     "D_f_mean_logmean": Var(("arch", "state"), "geometric mean over seeds of D_f_mean"),
     "D_f_mean_logstd": Var(("arch", "state"), "standard deviation over seeds of log10 D_f_mean"),
     "G_f_mean_logmean": Var(("arch", "state"), "geometric mean over seeds of G_f_mean"),
@@ -136,24 +126,24 @@ EXPERIMENT = Experiment("petrini", "fig5", PROFILES, VARIABLES, executor=_execut
 def cell(
     arch:str, # architecture name from `models.ARCHS`
     seed:int, # seed of initialisation, training order, diffeomorphisms and noise
-    dataset:str="mnist5k", # name from `data.DATASETS`
+    dataset:str, # name from `data.DATASETS`
+    P:int, # training-set size
+    n_val:int, # validation images held out from the training set
+    steps:int|dict, # optimiser steps, or {arch: steps}
+    width:float|dict, # width multiplier of the networks (`models.build`; 1: Table 1's), or {arch: width}
+    lr:float|dict|None, # learning rate (None: the paper's, 0.1 for SGD and Adam alike), or {arch: lr}
+    batch_size:int, # images per step
+    warmup:float, # fraction of the steps of linear learning-rate warm-up for the SGD-trained nets (the paper: 0)
+    n_test:int, # test images probed for D_f, G_f, R_f
+    c:float, # cut-off of the diffeomorphisms
+    delta:float, # their typical displacement in pixels (nominal, see `delta_method`)
+    delta_method:str, # how δ sets T: "asymptotic" (Eq. 3, the authors'), "average" or "center"
+    interp:str, # one of `maps.INTERPOLATIONS`: "bilinear", "nearest", "bicubic" or "gaussian"
+    cutoff:str, # "paper" or "code"
+    keep_networks:bool, # keep each trained network (its chosen epoch, half precision) in the run's zoo (`diffgeo.zoo`)
     data_root:str|None=None, # folder of the `.npz` files or torchvision data (None: $DIFFGEO_DATA)
-    P:int=3500, # training-set size
-    n_val:int=500, # validation images held out from the training set
-    steps:int|dict=1000, # optimiser steps, or {arch: steps}
-    width:float|dict=1.0, # width multiplier of the networks (`models.build`; 1: Table 1's), or {arch: width}
-    lr:float|dict|None=None, # learning rate (None: the paper's, 0.1 for SGD and Adam alike), or {arch: lr}
-    batch_size:int=128, # images per step
-    warmup:float=0.0, # fraction of the steps of linear learning-rate warm-up for the SGD-trained nets (the paper: 0)
-    n_test:int=500, # test images probed for D_f, G_f, R_f
-    c:float=3, # cut-off of the diffeomorphisms
-    delta:float=1.0, # their typical displacement in pixels (nominal, see `delta_method`)
-    delta_method:str="asymptotic", # how δ sets T: "asymptotic" (Eq. 3, the authors'), "average" or "center"
-    interp:str="bilinear", # one of `maps.INTERPOLATIONS`: "bilinear", "nearest", "bicubic" or "gaussian"
-    cutoff:str="paper", # "paper" or "code"
-    device:str="cpu", # "cpu", "cuda", "auto"
-    checkpoint_dir:str|None=None, # folder for per-epoch training checkpoints, deleted when the cell ends (None: none)
-    init:str|dict="pytorch", # the initialisation (`models.build`), or {arch: init}
+    init:str|dict="pytorch", # the initialisation (`models.build`), or {arch: init} (the `long` profile's VGG11: "kaiming")
+    ctx:CellContext=CellContext(), # where it runs, and its per-epoch training checkpoint (deleted when the cell ends)
 ) -> xr.Dataset:
     """Fig. 5 for one architecture and seed: stabilities at init and after training, and the test error.
 
@@ -161,7 +151,6 @@ def cell(
         arch: architecture name from `models.ARCHS`
         seed: seed of initialisation, training order, diffeomorphisms and noise
         dataset: name from `data.DATASETS`
-        data_root: folder of the `.npz` files or torchvision data (None: $DIFFGEO_DATA)
         P: training-set size
         n_val: validation images held out from the training set
         steps: optimiser steps, or {arch: steps}
@@ -175,23 +164,30 @@ def cell(
         delta_method: how δ sets T: "asymptotic" (Eq. 3, the authors'), "average" or "center"
         interp: one of `maps.INTERPOLATIONS`: "bilinear", "nearest", "bicubic" or "gaussian"
         cutoff: "paper" or "code"
-        device: "cpu", "cuda", "auto"
-        checkpoint_dir: folder for per-epoch training checkpoints, deleted when the cell ends (None: none)
-        init: the initialisation (`models.build`), or {arch: init}
+        keep_networks: keep each trained network (its chosen epoch, half precision) in the run's zoo (`diffgeo.zoo`)
+        data_root: folder of the `.npz` files or torchvision data (None: $DIFFGEO_DATA)
+        init: the initialisation (`models.build`), or {arch: init} (the `long` profile's VGG11: "kaiming")
+        ctx: where it runs, and its per-epoch training checkpoint (deleted when the cell ends)
     """
-    s = setup(arch, seed, dataset, data_root, P, n_val, n_test, steps, width, lr, device, init)
+    s = setup(arch, seed, dataset, data_root, P, n_val, n_test, steps, width, lr, ctx, init)
     info, steps, width, lr, ds_data, fit, val, probe, net = s.info, s.steps, s.width, s.lr, s.data, s.fit, s.val, s.probe, s.net
-    print(f"{info.name}, seed {seed}: {steps} steps at width {width}, lr {lr or 'default'} on {resolve_device(device)}", flush=True)
+    print(f"{info.name}, seed {seed}: {steps} steps at width {width}, lr {lr or 'default'} on {ctx.device}", flush=True)
     deform = stability.Diffeomorphism(delta=delta, c=c, interp=interp, cutoff=cutoff, delta_method=delta_method)
     measure = lambda bn, **kw: stability.relative_stability(net, probe.images, deform, seed=seed, batch_size=250, batchnorm=bn, **kw)
     before = measure("batch", units=True)  # App. E.1: batch-norm at initialisation normalises with batch statistics
     init_error = train.evaluate(net, ds_data.test)["error"]
-    ckpt = None if checkpoint_dir is None else results.resolve_path(checkpoint_dir) / f"{info.name}_seed{seed}.pt"
+    ckpt = ctx.checkpoint(info.name, f"seed{seed}")
     res, seconds = train_network(net, info.name, dataset, ds_data, fit, val, steps, seed, lr=lr, warmup=warmup,
                                  batch_size=batch_size, checkpoint=ckpt)
     after = measure("running", units=True)
     in_batch_mode, small_noise = measure("batch"), measure("running", noise_scale=SMALL_NOISE)  # the same draws again
     test_error = train.evaluate(res.model, ds_data.test)["error"]
+    kept = ctx.artifact(info.name, f"seed{seed}") if keep_networks else None
+    if kept is not None:   # the chosen network, a result: zoo.load("petrini_fig5", arch, seed, profile, tag) gives it back
+        zoo.save_network(res.model, kept, check=(probe.images, probe.labels), arch=info.name, width=width,
+                         in_channels=ds_data.n_channels, n_classes=ds_data.n_classes, size=ds_data.size, seed=seed, steps=steps,
+                         dataset=dataset, P=P, test_error=test_error, best_epoch=int(res.best_epoch), experiment=EXPERIMENT.name,
+                         probe="the n_test probed test images (test_index): the slice its rounded error is checked on")
     distances = ["d_diffeo", "d_noise", "d_pair", "u_diffeo", "u_noise", "u_pair"]  # the rest is the same draw in both states
     both = xr.concat([s[distances].squeeze("layer", drop=True) for s in (before, after)], "state")
     both = both.merge(before[["r_diffeo", "r_noise", "is_diffeo", "delta_measured", "delta_center"]])
@@ -441,6 +437,35 @@ def draw_fig19(ds:xr.Dataset):
     _scatter(ax, ds, "R_f", errorbars=True, fit=True)
     _decorate(fig, [ax], ds, errorbars=True)
     return _finish(fig)
+
+# %% ../../nbs/fig5.ipynb #2d5055a5
+import pandas as pd
+
+@EXPERIMENT.report
+def report(ds:xr.Dataset) -> str:
+    """What a run shows, from its file alone: what was trained, the correlations of the log test error with log R_f, log D_f
+    and log 1/G_f beside the paper's, per seed, R_f at initialisation, and per architecture the seed log-means."""
+    p, t = results.parameters(ds), ds.sel(state="trained")
+    per_arch = lambda v: [v[a] if isinstance(v, dict) else v for a in ds.arch.values]
+    steps, width = per_arch(p["steps"]), per_arch(p.get("width", 1.0))
+    epochs = train.epochs_for_steps(max(steps), p["P"], p.get("batch_size", 128))
+    per_seed = [_fit(t.test_error.sel(seed=s).values, t.R_f.sel(seed=s).values)[2] for s in ds.seed.values]
+    init = ds.R_f.sel(state="init")
+    S = ds.sizes["seed"]
+    lines = [f"{ds.sizes['arch']} architectures × {S} seed{'s' * (S > 1)} on {p['dataset']}, P = {p['P']:,}: "
+             f"{'/'.join(f'{s:,}' for s in sorted(set(steps)))} steps ({epochs} epochs), width {'/'.join(f'{w:g}' for w in sorted(set(width)))}, "
+             f"warm-up {p.get('warmup', 0):g}; torch {ds.attrs.get('torch_version', '?')}, {results.minutes(ds):.0f} min from the run's start to its end.\n",
+             f"- corr(log ε_t, log R_f) = {float(ds.corr_R_f):.2f}; with log D_f {float(ds.corr_D_f):.2f}, with log 1/G_f "
+             f"{-float(ds.corr_G_f):.2f} (the paper on CIFAR-10: 0.97, 0.62, 0.85); fit ε_t = {float(ds.fit_prefactor):.3g} R_f^{float(ds.fit_exponent):.2f}",
+             "- per seed corr(log ε_t, log R_f): " + ", ".join(f"{v:.2f}" for v in per_seed),
+             f"- R_f at initialisation, every network and seed: {float(init.min()):.2f} to {float(init.max()):.2f}"]
+    table = pd.DataFrame({
+        "width": width, "test error": t.test_error_logmean.values, "± (s.d. of log10)": t.test_error_logstd.values,
+        "R_f": t.R_f_logmean.values, "R_f ± (s.d. of log10)": t.R_f_logstd.values,
+        "R_f at init": ds.R_f_logmean.sel(state="init").values, "D_f": t.D_f_logmean.values, "G_f": t.G_f_logmean.values,
+        "best epoch (median)": ds.best_epoch.median("seed").values,
+        "training minutes (mean)": ds.train_seconds.mean("seed").values / 60}, index=pd.Index(ds.arch.values, name="architecture"))
+    return "\n".join(lines) + "\n\nPer architecture, the seed log-means of the trained networks (and of R_f at initialisation):\n\n" + md_table(table)
 
 # %% ../../nbs/fig5.ipynb #e752f413
 import itertools

@@ -15,15 +15,15 @@ import xarray as xr
 from .. import models, results, stability, train
 from ..core import check_int
 from . import petrini
-from .petrini import (check_interps, dataset_name, logmean, logstd, plain_log_ticks, probe, resolve_archs, setup,
-                                         train_network)
+from .petrini import (check_interps, dataset_name, logmean, logstd, md_table, plain_log_ticks, probe,
+                                         probe_variables, resolve_archs, setup, train_network)
 from ..results import span
-from ..scaffold import Experiment, Var
+from ..scaffold import CellContext, Experiment, Var
 from ..style import cycle_color, log_ticks
 
 # %% auto #0
 __all__ = ['CPU_WIDTH', 'COMMON', 'PROFILES', 'STATES', 'VARIABLES', 'EXPERIMENT', 'STEPS', 'SOTA', 'cell', 'settings', 'finish',
-           'derive', 'draw_fig6', 'draw_fig22', 'draw_fig13', 'draw_fig18', 'check_regression', 'quoted']
+           'derive', 'draw_fig6', 'draw_fig22', 'draw_fig13', 'draw_fig18', 'check_regression', 'quoted', 'report']
 
 # %% ../../nbs/petrini_fig6.ipynb #af434c23
 #: The cpu profile's width multipliers (`models.build`): ResNet18 at an eighth of its channels.
@@ -56,9 +56,7 @@ VARIABLES = {
     "sample": Var(("sample",), "probed test image"),
     "depth": Var(("arch",), "depth (Table 1)"),
     "n_params": Var(("arch",), "trainable parameters"),
-    "d_diffeo": Var(_RUN + ("state",) + _PROBE + ("sample",), "squared output change under a diffeomorphism ‖f(τx) − f(x)‖²"),
-    "d_noise": Var(_RUN + ("state",) + _PROBE + ("sample",), "squared output change under noise ‖f(x + η) − f(x)‖²"),
-    "d_pair": Var(_RUN + ("state",) + _PROBE + ("sample",), "squared output distance between test images ‖f(x) − f(z)‖²"),
+    **probe_variables(_RUN, _PROBE),   # d_diffeo, d_noise, d_pair; D_f, G_f, R_f (medians), their log-means and spreads over seeds
     "diffeo_fraction": Var(_RUN + _PROBE, "fraction of the drawn fields that are diffeomorphisms (max Ξ < 1)"),
     "test_error": Var(_RUN + ("state",), "test error ε_t (fraction misclassified)"),
     "best_epoch": Var(_RUN, "epoch selected on the validation split"),
@@ -66,11 +64,6 @@ VARIABLES = {
     "train_seconds": Var(_RUN, "wall-clock training time", "s"),
     "in_fit": Var(("P",), "1 if P is in the range the slopes are fitted on"),
     # derived
-    **{k: Var(_RUN + ("state",) + _PROBE, f"{what}, median over the probed images")
-       for k, what in (("D_f", "stability to diffeomorphisms D_f (Eq. 5)"), ("G_f", "stability to noise G_f (Eq. 5)"),
-                       ("R_f", "relative stability R_f (Eq. 4)"))},
-    **{f"{k}_logmean": Var(("arch", "P", "state") + _PROBE, f"geometric mean over seeds of {k}") for k in ("D_f", "G_f", "R_f")},
-    **{f"{k}_logstd": Var(("arch", "P", "state") + _PROBE, f"standard deviation over seeds of log10 {k}") for k in ("D_f", "G_f", "R_f")},
     "test_error_logmean": Var(("arch", "P", "state"), "geometric mean over seeds of the test error"),
     "test_error_logstd": Var(("arch", "P", "state"), "standard deviation over seeds of log10 test error"),
     **{f"slope_{k}": Var(("arch", "seed") + _PROBE, f"least-squares slope of log {k} against log P over the fitted range, trained")
@@ -93,23 +86,22 @@ def cell(
     arch:str, # architecture name from `models.ARCHS`
     P:int, # training-set size
     seed:int, # seed of the subset, initialisation, training, deformations and noise
-    dataset:str="mnist5k", # name from `data.DATASETS`
+    dataset:str, # name from `data.DATASETS`
+    n_val:int, # validation images held out from the training split
+    steps:int|dict, # optimiser steps, the same for every P, or {arch: steps}
+    width:float|dict, # width multiplier (`models.build`), or {arch: width}
+    lr:float|dict|None, # learning rate (None: the paper's), or {arch: lr}
+    batch_size:int, # images per step
+    warmup:float, # fraction of linear warm-up for the SGD-trained nets
+    n_test:int, # probed test images
+    cs:list, # cut-offs, the main one first
+    interps:list, # interpolations, the main one first
+    delta:float, # displacement of the deformations in pixels (nominal, see `delta_method`)
+    delta_method:str, # how δ sets T (`stability.Diffeomorphism`)
+    cutoff:str, # "paper" or "code"
     data_root:str|None=None, # folder of the data files (None: $DIFFGEO_DATA)
-    n_val:int=500, # validation images held out from the training split
-    steps:int|dict=400, # optimiser steps, the same for every P, or {arch: steps}
-    width:float|dict=1.0, # width multiplier (`models.build`), or {arch: width}
-    lr:float|dict|None=None, # learning rate (None: the paper's), or {arch: lr}
-    batch_size:int=128, # images per step
-    warmup:float=0.2, # fraction of linear warm-up for the SGD-trained nets
-    n_test:int=500, # probed test images
-    cs:list=(3, 5, 15), # cut-offs, the main one first
-    interps:list=("bilinear", "gaussian"), # interpolations, the main one first
-    delta:float=1.0, # displacement of the deformations in pixels (nominal, see `delta_method`)
-    delta_method:str="asymptotic", # how δ sets T (`stability.Diffeomorphism`)
-    cutoff:str="paper", # "paper" or "code"
-    device:str="cpu", # "cpu", "cuda", "auto"
-    checkpoint_dir:str|None=None, # per-epoch training checkpoints, deleted when the cell ends (None: none)
-    val_overhead:float|None=None, # validation at most this fraction of the training cost (`petrini.train_network`; None: every epoch)
+    val_overhead:float|None=None, # validation at most this fraction of the training cost (`petrini.train_network`; None: every epoch; the `long` profile sets 0.1)
+    ctx:CellContext=CellContext(), # where it runs, and its per-epoch training checkpoint (deleted when the cell ends)
 ) -> xr.Dataset:
     """D_f, G_f, R_f at init and after training on P images, for every cut-off and interpolation, and the test error.
 
@@ -118,7 +110,6 @@ def cell(
         P: training-set size
         seed: seed of the subset, initialisation, training, deformations and noise
         dataset: name from `data.DATASETS`
-        data_root: folder of the data files (None: $DIFFGEO_DATA)
         n_val: validation images held out from the training split
         steps: optimiser steps, the same for every P, or {arch: steps}
         width: width multiplier (`models.build`), or {arch: width}
@@ -131,17 +122,17 @@ def cell(
         delta: displacement of the deformations in pixels (nominal, see `delta_method`)
         delta_method: how δ sets T (`stability.Diffeomorphism`)
         cutoff: "paper" or "code"
-        device: "cpu", "cuda", "auto"
-        checkpoint_dir: per-epoch training checkpoints, deleted when the cell ends (None: none)
-        val_overhead: validation at most this fraction of the training cost (`petrini.train_network`; None: every epoch)
+        data_root: folder of the data files (None: $DIFFGEO_DATA)
+        val_overhead: validation at most this fraction of the training cost (`petrini.train_network`; None: every epoch; the `long` profile sets 0.1)
+        ctx: where it runs, and its per-epoch training checkpoint (deleted when the cell ends)
     """
-    s = setup(arch, seed, dataset, data_root, P, n_val, n_test, steps, width, lr, device)
+    s = setup(arch, seed, dataset, data_root, P, n_val, n_test, steps, width, lr, ctx)
     info, steps, lr, ds_data, fit, val, net = s.info, s.steps, s.lr, s.data, s.fit, s.val, s.net
     images = s.probe.images
     kw = dict(delta=delta, delta_method=delta_method, cutoff=cutoff)
     before = probe(net, images, cs, interps, seed, "batch", **kw)  # App. E.1: batch statistics at initialisation
     init_error = train.evaluate(net, ds_data.test)["error"]
-    ckpt = None if checkpoint_dir is None else results.resolve_path(checkpoint_dir) / f"{info.name}_P{P}_seed{seed}.pt"
+    ckpt = ctx.checkpoint(info.name, f"P{P}", f"seed{seed}")
     res, seconds = train_network(net, info.name, dataset, ds_data, fit, val, steps, seed, lr=lr, warmup=warmup,
                                  batch_size=batch_size, checkpoint=ckpt, progress=False, val_overhead=val_overhead)
     after = probe(res.model, images, cs, interps, seed, "running", **kw)
@@ -377,6 +368,39 @@ def quoted(ds:xr.Dataset) -> list[str]:
         f"at $P={ds.P.values[0]}$ LeNet's $R_f$ is {lm.sel(arch='LeNet').isel(P=0).item() / lm.sel(arch='ResNet18').isel(P=0).item():.0f} times ResNet18's",
         f"our $P$ spans {np.log10(ds.P.values[-1] / ds.P.values[0]):.1f} decades",
     ]
+
+# %% ../../nbs/petrini_fig6.ipynb #fbc464f4
+import pandas as pd
+
+@EXPERIMENT.report
+def report(ds:xr.Dataset) -> str:
+    """What a run shows, from its file alone (the main probe: the first cut-off and interpolation): per architecture and P
+    the trained networks' test error, R_f, D_f and G_f (seed geometric means); the slopes against P per seed; R_f at
+    initialisation; the epochs each P kept; and the correlations of the log test error over every (architecture, P)."""
+    p, S = results.parameters(ds), ds.sizes["seed"]
+    main = lambda k: ds[k].sel(state="trained").isel(c=0, interpolation=0)
+    c0, i0 = float(ds.c[0]), str(ds.interpolation.values[0])
+    steps = "/".join(sorted({str(v) for v in p["steps"].values()})) if isinstance(p["steps"], dict) else str(p["steps"])
+    rows = [(a, P) for a in ds.arch.values for P in ds.P.values]
+    cols = {"test error": "test_error_logmean", "R_f": "R_f_logmean", "R_f ± (s.d. of log10)": "R_f_logstd", "D_f": "D_f_logmean", "G_f": "G_f_logmean"}
+    table = pd.DataFrame({name: [float((ds[k].sel(state="trained") if k.startswith("test") else main(k)).sel(arch=a, P=P)) for a, P in rows]
+                          for name, k in cols.items()}, index=pd.Index([f"{a}, P = {int(P):,}" for a, P in rows], name="network"))
+    out = [f"{', '.join(map(str, ds.arch.values))} × P = {', '.join(f'{int(v):,}' for v in ds.P.values)} × {S} seed{'s' * (S > 1)} "
+           f"on {p['dataset']}, {steps} steps each; the trained networks at c = {c0:g}, {i0} (seed geometric means):", "", md_table(table), "",
+           f"- slopes of log R_f, log D_f, log G_f against log P, per seed (c = {c0:g}, {i0}):"]
+    for a in ds.arch.values:
+        out.append(f"  - {a}: " + "; ".join(f"{k} " + ", ".join(f"{float(v):+.2f}" for v in ds["slope_" + k].sel(arch=a).isel(c=0, interpolation=0).values)
+                                             for k in ("R_f", "D_f", "G_f")))
+    init = {str(a): round(float(10 ** np.log10(ds.R_f.sel(arch=a, state="init").isel(c=0, interpolation=0)).mean()), 3) for a in ds.arch.values}
+    out.append(f"- R_f at initialisation (geometric mean over seeds and P, c = {c0:g}, {i0}): " + ", ".join(f"{a} {v:g}" for a, v in init.items()))
+    if "ResNet18" in ds.arch.values:   # the network whose training length the run's epochs limit
+        a = "ResNet18"
+        out.append(f"- {a}'s best validated epoch of its epochs, per P (seeds {', '.join(map(str, ds.seed.values))}): " + "; ".join(
+            f"P = {int(P):,}: {', '.join(str(int(e)) for e in ds.best_epoch.sel(arch=a, P=P).values)} of {int(ds.epochs.sel(arch=a, P=P).max())}"
+            for P in ds.P.values))
+    out.append(f"- corr(log ε_t, log R_f) over the (arch, P): {float(ds.corr_R_f):.2f}; with log D_f {float(ds.corr_D_f):.2f}, "
+               f"with log G_f {float(ds.corr_G_f):.2f}")
+    return "\n".join(out)
 
 # %% ../../nbs/petrini_fig6.ipynb #a4cdf273
 from .. import claims

@@ -10,20 +10,19 @@ from __future__ import annotations
 import functools
 import math
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 import xarray as xr
 
 from .. import stripe
-from ..core import check_int, resolve_device
+from ..core import check_int
 from ..results import span
-from ..scaffold import Experiment, Var
+from ..scaffold import CellContext, Experiment, Var
 
 # %% auto #0
 __all__ = ['LONG_SEEDS', 'COMMON', 'PROFILES', 'VARIABLES', 'EXPERIMENT', 'STEPS_PER_POINT', 'MEASURE_P', 'settings', 'cell',
-           'finish', 'seconds_per_step', 'cost', 'derive', 'draw', 'check_regression', 'quoted']
+           'finish', 'seconds_per_step', 'cost', 'derive', 'draw', 'check_regression', 'quoted', 'report']
 
 # %% ../../nbs/petrini_fig7.ipynb #92710c82
 #: The long profile's seeds: the paper's network and sizes, as many seeds as fit in about 12 core-hours (see Profiles).
@@ -79,8 +78,7 @@ def cell(
     boundaries:list, # interfaces along x_∥
     max_steps:int, # gives up training after this many steps
     n_test:int, radius:float, # test points (the same for every cell); ‖ν‖ = ‖η‖
-    device:str="cpu", # cpu | cuda | auto
-    checkpoint_dir:str|None=None, # folder for the gradient flow's checkpoint (saved every 5 minutes, resumed, deleted when the cell ends)
+    ctx:CellContext=CellContext(), # where it runs, and the gradient flow's checkpoint (saved every 5 minutes, resumed, deleted when the cell ends)
 ) -> xr.Dataset:
     """One network of Fig. 7: trained on the first P of the seed's P_max points; its R_f and small-noise limit, test error and training steps.
 
@@ -89,18 +87,17 @@ def cell(
         d: dimension
         boundaries: interfaces along x_∥
         max_steps: gives up training after this many steps
-        device: cpu | cuda | auto
-        checkpoint_dir: folder for the gradient flow's checkpoint (saved every 5 minutes, resumed, deleted when the cell ends)
+        ctx: where it runs, and the gradient flow's checkpoint (saved every 5 minutes, resumed, deleted when the cell ends)
     """
     P, P_max = check_int(P, "P", low=2), check_int(P_max, "P_max", low=2)
     if P > P_max: raise ValueError(f"P = {P} exceeds P_max = {P_max}, the draw its training set is the start of.")
-    dev = resolve_device(device)
+    dev = ctx.device
     xt, yt = stripe.stripe_data(n_test, d, boundaries, seed=10_000)
     xt, yt = xt.to(dev), yt.to(dev)
     x_all, y_all = stripe.stripe_data(P_max, d, boundaries, seed=seed)
     net = stripe.StripeNet(d, h, alpha, generator=torch.Generator().manual_seed(1000 + seed)).to(dev)
     t0 = time.perf_counter()
-    ckpt = None if checkpoint_dir is None else Path(checkpoint_dir) / f"P{P}_seed{seed}.pt"
+    ckpt = ctx.checkpoint(f"P{P}", f"seed{seed}")
     run = stripe.gradient_flow(net, x_all[:P].to(dev), y_all[:P].to(dev), max_steps=max_steps, checkpoint=ckpt)
     if ckpt is not None: ckpt.unlink(missing_ok=True)
     seconds = time.perf_counter() - t0
@@ -240,6 +237,33 @@ def quoted(ds:xr.Dataset) -> list[str]:
         *(f"{s:.2f} from {lo} to {hi}".replace("-", "−") for s, lo, hi in zip(local, ds.P.values[:-1], ds.P.values[1:]) if lo >= fit[0]),
         f"from {span(first.test_error, '.2f')} at $P={first.P.item()}$ to {span(last.test_error, '.3f')} at $P={last.P.item()}$",
     ]
+
+# %% ../../nbs/petrini_fig7.ipynb #d0d27bd8
+import pandas as pd
+
+from .petrini import md_table
+
+@EXPERIMENT.report
+def report(ds:xr.Dataset) -> str:
+    """What a run shows, from its file alone: the networks trained and how many reached margin 1, where the cells ran, R_f
+    against its small-noise limit, the fitted slope per seed, R_f, its limit, the test error and the steps per P and seed,
+    and the local slopes between consecutive P."""
+    p, fit = results.parameters(ds), ds.P.values[ds.in_fit.values > 0]
+    S = ds.sizes["seed"]
+    out = [f"P = {int(ds.P.min())} to {int(ds.P.max())} ({ds.sizes['P']} sizes) × {S} seed{'s' * (S > 1)}, h = {p['h']}, "
+           f"alpha = {p['alpha']:g}, d = {int(ds.d)}: {int(ds.converged.sum())} of {ds.converged.size} networks reached margin 1 "
+           "(compute: one thread a cell; a cell resumed from its checkpoint counts its last session only).", ""]
+    if "cell_device" in ds:
+        where = pd.Series(ds.cell_device.values.ravel()).value_counts()
+        out.append("- cells computed on: " + ", ".join(f"{d} ({n})" for d, n in where.items()))
+    out += [f"- R_f within {100 * float(abs(ds.R_f / ds.R_f_limit - 1).max()):.1f}% of its small-noise limit",
+            f"- fitted slope over {fit[0]} <= P <= {fit[-1]}: " + ", ".join(f"seed {int(s)}: {v:.2f}" for s, v in zip(ds.seed.values, ds.slope.values))
+            + f"; mean {ds.slope.mean().item():.2f}",
+            "- local slope between consecutive P, mean over seeds: " + ", ".join(
+                f"{int(a)}-{int(b)}: {v:.2f}" for a, b, v in zip(ds.P.values[:-1], ds.P.values[1:], ds.local_slope.mean("seed").values)), ""]
+    table = pd.DataFrame({f"{k} (seed {int(s)})": ds[k].sel(seed=s).values for k in ("R_f", "R_f_limit", "test_error", "steps") for s in ds.seed.values},
+                         index=pd.Index(ds.P.values, name="P"))
+    return "\n".join(out) + "\n" + md_table(table)
 
 # %% ../../nbs/petrini_fig7.ipynb #9480aac0
 from .. import claims, results

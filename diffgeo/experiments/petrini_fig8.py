@@ -14,8 +14,8 @@ import torch
 import xarray as xr
 
 from .. import diffeo, results
-from ..core import check_int, progress, resolve_device, seed_everything
-from ..scaffold import Experiment, Var
+from ..core import check_int
+from ..scaffold import CellContext, Experiment, Var
 
 
 # %% auto #0
@@ -46,8 +46,8 @@ def cell(
     n:int, # image side in pixels
     c_grid:list, # cut-offs c
     samples:int, # fields drawn per cut-off
-    seed:int=0, # seed of every random draw
-    device:str="cpu", # "cpu", "cuda", "auto"
+    seed:int, # seed of every random draw
+    ctx:CellContext=CellContext(), # where it runs (device, seeding)
 ) -> xr.Dataset:
     """Fig. 8's raw samples: δ and max Ξ of unit-temperature fields over the cut-off c, for both cut-off conventions.
 
@@ -56,12 +56,12 @@ def cell(
         c_grid: cut-offs c
         samples: fields drawn per cut-off
         seed: seed of every random draw
-        device: "cpu", "cuda", "auto"
+        ctx: where it runs (device, seeding)
     """
-    dev, g = resolve_device(device), seed_everything(seed)
+    dev, g = ctx.device, ctx.seed(seed)
     delta, xi = [], []
     for cutoff in diffeo.CUTOFFS:
-        for c in progress(c_grid, desc=f"cut-off {cutoff}"):
+        for c in ctx.progress(c_grid, desc=f"cut-off {cutoff}"):
             unit = diffeo.sample_coefficients(samples, 1.0, c, cutoff, g, torch.float64, dev)
             delta.append(diffeo.delta_measured(diffeo.field(unit, (n, n))).cpu())
             xi.append(diffeo.max_xi(unit, (n, n)).cpu())

@@ -17,7 +17,7 @@ from . import petrini
 from .petrini import (CPU_LR, check_interps, logmean, median_distances, plain_log_ticks, probe, resolve_archs, setup,
                                          train_network)
 from ..results import span
-from ..scaffold import Experiment, Var
+from ..scaffold import CellContext, Experiment, Var
 from ..style import point_label, tidy_labels
 
 # %% auto #0
@@ -77,22 +77,21 @@ def cell(
     dataset:str, # name from `data.DATASETS`
     arch:str, # architecture name from `models.ARCHS`
     seed:int, # seed of the subset, initialisation, training, deformations and noise
+    P:int|None, # training-set size (None: every image left after n_val)
+    n_val:int, # validation images held out from the training split
+    steps:int|dict, # optimiser steps, or {arch: steps}
+    width:float|dict, # width multiplier (`models.build`), or {arch: width}
+    lr:float|dict|None, # learning rate (None: the paper's), or {arch: lr}
+    batch_size:int, # images per step
+    warmup:float, # fraction of linear warm-up for the SGD-trained nets
+    n_test:int, # probed test images
+    deltas:list, # displacements of the probes
+    cs:list, # cut-offs of the probes, the main one first
+    interps:list, # interpolations of the probes, the main one first
+    delta_method:str, # how δ sets T (`stability.Diffeomorphism`)
+    cutoff:str, # "paper" or "code"
     data_root:str|None=None, # folder of the data files (None: $DIFFGEO_DATA)
-    P:int|None=3500, # training-set size (None: every image left after n_val)
-    n_val:int=500, # validation images held out from the training split
-    steps:int|dict=400, # optimiser steps, or {arch: steps}
-    width:float|dict=1.0, # width multiplier (`models.build`), or {arch: width}
-    lr:float|dict|None=None, # learning rate (None: the paper's), or {arch: lr}
-    batch_size:int=128, # images per step
-    warmup:float=0.2, # fraction of linear warm-up for the SGD-trained nets
-    n_test:int=500, # probed test images
-    deltas:list=(0.5, 1.0, 2.0), # displacements of the probes
-    cs:list=(3, 5, 15), # cut-offs of the probes, the main one first
-    interps:list=("bilinear", "gaussian"), # interpolations of the probes, the main one first
-    delta_method:str="asymptotic", # how δ sets T (`stability.Diffeomorphism`)
-    cutoff:str="paper", # "paper" or "code"
-    device:str="cpu", # "cpu", "cuda", "auto"
-    checkpoint_dir:str|None=None, # per-epoch training checkpoints, deleted when the cell ends (None: none)
+    ctx:CellContext=CellContext(), # where it runs, and its per-epoch training checkpoint (deleted when the cell ends)
 ) -> xr.Dataset:
     """The trained network's medians at every δ, c and interpolation, and its test error.
 
@@ -100,7 +99,6 @@ def cell(
         dataset: name from `data.DATASETS`
         arch: architecture name from `models.ARCHS`
         seed: seed of the subset, initialisation, training, deformations and noise
-        data_root: folder of the data files (None: $DIFFGEO_DATA)
         P: training-set size (None: every image left after n_val)
         n_val: validation images held out from the training split
         steps: optimiser steps, or {arch: steps}
@@ -114,13 +112,13 @@ def cell(
         interps: interpolations of the probes, the main one first
         delta_method: how δ sets T (`stability.Diffeomorphism`)
         cutoff: "paper" or "code"
-        device: "cpu", "cuda", "auto"
-        checkpoint_dir: per-epoch training checkpoints, deleted when the cell ends (None: none)
+        data_root: folder of the data files (None: $DIFFGEO_DATA)
+        ctx: where it runs, and its per-epoch training checkpoint (deleted when the cell ends)
     """
-    s = setup(arch, seed, dataset, data_root, P, n_val, n_test, steps, width, lr, device)
+    s = setup(arch, seed, dataset, data_root, P, n_val, n_test, steps, width, lr, ctx)
     info, steps, lr, ds_data, fit, val, net = s.info, s.steps, s.lr, s.data, s.fit, s.val, s.net
     images = s.probe.images
-    ckpt = None if checkpoint_dir is None else results.resolve_path(checkpoint_dir) / f"{dataset}_{info.name}_seed{seed}.pt"
+    ckpt = ctx.checkpoint(dataset, info.name, f"seed{seed}")
     res, seconds = train_network(net, info.name, dataset, ds_data, fit, val, steps, seed, lr=lr, warmup=warmup,
                                  batch_size=batch_size, checkpoint=ckpt, progress=False)
     kw = dict(delta_method=delta_method, cutoff=cutoff)
