@@ -559,7 +559,7 @@ def run(self:Experiment,
     if self._finish: ds = self._finish(ds, {**p, **shared})
     ctx = runtime.get("ctx")                                            # a cell with a context: its device and data recorded as before
     seen = {"device": ctx.device_name, **({"data_root": ctx.data_root} if ctx.data_root else {})} if isinstance(ctx, CellContext) else {}
-    params = dict(profile=profile, **self.constants, **p, **seen, **shared, **compute)
+    params = dict(profile=profile, **self.constants, **p, **{**seen, **shared}, **compute)
     if tag: params["tag"] = tag
     results.stamp(ds, params, resolve_device(device) if executor == "inline" else device, start, end, paper=self.paper,
                   experiment=self.name)
