@@ -34,8 +34,8 @@ from .core import check_choice, process_alive
 __all__ = ['PROFILE_NAMES', 'COMMITTED_PROFILES', 'CODE_CHANGED', 'STALE_TEMP_DAYS', 'CONVENTIONS', 'select_profile',
            'project_root', 'output_root', 'resolve_path', 'check_folder', 'git_commit', 'code_version',
            'on_code_change', 'code_change_policy', 'now', 'processor', 'minutes', 'core_hours', 'provenance', 'stamp',
-           'parameters', 'load_checkpoint', 'span', 'cf_attrs', 'check_cf', 'clean_temps', 'atomic_write',
-           'cf_conventions', 'save_dataset', 'load_dataset', 'save_figure', 'compare']
+           'parameters', 'load_checkpoint', 'span', 'markdown_table', 'cf_attrs', 'check_cf', 'clean_temps',
+           'atomic_write', 'cf_conventions', 'save_dataset', 'load_dataset', 'save_figure', 'compare']
 
 # %% ../nbs/01_results.ipynb #d300fb41
 #: The profiles, smallest first: `smoke` (seconds, for tests), `cpu` (the default, minutes), `long` (what two CPU
@@ -393,6 +393,34 @@ def span(
     """
     lo, hi = scale * float(values.min()), scale * float(values.max())
     return f"{lo:{fmt}}{unit} to {hi:{fmt}}{unit}".replace("-", "−")
+
+# %% ../nbs/01_results.ipynb #mdtab002
+def markdown_table(
+    table, # a pandas DataFrame (its index the first column), or a list of rows
+    header:list|None=None, # the columns' names, for a list of rows (a DataFrame's come from it)
+    cell:Callable=str, # how a value is shown
+    index:str|None=None, # the heading of the index column (None: the index's name)
+    join:str=" ", # between the levels of a MultiIndex's label
+) -> str: # the Markdown table
+    """A Markdown table of `table`: its header, a rule, a line per row, every `|` in a cell escaped.
+
+    Args:
+        table: a pandas DataFrame (its index the first column), or a list of rows
+        header: the columns' names, for a list of rows (a DataFrame's come from it)
+        cell: how a value is shown
+        index: the heading of the index column (None: the index's name)
+        join: between the levels of a MultiIndex's label
+    Returns:
+        the Markdown table
+    """
+    label = lambda k: join.join(map(str, k)).strip() if isinstance(k, tuple) else str(k)
+    if header is None:
+        if not hasattr(table, "itertuples"): raise TypeError("give the header of a list of rows (a DataFrame brings its own).")
+        header = [label(table.index.name or "") if index is None else index, *map(label, table.columns)]
+        rows = [[label(i), *map(cell, r)] for i, r in zip(table.index, table.itertuples(index=False))]
+    else: rows = [list(map(cell, r)) for r in table]
+    line = lambda r: "| " + " | ".join(str(v).replace("|", "\\|") for v in r) + " |"
+    return "\n".join([line(header), "|" + "---|" * len(header), *map(line, rows)])
 
 # %% ../nbs/01_results.ipynb #2513f38e
 def cf_attrs(

@@ -96,7 +96,7 @@ def main(argv=None) -> int:
             for k, fig in new.figures.items(): shutil.copyfile(fig, old.figures[k])
             print(f"replaced {os.path.relpath(old.dataset, ROOT)} and {len(new.figures)} figures", flush=True)
     head = list(table[0])
-    md = "| " + " | ".join(head) + " |\n|" + "---|" * len(head) + "\n" + "".join("| " + " | ".join(t[h] for h in head) + " |\n" for t in table)
+    md = results.markdown_table([[t[h] for h in head] for t in table], header=head) + "\n"
     (out / "regenerate.md").write_text(md)
     with open(out / "regenerate.csv", "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=list(every_row[0])); w.writeheader(); w.writerows(every_row)

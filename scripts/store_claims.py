@@ -20,21 +20,22 @@ import nbformat
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _call(source: str, call: str, imports=()):
+    "The arguments of the cell's one line `call(...)` as (args, kwargs) (after the lines `imports`), or None if the cell is not such a cell."
+    lines = [l for l in source.splitlines() if l.strip() and not l.lstrip().startswith("#") and l.strip() not in imports]
+    if len(lines) != 1 or not lines[0].startswith(call + "("): return None
+    node = ast.parse(lines[0]).body[0].value                            # a trailing comment is no part of the call
+    return [ast.literal_eval(a) for a in node.args], {k.arg: ast.literal_eval(k.value) for k in node.keywords}
+
+
 def show_call(source: str):
     "The arguments of the cell's `claims.show(...)` call as (args, kwargs), or None if the cell is not such a cell."
-    lines = [l for l in source.splitlines() if l.strip() and not l.lstrip().startswith("#")]
-    lines = [l for l in lines if l.strip() != "from diffgeo import claims"]
-    if len(lines) != 1 or not lines[0].startswith("claims.show("): return None
-    call = ast.parse(lines[0]).body[0].value
-    return [ast.literal_eval(a) for a in call.args], {k.arg: ast.literal_eval(k.value) for k in call.keywords}
+    return _call(source, "claims.show", imports=("from diffgeo import claims",))
 
 
 def report_call(source: str):
     "The arguments of the cell's `EXPERIMENT.show_report(...)` call as (args, kwargs), or None if the cell is not such a cell."
-    lines = [l for l in source.splitlines() if l.strip() and not l.lstrip().startswith("#")]
-    if len(lines) != 1 or not lines[0].startswith("EXPERIMENT.show_report("): return None
-    call = ast.parse(lines[0].split("  #")[0]).body[0].value
-    return [ast.literal_eval(a) for a in call.args], {k.arg: ast.literal_eval(k.value) for k in call.keywords}
+    return _call(source, "EXPERIMENT.show_report")
 
 
 def rendered(args, kwargs) -> str:

@@ -265,11 +265,8 @@ def _accuracy(
 
 def _markdown(df, formats:dict|None=None) -> str:
     "A DataFrame as a Markdown table: its index the first column, column labels joined, floats as `formats[column]` says (default 3 decimals)."
-    label = lambda c: " ".join(map(str, c)).strip() if isinstance(c, tuple) else str(c)
-    cell = lambda c, v: (formats or {}).get(c, "{:.3f}").format(v) if isinstance(v, float) else str(v)
-    rows = [[df.index.name or "", *map(label, df.columns)]] + [[str(i), *(cell(c, v) for c, v in zip(df.columns, r))] for i, r in
-                                                               zip(df.index, df.itertuples(index=False))]
-    return "\n".join("| " + " | ".join(r) + " |" for r in [rows[0], ["---"] * len(rows[0]), *rows[1:]])
+    shown = df.apply(lambda col: col.map(lambda v: (formats or {}).get(col.name, "{:.3f}").format(v) if isinstance(v, float) else str(v)))
+    return results.markdown_table(shown)
 
 @EXPERIMENT.report
 def report(ds:xr.Dataset) -> str:

@@ -286,12 +286,6 @@ def _gain(ds:xr.Dataset, d:str):
     sd = np.sqrt((s.sel(model=_ST) ** 2).sum().item() / len(_ST) ** 2 + s.sel(model="No transformer").item() ** 2)
     return gains, gains.mean().item(), sd
 
-def _markdown(df) -> str:
-    "A DataFrame of text as a Markdown table: its index the first column, column labels joined."
-    label = lambda c: " ".join(map(str, c)).strip() if isinstance(c, tuple) else str(c)
-    rows = [[df.index.name or "", *map(label, df.columns)]] + [[str(i), *map(str, r)] for i, r in zip(df.index, df.itertuples(index=False))]
-    return "\n".join("| " + " | ".join(r) + " |" for r in [rows[0], ["---"] * len(rows[0]), *rows[1:]])
-
 @EXPERIMENT.report
 def report(ds:xr.Dataset) -> str:
     """What a run shows, from its file alone: Table 3 beside the paper's, and per data set the gains over the plain CNN (with the
@@ -299,7 +293,7 @@ def report(ds:xr.Dataset) -> str:
     p, k = results.parameters(ds), ds.sizes["seed"]
     out = [f"{ds.sizes['model']} networks × {k} seed{'s' if k > 1 else ''} on {', '.join(map(str, ds.dataset.values))}: "
            f"{int(ds.n_train.max())} training images each, {'all' if p.get('n_test') is None else p['n_test']} test images, "
-           f"{p['epochs']} epochs, Adam at {p['lr']:g}.", "", _markdown(table(ds)), ""]
+           f"{p['epochs']} epochs, Adam at {p['lr']:g}.", "", results.markdown_table(table(ds)), ""]
     if not set(MODELS) <= set(map(str, ds.model.values)): return "\n".join(out)
     for d in map(str, ds.dataset.values):
         a, n, t = ds.accuracy_mean.sel(dataset=d), int(ds.n_test.sel(dataset=d).max()), ds.train_seconds_mean.sel(dataset=d)

@@ -21,7 +21,7 @@ from ..core import check_choice, check_int, seed_everything
 
 # %% auto #0
 __all__ = ['GROUPS', 'SIDE', 'N_CLASSES', 'PAPER_REGIME', 'fit', 'Measured', 'tune_nu', 'step_seconds', 'image_seconds',
-           'cell_seconds', 'regime', 'markdown_table', 'run_compute']
+           'cell_seconds', 'regime', 'run_compute']
 
 # %% ../../nbs/paper_moskalev.ipynb #94c0af7f
 #: The paper's groups: name -> a function that builds it
@@ -258,23 +258,6 @@ def regime(
     return ", ".join(ours), paper, bool(same)
 
 # %% ../../nbs/paper_moskalev.ipynb #5e1a7c03
-def markdown_table(
-    df, # a pandas DataFrame of what to show (formatted); a MultiIndex's levels, of rows or columns, joined by a space
-    index:str="", # the heading of the index column
-) -> str: # a Markdown table
-    """`df` as a Markdown table, for the experiments' reports (pandas' own `to_markdown` needs `tabulate`).
-
-    Args:
-        df: a pandas DataFrame of what to show (formatted); a MultiIndex's levels, of rows or columns, joined by a space
-        index: the heading of the index column
-    Returns:
-        a Markdown table
-    """
-    name = lambda k: " ".join(str(p) for p in k) if isinstance(k, tuple) else str(k)
-    rows = [[index, *map(name, df.columns)]] + [[name(i), *r] for i, r in zip(df.index, df.astype(object).values.tolist())]
-    line = lambda r: "| " + " | ".join(str(v).replace("|", "\\|") for v in r) + " |"
-    return "\n".join([line(rows[0]), "|" + "---|" * len(rows[0])] + [line(r) for r in rows[1:]])
-
 def run_compute(ds) -> str:
     "How a run computed, as its report says it: its core-hours where `show_report`'s heading gives minutes (a run of one cell), and its threads."
     threads = ds.attrs.get("cpu_threads", "?")

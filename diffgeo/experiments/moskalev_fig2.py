@@ -13,7 +13,7 @@ import xarray as xr
 
 from .. import data, invariance, probes, results, train
 from ..core import check_int
-from .moskalev import fit, markdown_table, run_compute, tune_nu
+from .moskalev import fit, run_compute, tune_nu
 from ..scaffold import CellContext, Experiment, Var
 
 # %% auto #0
@@ -284,7 +284,7 @@ def report(ds:xr.Dataset) -> str:
               + ", ".join(f"{float(v):g}: {float(s):.3f}" for v, s in zip(ds.nu_grid.values, ds.nu_search_si.values) if np.isfinite(s)) + ".")
     return (f"{ds.sizes['seed']} seeds, {p['n_train']:,} training digits of {p['dataset']}, {p['epochs']} epochs, "
             f"{ds.sizes['sample']:,} test images; IR's ν = {float(ds.nu):g}; {run_compute(ds)}. Per model, the mean over seeds "
-            "[the smallest, the largest]:\n\n" + markdown_table(summary(ds), "model") + search)
+            "[the smallest, the largest]:\n\n" + results.markdown_table(summary(ds), index="model") + search)
 
 # %% ../../nbs/moskalev_fig2.ipynb #7d7aa5f4
 @EXPERIMENT.regression

@@ -13,7 +13,7 @@ import xarray as xr
 
 from .. import data, invariance, results
 from ..core import check_choice, check_int
-from .moskalev import GROUPS, Measured, cell_seconds, fit, markdown_table, run_compute, tune_nu
+from .moskalev import GROUPS, Measured, cell_seconds, fit, run_compute, tune_nu
 from ..scaffold import CellContext, Experiment, Var
 
 # %% auto #0
@@ -268,7 +268,7 @@ def report(ds:xr.Dataset) -> str:
             f"{ds.sizes['sample']:,} test images, drift toward {p['target']}; IR's ν per group: "
             + ", ".join(f"{g} {v:g}" for g, v in zip(ds.group.values, ds.nu.values)) + f"; {run_compute(ds)}.\n\n"
             "$DI_f$ (nat) and the accuracy-drop ratio, mean over seeds, at a few degrees of drift β:\n\n"
-            + markdown_table(table, "group model"))
+            + results.markdown_table(table, index="group model"))
 
 # %% ../../nbs/moskalev_fig4.ipynb #31222423
 @EXPERIMENT.regression

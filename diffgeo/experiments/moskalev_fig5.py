@@ -13,7 +13,7 @@ import xarray as xr
 
 from .. import data, invariance, results, train
 from ..core import check_int, seed_everything
-from .moskalev import GROUPS, Measured, cell_seconds, fit, markdown_table, run_compute, tune_nu
+from .moskalev import GROUPS, Measured, cell_seconds, fit, run_compute, tune_nu
 from ..scaffold import CellContext, Experiment, Var
 
 # %% auto #0
@@ -230,7 +230,7 @@ def report(ds:xr.Dataset) -> str:
     return (f"{p['n_train']:,} training digits of {p['dataset']}, {p['epochs']} epochs, {ds.sizes['seed']} seeds, "
             f"{ds.sizes['sample']:,} test images per group; {run_compute(ds)}. Per group and model: the median σ_max(J) over "
             "test images divided by DA's of the same seed (`sigma_ratio`, geometric mean over seeds), the test accuracy, "
-            "$SI_f$ and $LI_f$ (means over seeds), and ν (0: DA):\n\n" + markdown_table(table, "group model") + "\n\n"
+            "$SI_f$ and $LI_f$ (means over seeds), and ν (0: DA):\n\n" + results.markdown_table(table, index="group model") + "\n\n"
             "Each IR form's search for ν (`nu_search_si`), the seed-0 model's validation SI per ν tried: "
             + "; ".join(f"{g} {m}: {search(g, m)}" for g in ds.group.values for m in ds.model.values[1:]) + ".\n\n"
             f"Proposition 3.1's linear network: σ_max(W) from step 1 to step {int(ds.step[-1])} of gradient descent on LI, "

@@ -13,7 +13,7 @@ import xarray as xr
 
 from .. import data, invariance, results, train
 from ..core import check_int
-from .moskalev import (GROUPS, Measured, cell_seconds, fit, markdown_table,   # the paper's recipe, shared by its figures
+from .moskalev import (GROUPS, Measured, cell_seconds, fit,   # the paper's recipe, shared by its figures
                                           run_compute, tune_nu)
 from ..scaffold import CellContext, Experiment, Var
 
@@ -230,8 +230,8 @@ def report(ds:xr.Dataset) -> str:
                  + f"; WT's largest $LI_f$ {float(ds.LI_f.sel(model='WT').max()):.1e}")
     return (f"{ds.sizes['seed']} seeds, {p['n_train']:,} training digits of {p['dataset']}, {p['epochs']} epochs, "
             f"{ds.sizes['sample']:,} test images per group; {run_compute(ds)}. Table 1, ours (mean ± s.d. over seeds) beside "
-            "the paper's:\n\n" + markdown_table(table(ds), "group model") + "\n\n"
-            "IR's search for ν, the seed-0 model's validation SI per ν tried:\n\n" + markdown_table(nus, "group") + "\n\n"
+            "the paper's:\n\n" + results.markdown_table(table(ds), index="group model") + "\n\n"
+            "IR's search for ν, the seed-0 model's validation SI per ν tried:\n\n" + results.markdown_table(nus, index="group") + "\n\n"
             + "\n".join(lines))
 
 # %% ../../nbs/moskalev_tab1.ipynb #c2b25f6a

@@ -341,11 +341,7 @@ def md_table(
         if not np.isfinite(v): return "n/a"
         s = f"{float(v):.{digits}f}".rstrip("0").rstrip(".")
         return "0" if s in ("", "-0") else s
-    name = lambda c: ", ".join(map(str, c)) if isinstance(c, tuple) else str(c)
-    head = [name(df.index.name or "")] + [name(c) for c in df.columns]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    lines += ["| " + " | ".join([name(i), *map(cell, row)]) + " |" for i, row in zip(df.index, df.itertuples(index=False))]
-    return "\n".join(lines)
+    return results.markdown_table(df, cell=cell, join=", ")
 
 # %% ../../nbs/paper_petrini.ipynb #b2d0a7e2
 PAPER_STEPS = 250 * 352  # App. E.1: 250 epochs of 45,000-50,000 images in batches of 128, the same steps at every P

@@ -24,9 +24,9 @@ from ..scaffold import Var
 __all__ = ['SLICE_VARIABLES', 'BOUNDARY_COLOR', 'BOUNDARY_MUTATIONS', 'choose_anchors', 'slice_geometry',
            'measure_during_training', 'check_snapshots', 'slice_points', 'slice_dataset', 'predictive_entropy',
            'nan_argmax', 'at_position', 'peak_gain', 'slice_derive', 'ternary', 'draw_boundaries', 'triangle_panel',
-           'last_epoch', 'genuine_segments', 'drawn_lines', 'draw_slices', 'mean_sd_segments', 'signed',
-           'markdown_table', 'separated', 'too_few_segments', 'boundary_vs_control', 'accuracy_cap', 'boundary_passes',
-           'triangle_correlation', 'triangle', 'weakly_correlated', 'accuracy', 'controls_bumped']
+           'last_epoch', 'genuine_segments', 'drawn_lines', 'draw_slices', 'mean_sd_segments', 'signed', 'separated',
+           'too_few_segments', 'boundary_vs_control', 'accuracy_cap', 'boundary_passes', 'triangle_correlation',
+           'triangle', 'weakly_correlated', 'accuracy', 'controls_bumped']
 
 # %% ../../nbs/paper_zavatoneveth.ipynb #1cda2439
 SLICE_VARIABLES = {
@@ -427,21 +427,6 @@ def mean_sd_segments(v:xr.DataArray) -> str:
 def signed(x:float) -> str:
     "`x` with its sign and one decimal, a true minus sign."
     return f"{float(x):+.1f}".replace("-", "−")
-
-# %% ../../nbs/paper_zavatoneveth.ipynb #8dcfe51a
-def markdown_table(
-    header:list, # the columns' names
-    rows:list, # each row's cells, as they are to be shown
-) -> str:
-    """A Markdown table, for the figures' reports (`Experiment.report`).
-
-    Args:
-        header: the columns' names
-        rows: each row's cells, as they are to be shown
-    """
-    cell = lambda v: str(v).replace("|", "\\|")
-    return "\n".join(["| " + " | ".join(map(cell, header)) + " |", "|" + "---|" * len(header),
-                      *("| " + " | ".join(map(cell, r)) + " |" for r in rows)])
 
 # %% ../../nbs/paper_zavatoneveth.ipynb #85301897
 def separated(

@@ -18,7 +18,7 @@ from .. import data, results, riemann
 from ..core import check_choice, check_int
 from .zavatoneveth import (BOUNDARY_MUTATIONS, SLICE_VARIABLES, accuracy, boundary_passes,  # the slice method,
                                             boundary_vs_control, check_snapshots, choose_anchors, draw_slices,  # shared with Fig. 3
-                                            genuine_segments, last_epoch, markdown_table, measure_during_training,
+                                            genuine_segments, last_epoch, measure_during_training,
                                             predictive_entropy, slice_dataset, slice_derive, slice_geometry, slice_points,
                                             triangle)
 from ..scaffold import CellContext, Experiment
@@ -181,7 +181,7 @@ def report(ds:xr.Dataset) -> str:
     return (f"Test error {float(last.test_error):.2%} after {end} epochs on {p['dataset']} ({digits} training digits); "
             f"{int(cross.sum())} segments cross a decision boundary at the end, {int(control.sum())} are genuine controls. "
             "Midpoint gain (nats, mean ± s.d. over the segments):\n\n"
-            + markdown_table(["segments", f"epoch {int(ds.epoch.min())}", f"epoch {end}", f"expanded (gain > 0) at epoch {end}"], rows)
+            + results.markdown_table(rows, header=["segments", f"epoch {int(ds.epoch.min())}", f"epoch {end}", f"expanded (gain > 0) at epoch {end}"])
             + f"\n\nThe blend regression over the genuine segments at epoch {end} (coefficient ± s.e.): {fit}. The volume's peak lies "
             f"within a fifth of the segment of the entropy's peak on {int(near.sum())} of {int(cross.sum())} crossing segments.")
 

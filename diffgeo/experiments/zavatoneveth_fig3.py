@@ -20,7 +20,7 @@ from torch import nn
 from .. import data, models, results, train
 from ..core import check_choice
 from .zavatoneveth import (SLICE_VARIABLES, check_snapshots, choose_anchors, draw_slices,  # the slice method
-                                            genuine_segments, markdown_table, measure_during_training, peak_gain, slice_dataset, slice_derive, slice_geometry,
+                                            genuine_segments, measure_during_training, peak_gain, slice_dataset, slice_derive, slice_geometry,
                                             slice_points)
 from ..scaffold import CellContext, Experiment, Var
 
@@ -266,9 +266,9 @@ def report(ds:xr.Dataset) -> str:
     raised = int((ds.mid_gain.isel(epoch=-1) > ds.mid_gain.isel(epoch=0)).sum())
     return (f"{p['arch']} at width {p['width']:g}, {p['epochs']} epochs on {p['dataset']} ({images}); test error by epoch: "
             + ", ".join(f"{int(e)}: {100 * v:.1f}%" for e, v in zip(ds.epoch.values, ds.test_error.values)) + ".\n\n"
-            + markdown_table(["segment", "the claims compare it", "boundary gain (last epoch)", "midpoint gain (last epoch)",
-                              "midpoint gain (init)"], segments)
-            + "\n\nContrast along the segments, by block (rows: epochs):\n\n" + markdown_table(["epoch", *ds.block.values], blocks)
+            + results.markdown_table(segments, header=["segment", "the claims compare it", "boundary gain (last epoch)", "midpoint gain (last epoch)",
+                              "midpoint gain (init)"])
+            + "\n\nContrast along the segments, by block (rows: epochs):\n\n" + results.markdown_table(blocks, header=["epoch", *ds.block.values])
             + "\n\nVolume–entropy correlation over all the slices' points, by epoch: " + ", ".join(f"{v:+.2f}" for v in ds.entropy_corr.values)
             + f". Segments whose middle training raised: {raised} of {ds.sizes['line']}; genuine controls: {int(control.sum())} of "
             f"{int(ds.same_class.sum())} same-class segments, midpoint gains at the last epoch "
