@@ -476,13 +476,14 @@ def _prepare(self:Experiment, profile, device, data_root, tag, work_dir, out_dir
     grid = self.grid(p) if self.grid else {}
     fixed = {k: v for k, v in p.items() if k in accepts and k not in grid}   # what the results depend on
     if compute: fixed["_compute"] = compute
-    work = self.paths(profile, out_dir, tag, work_dir, fixed).work
+    paths = self.paths(profile, out_dir, tag, work_dir, fixed)
+    work = paths.work
     runtime = dict(shared)                                                      # what they do not: not in the shards' identity
     if checkpoints and "checkpoint_dir" in accepts: runtime["checkpoint_dir"] = str(work / "checkpoints")
     if "ctx" in accepts:                                                       # the cell's context, completed where it runs
         runtime["ctx"] = CellContext(str(device), str(work / "checkpoints") if checkpoints else None, "", self.name,
                                      None if data_root is None else str(data_root),
-                                     str(self.paths(profile, out_dir, tag, work_dir, fixed).artifacts))
+                                     str(paths.artifacts))
         runtime["_grid_dims"] = list(grid)
     return dict(p=p, grid=grid, fixed=fixed, runtime=runtime, shared=shared, compute=compute, work=work)
 
@@ -940,10 +941,8 @@ def new_experiment(
                    "outputs": [], "source": [f"#| default_exp experiments.{name}"]}
     nb["cells"].insert(1, default_exp)
     target.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
-    here = Path.cwd()
-    try:
-        os.chdir(root); export_notebooks(path=str(target))
-    finally: os.chdir(here)
+    from fastcore.xtras import working_directory
+    with working_directory(root): export_notebooks(path=str(target))
     return target
 
 # %% ../nbs/55_scaffold.ipynb #46d93d94

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from . import models, results
+from . import data, models, results, train
 
 # %% auto #0
 __all__ = ['FORMAT', 'BUILD', 'build_network', 'save_network', 'load_network', 'check_network', 'folder', 'index', 'load']
@@ -46,11 +46,9 @@ def build_network(
     if state_dict is not None: net.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in state_dict.items()})
     return net.eval()
 
-@torch.no_grad()
-def _error(net:nn.Module, x:torch.Tensor, y:torch.Tensor, batch:int=250) -> float:
-    "The fraction of `x` that `net` (evaluation mode, float32, CPU) misclassifies."
-    wrong = sum(int((net(x[i:i + batch].float()).argmax(1) != y[i:i + batch]).sum()) for i in range(0, len(x), batch))
-    return wrong / len(x)
+def _error(net:nn.Module, x:torch.Tensor, y:torch.Tensor) -> float:
+    "The fraction of `x` that `net` misclassifies (`train.evaluate`), in float32 whatever mixed precision the caller runs under."
+    with train.mixed_precision(None): return train.evaluate(net, data.Split(x.float(), y.long()))["error"]
 
 def save_network(
     net:nn.Module, # the trained network (any device, any mode; its weights are copied)
@@ -190,9 +188,10 @@ def load(
     Returns:
         the network (evaluation mode) and its provenance
     """
-    rows = [r for r in index(experiment, profile, tag, out_dir) if r.get("arch") == arch and r.get("seed") == seed]
+    every = index(experiment, profile, tag, out_dir)
+    rows = [r for r in every if r.get("arch") == arch and r.get("seed") == seed]
     if not rows:
-        have = sorted({(r.get("arch"), r.get("seed")) for r in index(experiment, profile, tag, out_dir)})
+        have = sorted({(r.get("arch"), r.get("seed")) for r in every})
         raise FileNotFoundError(f"no kept network {arch} seed {seed} in {folder(experiment, profile, tag, out_dir)}"
                                 + (f"; it has {have}." if have else "; the run kept none (or is not there)."))
     return load_network(rows[0]["path"], device)
