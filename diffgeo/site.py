@@ -243,7 +243,12 @@ _CHECK = """<script>
 window.addEventListener("load", function () {
   if (location.search.indexOf("check") < 0) return;
   function report() {
-    var imgs = Array.prototype.slice.call(document.images), text = document.body.innerText;
+    // the prose as a reader sees it (code, inline or not, may name a directive); and the code cells' own lines
+    var prose = document.body.cloneNode(true);
+    Array.prototype.forEach.call(prose.querySelectorAll("pre, code, script, style, #diffgeo-check"), function (e) { e.remove(); });
+    var text = prose.textContent;
+    var cells = Array.prototype.map.call(document.querySelectorAll(".jp-InputArea pre"), function (e) { return e.textContent; });
+    var imgs = Array.prototype.slice.call(document.images);
     var out = document.createElement("pre"); out.id = "diffgeo-check";
     out.textContent = JSON.stringify({
       images: imgs.length, broken: imgs.filter(function (i) { return !(i.complete && i.naturalWidth > 0); })
@@ -251,7 +256,8 @@ window.addEventListener("load", function () {
       math: document.querySelectorAll(".MathJax, .MathJax_Display").length,
       math_errors: document.querySelectorAll(".MathJax_Error, .merror, .noError").length,
       tables: document.querySelectorAll("table").length, characters: text.length,
-      raw: ["#|", ":::", "$$", "\\\\begin{", "{.callout", "{#fig-", "{target="].filter(function (s) { return text.indexOf(s) >= 0; })});
+      raw: ["#|", ":::", "$$", "\\\\begin{", "{.callout", "{#fig-", "{target="].filter(function (s) { return text.indexOf(s) >= 0; })
+           .concat(cells.some(function (c) { return /^#\\|/m.test(c); }) ? ["#| in a code cell"] : [])});
     document.body.appendChild(out);
   }
   if (window.MathJax && MathJax.Hub) MathJax.Hub.Queue(report); else report();
@@ -294,6 +300,7 @@ def render_page(
     """
     import nbformat
     from fastcore.nbio import nb2str, read_nb
+    from fastcore.xtras import modified_env, working_directory
     from nbconvert import HTMLExporter
     from nbconvert.preprocessors import TagRemovePreprocessor
     from nbdev.processors import FilterDefaults
@@ -302,16 +309,10 @@ def render_page(
         raise FileNotFoundError(f"no notebook at {src}; give the path of a .ipynb file, e.g. nbs/index.ipynb.")
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
     nb = read_nb(src)
-    here, env = Path.cwd(), os.environ.get("IN_TEST")
-    try:                                         # nbdev runs a notebook's imports and show_doc cells from its folder
-        os.chdir(src.parent); os.environ["IN_TEST"] = "1"
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            FilterDefaults()(nb)
-    finally:
-        os.chdir(here)
-        if env is None: os.environ.pop("IN_TEST", None)
-        else: os.environ["IN_TEST"] = env
+    # nbdev runs a notebook's imports and show_doc cells from its folder, as its docs build does (IN_TEST set)
+    with working_directory(src.parent), modified_env(IN_TEST="1"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        FilterDefaults()(nb)
     front = _frontmatter(nb)
     for cell in nb.cells:
         if cell.cell_type != "code": continue
@@ -356,17 +357,23 @@ def render_pages(
     out:str|os.PathLike="_pages", # the folder of pages (relative paths from the working directory)
     names:list|None=None, # notebook names without `.ipynb` (e.g. ["index", "petrini_fig3"]); None: every notebook of nbs/
     progress:bool=True, # a progress bar over the notebooks
+    n_workers:int=2, # processes rendering at once
 ) -> list: # the pages written
     """Write the docs' notebooks as HTML pages for reading offline (`render_page`), with the local MathJax they use and
-    `contents.html`, the site's sidebar as a list of links.
+    `contents.html`, the site's sidebar as a list of links. Each notebook is rendered in a fresh process, as nbdev's own docs
+    build does: processing runs a notebook's exported cells again, and their `@patch`es would otherwise leak into the next.
 
     Args:
         out: the folder of pages (relative paths from the working directory)
         names: notebook names without `.ipynb` (e.g. ["index", "petrini_fig3"]); None: every notebook of nbs/
         progress: a progress bar over the notebooks
+        n_workers: processes rendering at once
     Returns:
         the pages written
     """
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from diffgeo.site import render_page as job   # by its module's name: the fresh processes import it
     from tqdm.auto import tqdm
     import jupyter_server_mathjax
     nbs = results.project_root() / "nbs"
@@ -382,7 +389,9 @@ def render_pages(
     mj = out / "mathjax"
     if not (mj / "MathJax.js").is_file():
         shutil.copytree(Path(jupyter_server_mathjax.__file__).parent / "static", mj, dirs_exist_ok=True)
-    pages = [render_page(f, out) for f in tqdm(chosen, desc="pages", unit="notebook", disable=not progress)]
+    with ProcessPoolExecutor(n_workers, mp_context=multiprocessing.get_context("spawn"), max_tasks_per_child=1) as pool:
+        pages = list(tqdm(pool.map(job, chosen, [out] * len(chosen)), total=len(chosen), desc="pages", unit="notebook",
+                          disable=not progress))
     titles = {}
     for f in every:
         first = json.loads(f.read_text())["cells"][0]

@@ -21,6 +21,7 @@ IN_CI = os.environ.get("CI", "") not in ("", "0", "false", "False", "FALSE")
 
 #: page: the least a reader must see on it (typeset equations, loaded images, tables)
 PAGES = {"index": dict(math=1, images=1, tables=1), "10_diffeo": dict(math=100, images=1, tables=0),
+         "11_cpab": dict(math=100, images=1, tables=0),   # it had a TeX error (a brace left open) that only a browser showed
          "petrini_fig3": dict(math=20, images=3, tables=3), "paper_petrini": dict(math=20, images=5, tables=2)}
 
 def seen(page:Path) -> dict:
@@ -49,13 +50,14 @@ def test_a_page_shows_its_equations_figures_and_tables_and_no_raw_directive(page
     assert got["tables"] >= least["tables"], f"{name}: tables {got}"
 
 def test_the_check_sees_a_raw_directive_a_broken_image_and_untypeset_math(pages, tmp_path):
-    "The check itself fails a page that shows a cell option, a missing figure and TeX that MathJax could not typeset."
+    "The check itself fails a page that shows a cell option in its prose or a code cell, a missing figure and TeX that MathJax could not typeset."
     page = (pages / "index.html").read_text()
-    bad = page.replace("</h1>", "</h1><p>#| echo: false</p><img src='no-such-figure.png'><p>$$\\frac{1}{$$</p>", 1)
+    bad = page.replace("</h1>", "</h1><p>#| echo: false</p><img src='no-such-figure.png'><p>$$\\frac{1}{$$</p>"
+                       "<div class='jp-InputArea'><pre>#| export\nx = 1</pre></div>", 1)
     shutil.copytree(pages / "mathjax", tmp_path / "mathjax")
     (tmp_path / "bad.html").write_text(bad)
     got = seen(tmp_path / "bad.html")
-    assert "#|" in got["raw"] and len(got["broken"]) == 1 and got["math_errors"] >= 1
+    assert "#|" in got["raw"] and "#| in a code cell" in got["raw"] and len(got["broken"]) == 1 and got["math_errors"] >= 1
 
 def test_the_contents_page_links_every_rendered_page(pages):
     contents = (pages / "contents.html").read_text()
