@@ -290,9 +290,10 @@ def _history(rows:list[dict]) -> xr.Dataset:
     names = {"train_loss": "training cross-entropy (running mean over the epoch)",
              "train_error": "training error (running, augmented inputs)",
              "train_penalty": "the added penalty (running mean over the epoch)",
-             "val_loss": "validation cross-entropy", "val_error": "validation error", "lr": "learning rate at the epoch's end"}
-    keys = [k for k in names if rows and k in rows[0]]
-    ds = xr.Dataset({k: ("epoch", np.array([r[k] for r in rows], dtype=float), cf_attrs(names[k])) for k in keys},
+             "val_loss": "validation cross-entropy", "val_error": "validation error", "lr": "learning rate at the epoch's end",
+             "seconds": "wall-clock seconds of the epoch (its steps and validation; summed, a resumed training's whole time)"}
+    keys = [k for k in names if any(k in r for r in rows)]   # NaN where a row lacks one (epochs of a checkpoint from before `seconds`)
+    ds = xr.Dataset({k: ("epoch", np.array([r.get(k, math.nan) for r in rows], dtype=float), cf_attrs(names[k])) for k in keys},
                     coords={"epoch": ("epoch", np.arange(1, len(rows) + 1), cf_attrs("training epoch"))})
     return ds
 
@@ -400,12 +401,14 @@ def train(
     data = _on_device(train_split, dev)
     with training_layout(model, dev, memory_format) as layout:
         for epoch in bar:
+            t0 = time.perf_counter()
             aug = augment_fn if augment_fn is not None else partial(augment, pad=pad, flip=flip, fill=fill)
             row = _epoch(model, opt, sched, scaler, data, batch_size, aug, penalty, seed, epoch, amp, layout)
             validate = val_split is not None and ((epoch + 1) % val_every == 0 or epoch + 1 == epochs)
             if validate:
                 with mixed_precision(amp): row.update({f"val_{k}": v for k, v in evaluate(model, val_split).items()})
             elif val_split is not None: row.update(val_loss=math.nan, val_error=math.nan)
+            row["seconds"] = time.perf_counter() - t0
             state["rows"].append(row); state["epoch"] = epoch + 1
             score = row["val_error"] if validate else -epoch if val_split is None else math.inf  # without validation: the latest epoch
             if score < state["best_error"]:

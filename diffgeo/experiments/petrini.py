@@ -65,7 +65,7 @@ def train_network(
     val_overhead:float|None=None, # validate every k epochs, k the smallest keeping validation within this fraction of the training cost (None: every epoch, as the paper)
     fast:bool=False, # train in `train.fast_settings(arch)` (precision and layout checked to train as well as float32); explicit amp/memory_format win
     **kwargs, # passed to `train.train` (checkpoint, augment_fn, on_epoch, ...)
-) -> tuple[train.TrainResult, float]: # the result and the training time in seconds
+) -> tuple[train.TrainResult, float]: # the result and the training's seconds, over every process that resumed it
     """Train `net` by the paper's recipe (App. E.1) for a fixed number of optimiser steps, keeping the best epoch on `val`.
 
     Args:
@@ -85,17 +85,18 @@ def train_network(
         fast: train in `train.fast_settings(arch)` (precision and layout checked to train as well as float32); explicit amp/memory_format win
         **kwargs: passed to `train.train` (checkpoint, augment_fn, on_epoch, ...)
     Returns:
-        the result and the training time in seconds
+        the result and the training's seconds, over every process that resumed it
     """
     info = models.ARCHS[models.resolve_arch(arch)]
     fill = [-m / s for m, s in zip(ds_data.mean, ds_data.std)]  # black after standardisation
     if fast: kwargs = train.fast_settings(info.name, next(net.parameters()).device) | kwargs
-    t0 = time.perf_counter()
     res = train.train(net, fit, val, epochs=train.epochs_for_steps(steps, len(fit), batch_size), optimizer=info.optimizer, lr=lr,
                       val_every=_val_every(len(val), len(fit), val_overhead),
                       warmup=warmup if info.optimizer == "sgd" else 0.0, batch_size=batch_size, pad=pad,
                       flip=_flip_ok(dataset) and pad > 0, fill=fill, seed=seed, **kwargs)
-    return res, time.perf_counter() - t0
+    # each epoch's seconds are kept in its checkpoint, so this is a resumed run's whole time (less the epochs of a
+    # checkpoint written before epochs kept their seconds, which have none)
+    return res, float(res.history.seconds.sum(skipna=True))
 
 # %% ../../nbs/paper_petrini.ipynb #1911f25a
 @dataclass
@@ -367,15 +368,17 @@ def regime(
         (ours, the paper's, whether ours is the paper's)
     """
     p = results.parameters(ds)
-    (s0, s1), (w0, _) = _extremes(p.get("steps")), _extremes(p.get("width", 1.0))
+    (s0, s1), (w0, w1) = _extremes(p.get("steps")), _extremes(p.get("width", 1.0))
     steps = "?" if math.isnan(s0) else f"{s0:,.0f}" if s0 == s1 else f"{s0:,.0f}–{s1:,.0f}"
     P = p.get("P")
     Ps = f"P = {min(P):,}–{max(P):,}" if isinstance(P, list) else f"P = {P:,}" if P else ""
-    ours = [f"{steps} steps", "full width" if w0 == 1 else f"width ≥ {w0:g}", Ps, str(p.get("dataset") or "")]
+    ours = [f"{steps} steps", "full width" if w0 == 1 else f"width {w0:g}" if w0 == w1 else f"width ≥ {w0:g}", Ps, str(p.get("dataset") or "")]
     if "test_error" in ds:
         e = ds.test_error.sel(state="trained") if "state" in ds.test_error.dims else ds.test_error
         lo, hi = float(e.min()), float(e.max())
-        if np.isfinite(lo): ours.append(f"test error {100 * lo:.0f}–{100 * hi:.0f} %")
+        if np.isfinite(lo):
+            lo, hi = f"{100 * lo:.0f}", f"{100 * hi:.0f}"   # one number where both round alike
+            ours.append(f"test error {lo} %" if lo == hi else f"test error {lo}–{hi} %")
     paper = f"{paper_steps:,} steps, full width, test error {paper_error}"
     same = not math.isnan(s0) and s0 >= 0.9 * paper_steps and w0 == 1
     return ", ".join(x for x in ours if x), paper, bool(same)

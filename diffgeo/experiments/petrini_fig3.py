@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from .. import models, results, stability, train
+from .. import claims, models, results, stability, train
 from ..core import check_choice, check_int
 from . import petrini
 from .petrini import (check_interps, dataset_name, logmean, logstd, md_table, median_distances, plain_log_ticks,
@@ -24,7 +24,7 @@ from ..scaffold import CellContext, Experiment, Var
 # %% auto #0
 __all__ = ['CPU_WIDTH', 'COMMON', 'PROFILES', 'STATES', 'VARIABLES', 'EXPERIMENT', 'STEPS', 'SOTA', 'log_epochs', 'TrainingCurve',
            'probe_all', 'cell', 'settings', 'derive', 'draw_fig3', 'draw_fig4', 'draw_fig11', 'draw_fig14',
-           'draw_steps', 'draw_training', 'check_regression', 'quoted', 'report']
+           'draw_steps', 'draw_training', 'check_regression', 'quoted', 'last_decade', 'report']
 
 # %% ../../nbs/petrini_fig3.ipynb #34a13252
 CPU_WIDTH = {"ResNet18": 0.125, "EfficientNetB0": 0.125}
@@ -570,10 +570,34 @@ def _curve_lines(ds:xr.Dataset, arch:str) -> list[str]:
                           f"validation error {float(lm(v.sel(epoch=10))):.3f} → {float(lm(v.sel(epoch=n))):.3f}")
     if k.sum() > 2: out.append(f"- along the training (epochs ≥ 2, every seed): slope of log10 R_f on log10 ε_val {np.polyfit(x[k], y[k], 1)[0]:.2f}, "
                                f"corr {np.corrcoef(x[k], y[k])[0, 1]:.2f}")
-    eps = float(lm(ds.test_error.sel(arch=arch, state="trained")))
-    out.append(f"- the paper's Fig. 5 law ε_t ≈ 0.2 √R_f at {arch}'s test error {eps:.3f} puts R_f at {(eps / 0.2) ** 2:.2f}; "
-               f"R_f = 0.1 on that law needs ε_t ≈ {0.2 * np.sqrt(0.1):.3f}")
-    return out
+    return out + [_law_line(ds, arch)]
+
+def _law_line(ds:xr.Dataset, arch:str) -> str:
+    "Where the paper's own Fig. 5 law ε_t ≈ 0.2 √R_f puts `arch`'s R_f at the test error it reached, beside the R_f measured."
+    eps, R = float(logmean(ds.test_error.sel(arch=arch, state="trained"))), float(logmean(_one(ds).sel(arch=arch)))
+    return (f"- the paper's Fig. 5 law ε_t ≈ 0.2 √R_f at {arch}'s test error {eps:.3f} puts R_f at {(eps / 0.2) ** 2:.2f} "
+            f"(measured: {R:.2f}); R_f = 0.1 on that law needs ε_t ≈ {0.2 * np.sqrt(0.1):.3f}")
+
+def last_decade(ds:xr.Dataset, arch:str) -> str:
+    """What the last decade of `arch`'s training did (from the last measured epoch a tenth as far, or the nearest
+    measured epoch before it, to the end): the change of log10 R_f per seed, mean ± s.d., beside the error's change
+    (the test error where the curve measured it, else the validation error). '' where the curve is too short."""
+    c = ds.curve_R_f.sel(arch=arch)
+    c = c.sel(epoch=c.notnull().all("seed"))
+    n = int(c.epoch[-1])
+    early = [int(e) for e in c.epoch.values if 1 <= e <= n / 10]
+    if not early: return ""
+    e0, spe = early[-1], _steps_per_epoch(ds)
+    err = (ds.curve_test_error if "curve_test_error" in ds else ds.val_error).sel(arch=arch)
+    what = "test" if "curve_test_error" in ds else "validation"
+    d = np.log10(c.sel(epoch=n)) - np.log10(c.sel(epoch=e0))
+    return (f"over the last decade of {arch}'s training ({e0 * spe:,} → {n * spe:,} steps) its {what} error went from "
+            f"{float(logmean(err.sel(epoch=e0))):.3f} to {float(logmean(err.sel(epoch=n))):.3f} while log10 R_f moved by "
+            f"{claims.mean_sd(d, compact=True)} (per seed {', '.join(_num(x) for x in d.values)})")
+
+def _num(x:float) -> str: return f"{x:+.2f}".replace("-", "−")
+
+def _sentence(s:str) -> str: return f"{s[0].upper()}{s[1:]}. " if s else ""
 
 def _steps_lines(ds:xr.Dataset, arch:str) -> list[str]:
     "`arch`'s training curve measured at log-spaced epochs (`curve_at='log'`, the `long (steps)` run): D_f, G_f, R_f and the test error per seed against the optimiser steps."
@@ -585,7 +609,8 @@ def _steps_lines(ds:xr.Dataset, arch:str) -> list[str]:
     fall = np.log10(c.curve_R_f.isel(epoch=-1)) - np.log10(c.curve_R_f.isel(epoch=0))
     return [f"{arch}: log10 R_f falls by {', '.join(f'{-x:.2f}' for x in fall.values)} decades over {int(c.epoch[-1]) * spe:,} steps (per seed); "
             f"the smallest R_f {float(c.curve_R_f.min()):.3f}, after {int(c.epoch[int(c.curve_R_f.min('seed').argmin())]) * spe:,} steps. "
-            "D_f, G_f, R_f and the test error through the training, per seed:", "", md_table(table)]
+            f"{_sentence(last_decade(ds, arch))}D_f, G_f, R_f and the test error through the training, per seed:", "", md_table(table), "",
+            _law_line(ds, arch)]
 
 @EXPERIMENT.report
 def report(ds:xr.Dataset) -> str:
@@ -608,8 +633,6 @@ def report(ds:xr.Dataset) -> str:
     return "\n".join(out).strip()
 
 # %% ../../nbs/petrini_fig3.ipynb #69a79520
-from .. import claims
-
 SOTA = ("ResNet18", "EfficientNetB0")
 
 def _dataset(ds:xr.Dataset) -> str: return results.parameters(ds).get("dataset", "")
@@ -756,7 +779,8 @@ def _trained_sota(arch:str):
             [claims.every(R, lambda v: v < 1, "R_f below 1", fmt=".2f"),
              claims.every(fall, lambda v: v <= -_TWO, "R_f at least a factor 2 below the same network's at initialisation "
                           "(log10 trained/init at most −0.30)", fmt=".2f")],
-            _g(R), f"log10 trained/init {claims.mean_sd(fall, compact=True)} ({_dataset(ds)})")
+            _g(R), f"log10 trained/init {claims.mean_sd(fall, compact=True)} ({_dataset(ds)})"
+                   + (f"; {_law_line(ds, arch)[2:]}" if _dataset(ds) == "cifar10" else ""))   # Fig. 5's law is CIFAR-10's
     return verdict
 
 for _a in SOTA:
@@ -887,4 +911,4 @@ def _(ds):
     return claims.judge(
         claims.every(fall, lambda v: v <= -1, "log10 R_f after the last epoch over before training at most −1", over="(architecture, seed)", fmt=".2f"),
         claims.every(fall, lambda v: v <= -_TWO, "log10 R_f after the last epoch over before training at most −0.30", over="(architecture, seed)", fmt=".2f"),
-        value, f"falls in {claims.fraction(fall < 0)[0]} of {fall.size} networks")
+        value, "; ".join([f"falls in {claims.fraction(fall < 0)[0]} of {fall.size} networks"] + [s for s in (last_decade(ds, a) for a in archs) if s]))

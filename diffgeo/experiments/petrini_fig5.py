@@ -197,7 +197,8 @@ def cell(
     both["test_index"] = ("sample", ds_data.test.subset_indices(n_test, seed=0).numpy())
     both["test_error"] = ("state", np.array([init_error, test_error]))
     both["n_test_images"] = ((), len(ds_data.test))
-    for k in res.history.data_vars: both[k] = res.history[k]
+    for k in res.history.data_vars:
+        if k != "seconds": both[k] = res.history[k]   # the epochs' wall clock is summed in train_seconds
     both["best_epoch"] = ((), res.best_epoch)
     both["train_seconds"] = ((), seconds)
     both = both.assign_coords(depth=info.depth, n_params=models.n_params(net), batchnorm=int(info.batchnorm),
