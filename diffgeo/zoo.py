@@ -10,13 +10,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch import nn
 
 from . import data, models, results, train
+from .core import check_int
 
 # %% auto #0
-__all__ = ['FORMAT', 'BUILD', 'build_network', 'save_network', 'load_network', 'check_network', 'folder', 'index', 'load']
+__all__ = ['FORMAT', 'BUILD', 'PROBE_FILE', 'PROBE_FORMAT', 'build_network', 'save_network', 'load_network', 'check_network',
+           'folder', 'index', 'load', 'save_probe_images', 'load_probe_images', 'write_probe_images']
 
 # %% ../nbs/36_zoo.ipynb #z0000005
 FORMAT = "diffgeo-network-1"  # the layout of a kept network's file
@@ -81,23 +84,38 @@ def save_network(
     return results.atomic_write(results.resolve_path(path), lambda tmp: torch.save(blob, tmp))
 
 def load_network(
-    path:str|os.PathLike, # a file `save_network` wrote
+    path:str|os.PathLike, # a file `save_network` wrote (in a cell's measuring stage: `ctx.zoo_file(*names)`)
     device:str|torch.device="cpu", # where the network goes
+    expect:dict|None=None, # provenance the network must have (a cell's settings: arch, seed, steps, ...); None: any
 ) -> tuple[nn.Module, dict]: # the network (evaluation mode, float32) and its provenance
-    """A kept network, built again and ready to probe, with its provenance.
+    """A kept network, built again and ready to probe, with its provenance; refused where the provenance disagrees with
+    `expect` (the measuring stage of a cell probing a network trained with other settings).
 
     Args:
-        path: a file `save_network` wrote
+        path: a file `save_network` wrote (in a cell's measuring stage: `ctx.zoo_file(*names)`)
         device: where the network goes
+        expect: provenance the network must have (a cell's settings: arch, seed, steps, ...); None: any
     Returns:
         the network (evaluation mode, float32) and its provenance
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a kept network's file, got {type(path).__name__} (a cell's ctx.zoo_file is None outside its measuring stage).")
     path = results.resolve_path(path)
-    if not path.is_file(): raise FileNotFoundError(f"no kept network at {path}; `zoo.index(experiment, profile, tag)` lists the kept ones.")
+    if not path.is_file():
+        have = sorted(f.stem for f in path.parent.glob("*.pt")) if path.parent.is_dir() else []
+        raise FileNotFoundError(f"no kept network {path.name} in {path.parent}" + (f" (it holds {', '.join(have)})" if have else "")
+                                + ": the run did not keep it; train it with its networks kept (stage 'train'), land the run's zoo, "
+                                  "or probe only the networks kept (`zoo.index(experiment, profile, tag)` lists them).")
     blob = torch.load(path, map_location="cpu", weights_only=True)
     if not isinstance(blob, dict) or blob.get("format") != FORMAT:
         raise ValueError(f"{path} is not a kept network ({FORMAT}); it was not written by zoo.save_network.")
-    return build_network(blob["provenance"], blob["state_dict"]).to(device), dict(blob["provenance"])
+    prov = dict(blob["provenance"])
+    differ = {k: (prov.get(k), v) for k, v in (expect or {}).items() if prov.get(k) != v}
+    if differ:
+        said = "; ".join(f"{k} {a!r} kept, {b!r} asked" for k, (a, b) in differ.items())
+        raise ValueError(f"{path} was kept by a run of other settings ({said}): probe it with the settings of the run that kept "
+                         "it (its profile and tag), or train one with these.")
+    return build_network(prov, blob["state_dict"]).to(device), prov
 
 def check_network(
     path:str|os.PathLike, # a kept network
@@ -195,3 +213,127 @@ def load(
         raise FileNotFoundError(f"no kept network {arch} seed {seed} in {folder(experiment, profile, tag, out_dir)}"
                                 + (f"; it has {have}." if have else "; the run kept none (or is not there)."))
     return load_network(rows[0]["path"], device)
+
+# %% ../nbs/36_zoo.ipynb #3a8ea8b5
+PROBE_FILE = "probe_images.npz"  # the probed test images a zoo folder carries beside its networks
+PROBE_FORMAT = "diffgeo-probes-1"  # the layout of that file
+
+def _from_bytes(pixels:np.ndarray, mean:np.ndarray, std:np.ndarray) -> torch.Tensor:
+    """uint8 `[N, H, W, C]` pixels as `data.load` makes them `[N, C, H, W]`: channels moved first by the same view (whose
+    strides, for one channel, stay channels-last: a convolution's kernel depends on them), float32, / 255, minus the channel
+    means, over the channel deviations."""
+    x = torch.from_numpy(np.array(pixels, dtype=np.uint8)).permute(0, 3, 1, 2).contiguous().float().div_(255)   # (a fresh C-order copy)
+    return x.sub_(torch.from_numpy(mean)[:, None, None]).div_(torch.from_numpy(std)[:, None, None])
+
+def save_probe_images(
+    folder:str|os.PathLike, # a zoo folder (`folder(...)`; in a cell, the folder of `CellContext.artifact`'s files)
+    ds_data:data.DataSet, # the data set the cells probe, as `data.load` gives it (standardised)
+    n_test:int, # how many test images the cells probe
+    seed:int=0, # the seed of their draw (`Split.subset_indices`; Petrini et al.'s cells: 0)
+) -> Path: # the file written, `<folder>/probe_images.npz`
+    """Keep the test images a run's cells probe, `ds_data.test.subset_indices(n_test, seed)`, in `folder` as bytes: their
+    uint8 pixels `[n_test, H, W, C]`, labels and indices into the test split, the data set's name, its standardisation
+    (float32 channel means and deviations of the training images), the test split's size and the number of classes; written atomically, and only
+    if the bytes load back (`load_probe_images`) as exactly `ds_data`'s images.
+
+    Args:
+        folder: a zoo folder (`folder(...)`; in a cell, the folder of `CellContext.artifact`'s files)
+        ds_data: the data set the cells probe, as `data.load` gives it (standardised)
+        n_test: how many test images the cells probe
+        seed: the seed of their draw (`Split.subset_indices`; Petrini et al.'s cells: 0)
+    Returns:
+        the file written, `<folder>/probe_images.npz`
+    """
+    if not isinstance(folder, (str, os.PathLike)): raise TypeError(f"folder must be a path (str or pathlib.Path), got {type(folder).__name__}.")
+    if not isinstance(ds_data, data.DataSet):
+        raise TypeError(f"ds_data must be a data.DataSet (e.g. data.load('mnist5k')), got {type(ds_data).__name__}.")
+    seed = check_int(seed, "seed", low=0, hint="The cells of Petrini et al.'s experiments draw their probe with seed 0.")
+    idx = ds_data.test.subset_indices(n_test, seed=seed)   # checks n_test against the split's size
+    x = ds_data.test.images[idx]
+    mean, std = np.array(ds_data.mean, dtype=np.float32), np.array(ds_data.std, dtype=np.float32)
+    raw = (x * torch.from_numpy(std)[:, None, None] + torch.from_numpy(mean)[:, None, None]) * 255
+    pixels = raw.round().clamp(0, 255).to(torch.uint8).permute(0, 2, 3, 1).numpy()   # channels last, as data sets store them
+    back = _from_bytes(pixels, mean, std)
+    if not (torch.equal(back, x) and back.stride() == x.stride()):
+        raise ValueError(f"the test images of ds_data ({ds_data.name}) do not load back from bytes: give the data set as "
+                         "data.load(name) gives it (standardised by its own statistics, not rescaled or augmented).")
+    fields = dict(format=np.array(PROBE_FORMAT), pixels=pixels, labels=ds_data.test.labels[idx].numpy(), index=idx.numpy(),
+                  dataset=np.array(ds_data.name), mean=mean, std=std, test_size=np.array(len(ds_data.test)), n_classes=np.array(ds_data.n_classes),
+                  seed=np.array(seed))
+    folder = results.resolve_path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    def write(tmp):
+        with open(tmp, "wb") as f: np.savez_compressed(f, **fields)
+    return results.atomic_write(folder / PROBE_FILE, write)
+
+def load_probe_images(
+    folder:str|os.PathLike, # a zoo folder holding `PROBE_FILE`
+) -> tuple[data.Split, dict]: # the probed images and labels; what the file records
+    """The test images a run's cells probed, as the exact float32 tensors they probed (standardised as `data.load` does),
+    with their labels; and what the file records: `index` (`[n]` int64 into the test split), `dataset`, `mean`, `std`
+    (tuples), `test_size` (the test split's images), `n_classes` and `seed`. Needs no data set.
+
+    Args:
+        folder: a zoo folder holding `PROBE_FILE`
+    Returns:
+        the probed images and labels; what the file records
+    """
+    if not isinstance(folder, (str, os.PathLike)): raise TypeError(f"folder must be a path (str or pathlib.Path), got {type(folder).__name__}.")
+    folder = results.resolve_path(folder)
+    path = folder / PROBE_FILE
+    if not folder.is_dir(): raise FileNotFoundError(f"no zoo folder {folder}: a run that keeps its networks writes it (zoo.folder names it).")
+    if not path.is_file():
+        raise FileNotFoundError(f"{folder} has no probe images ({PROBE_FILE}): write them from the data set with "
+                                "`python scripts/zoo_probes.py EXPERIMENT PROFILE [TAG] --data-root DIR` (zoo.write_probe_images), "
+                                "as a run that keeps its networks does.")
+    with np.load(path, allow_pickle=False) as z:
+        if "format" not in z.files or str(z["format"]) != PROBE_FORMAT:
+            raise ValueError(f"{path} is not a probe file ({PROBE_FORMAT}); it was not written by zoo.save_probe_images.")
+        f = {k: z[k] for k in z.files}
+    mean, std = f["mean"].astype(np.float32), f["std"].astype(np.float32)
+    images = _from_bytes(f["pixels"], mean, std)
+    info = dict(index=torch.from_numpy(f["index"].astype(np.int64)), dataset=str(f["dataset"]), mean=tuple(mean.tolist()),
+                std=tuple(std.tolist()), test_size=int(f["test_size"]), n_classes=int(f["n_classes"]), seed=int(f["seed"]))
+    return data.Split(images, torch.from_numpy(f["labels"].astype(np.int64))), info
+
+# %% ../nbs/36_zoo.ipynb #74f4d405
+def write_probe_images(
+    experiment:str, # the experiment's name, e.g. "petrini_fig5" (its settings name `dataset` and `n_test`)
+    profile:str="long", # the run's profile
+    tag:str="", # its tag (a variant: its settings are the variant's)
+    data_root:str|os.PathLike|None=None, # folder of the data files (None: $DIFFGEO_DATA)
+    out_dir:str|os.PathLike|None=None, # where the run wrote (None: the committed files)
+    seed:int=0, # the seed of the probe's draw (Petrini et al.'s cells: 0)
+) -> Path: # the probe file written
+    """Write the probe file of a run's zoo folder from the data set its settings name, for a zoo kept without one (by code
+    older than the file): `save_probe_images` with the run's `dataset` and `n_test`, after checking that every network of
+    the folder was trained on that data set and scores its recorded error (`check_network`) on exactly these images.
+
+    Args:
+        experiment: the experiment's name, e.g. "petrini_fig5" (its settings name `dataset` and `n_test`)
+        profile: the run's profile
+        tag: its tag (a variant: its settings are the variant's)
+        data_root: folder of the data files (None: $DIFFGEO_DATA)
+        out_dir: where the run wrote (None: the committed files)
+        seed: the seed of the probe's draw (Petrini et al.'s cells: 0)
+    Returns:
+        the probe file written
+    """
+    from diffgeo.scaffold import REGISTRY
+    where = folder(experiment, profile, tag, out_dir)
+    every = index(experiment, profile, tag, out_dir)
+    if not every: raise FileNotFoundError(f"{where} holds no kept network: land the run's zoo first (bash scripts/land_run.sh "
+                                          f"{experiment} {profile}{' ' + tag if tag else ''}), or give its out_dir.")
+    exp = REGISTRY[experiment]
+    p = exp.resolve(profile, None if data_root is None else str(data_root), **exp.variants.get((profile, tag), {}))
+    if "dataset" not in p or "n_test" not in p:
+        raise ValueError(f"{experiment}'s settings name no `dataset` and `n_test`: its cells do not probe a subset of a test split.")
+    other = sorted({str(r.get("dataset")) for r in every} - {p["dataset"]})
+    if other: raise ValueError(f"{where} holds networks trained on {other}, not on {p['dataset']!r} as the {profile} settings say: "
+                               "give the profile and tag of the run that kept them.")
+    ds_data = data.load(p["dataset"], root=data_root)
+    path = save_probe_images(where, ds_data, p["n_test"], seed)
+    split, _ = load_probe_images(where)
+    for r in every:   # the networks were checked on their probe when kept: the same images, or this is not their probe
+        if r.get("slice_size") == len(split): check_network(r["path"], split.images, split.labels)
+    return path
