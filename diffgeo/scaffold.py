@@ -29,9 +29,9 @@ from .core import check_choice, check_int, progress, resolve_device, seed_everyt
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['CELL_RECORD', 'REGISTRY', 'FLAG_WORDS', 'RUN_ARGUMENTS', 'RUN_FLAGS', 'Var', 'experiments', 'CellContext', 'Paths',
-           'cpu_cores', 'compute_settings', 'Experiment', 'ParameterError', 'parse_flag', 'parse_literal', 'regenerate',
-           'new_experiment']
+__all__ = ['CELL_RECORD', 'REGISTRY', 'STAGES', 'MEASURED', 'FLAG_WORDS', 'RUN_ARGUMENTS', 'RUN_FLAGS', 'WHERE_PARAMETERS', 'Var',
+           'experiments', 'CellContext', 'Paths', 'cpu_cores', 'compute_settings', 'Experiment', 'ParameterError',
+           'parse_flag', 'parse_literal', 'regenerate', 'new_experiment']
 
 # %% ../nbs/55_scaffold.ipynb #53cb7ad0
 @dataclass(frozen=True)
@@ -69,6 +69,15 @@ def experiments(paper:str|None=None) -> list:
     found = [e for e in REGISTRY.values() if paper is None or e.paper == paper]
     return sorted(found, key=lambda e: (keys.index(e.paper), e.notebook != "fig5.ipynb", e.notebook))
 
+#: A cell's stages: "train" computes (trains, measures); "measure" probes again the networks a training run kept (`CellContext.measuring`)
+STAGES = ("train", "measure")
+MEASURED = "measured"  # appended to the tag of a measuring stage's files (`Experiment.stage_tag`)
+
+def _artifact_file(folder, names:tuple, suffix:str) -> Path:
+    "The file of a kept result named by `names` alone in `folder`: `<folder>/<names joined by _><suffix>`."
+    if not names: raise ValueError("name the artifact (e.g. ctx.artifact(arch, f'seed{seed}')): its file is named by them alone.")
+    return Path(folder) / ("_".join(str(n).replace("/", "-").replace(" ", "_") for n in names) + suffix)
+
 @dataclass(frozen=True)
 class CellContext:
     "What the scaffold hands a cell that declares `ctx`: where it runs, its seeds, its own checkpoints, progress. A cell computes; it assembles no path."
@@ -78,6 +87,8 @@ class CellContext:
     experiment:str="" # the experiment's name
     data_root:str|None=None # the run's data folder (None: $DIFFGEO_DATA)
     artifacts:str|None=None # the run's folder of kept results other than the dataset (trained networks: `zoo/<experiment>...`)
+    stage:str="train" # one of `STAGES`: "train", or "measure" (probe again the networks a training run kept, instead of training)
+    zoo:str|None=None # in the measuring stage, the folder of the networks the training run kept (that run's `artifacts`)
 
     @property
     def device(self) -> torch.device:
@@ -111,9 +122,19 @@ class CellContext:
         in the run): `<artifacts>/<names>.pt` in the run's output folder (`Paths.artifacts`, committed with the dataset for
         the committed profiles), its folder made; None where the run was given no such folder."""
         if self.artifacts is None: return None
-        if not names: raise ValueError("name the artifact (e.g. ctx.artifact(arch, f'seed{seed}')): its file is named by them alone.")
-        folder = Path(self.artifacts); folder.mkdir(parents=True, exist_ok=True)
-        return folder / ("_".join(str(n).replace("/", "-").replace(" ", "_") for n in names) + suffix)
+        path = _artifact_file(self.artifacts, names, suffix)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
+
+    @property
+    def measuring(self) -> bool:
+        "Whether the cell runs the measuring stage: it probes again the networks the training stage kept (`zoo_file`) instead of training."
+        return self.stage == "measure"
+
+    def zoo_file(self, *names, suffix:str=".pt") -> Path|None:
+        """The file the training stage kept as `artifact(*names)`, in the folder the measuring stage reads (`zoo`), whether
+        it is there or not (`zoo.load_network` says what to do when it is not); None in the training stage."""
+        return None if self.zoo is None else _artifact_file(self.zoo, names, suffix)
 
     def progress(self, iterable, desc:str|None=None, **kwargs):
         "`core.progress` over `iterable`, labelled with the cell where `desc` is not given."
@@ -222,6 +243,7 @@ class Experiment:
         notebook:str|None=None, # the notebook under nbs/ (default "<name>.ipynb")
         constants:dict|None=None, # fixed facts of the experiment, recorded in the provenance (not settings)
         executor:str|Callable="inline", # how `run` and `plan` run the cells when not told: one of `sweep.EXECUTORS`, or fn(profile, device) -> one of them
+        stages:tuple=("train",), # the stages its cell has (`STAGES`): ("train",), or also "measure" for a cell that can probe again the networks a training run kept (`CellContext.measuring`)
     ):
         self.paper, self.name = papers.paper(paper).key, papers.experiment_name(paper, figure)
         if not profiles or set(profiles) - set(results.PROFILE_NAMES):
@@ -233,6 +255,10 @@ class Experiment:
         self.notebook, self.constants = notebook or f"{self.name}.ipynb", dict(constants or {})
         if not callable(executor): check_choice(executor, "executor", sweep.EXECUTORS)
         self._executor = executor
+        bad = [s for s in stages if s not in STAGES]
+        if bad or "train" not in stages: raise ValueError(f"stages are 'train' and, for a cell that can measure a zoo, 'measure' ({STAGES}); got {tuple(stages)}.")
+        self.stages = tuple(stages)
+        self.main_zoo = None  # (profile, tag) of the run whose kept networks the main job probes again by default (`measure_by_default`)
         self.figures, self._cell, self._derive, self._finish, self._settings, self._cost = {}, None, None, None, None, None
         self.claims = {}  # key -> claims.Claim, declared with `Experiment.claim` (diffgeo.claims)
         self.regression_check, self.quotes = None, None   # declared with `Experiment.regression` and `Experiment.quoted`
@@ -262,6 +288,41 @@ class Experiment:
         return overrides
 
     def __repr__(self): return f"Experiment({self.name!r}, {len(self.figures)} figure(s))"
+
+    def measure_by_default(self,
+        profile:str, # the profile of the run whose networks are kept (committed) in its zoo folder
+        tag:str="", # its tag
+    ):
+        """Declare the run whose kept networks `scripts/reproduce.sh` probes again by default (`main_job`), once its zoo is
+        committed: the headline redrawn in minutes instead of trained for hours.
+
+        Args:
+            profile: the profile of the run whose networks are kept (committed) in its zoo folder
+            tag: its tag
+        """
+        if "measure" not in self.stages: raise ValueError(f"{self.name} has no measuring stage: declare Experiment(..., stages=STAGES) first.")
+        check_choice(profile, "profile", tuple(self.profiles))
+        self.paths(profile, None, tag)   # checks the tag
+        self.main_zoo = (profile, tag)
+
+    def stage_tag(self,
+        tag:str, # the run's tag ("" for none)
+        stage:str="train", # one of the experiment's `stages`
+    ) -> str: # the tag its files carry
+        """The tag of a run's files at `stage`: the training stage's is `tag`; the measuring stage's `<tag>_measured` (or
+        `measured`), so that a measurement never writes over the files of the training run whose networks it probes.
+
+        Args:
+            tag: the run's tag ("" for none)
+            stage: one of the experiment's `stages`
+        Returns:
+            the tag its files carry
+        """
+        if stage not in self.stages:
+            check_choice(stage, "stage", STAGES)
+            raise ValueError(f"{self.name} has no {stage!r} stage: its cell only trains (stages {self.stages}); the measuring "
+                             "stage belongs to experiments whose cell can probe a kept zoo again (e.g. petrini_fig5).")
+        return tag if stage == "train" else f"{tag}_{MEASURED}" if tag else MEASURED
 
     def default_executor(self,
         profile:str, # the run's profile
@@ -399,6 +460,13 @@ def check(self:Experiment,
     return ds
 
 # %% ../nbs/55_scaffold.ipynb #eeb2da3a
+def _shown(path) -> str:
+    "A path as `plan` prints it: relative to the working directory inside the repository (no machine path in stored outputs), as given elsewhere."
+    path = Path(path)
+    try: inside = path.resolve().is_relative_to(results.project_root())
+    except Exception: inside = False
+    return os.path.relpath(path) if inside else str(path)
+
 def _check_override_types(profile:str, profiles:dict, overrides:dict):
     """Refuse an override of another kind than the profile's value: a single number where the profile has a list (`c_grid=3`
     for `c_grid=[2, 3, 5]`), or a list, text or mapping where it has a number. (Text where the profile has a list is left to
@@ -461,8 +529,10 @@ def paths(self:Experiment,
 
 # %% ../nbs/55_scaffold.ipynb #7f356d43
 @patch
-def _prepare(self:Experiment, profile, device, data_root, tag, work_dir, out_dir, checkpoints, amp, tf32, deterministic, overrides) -> dict:
-    "What `run` and `plan` start from: the settings `p`, the grid, the cells' fixed and runtime arguments, the compute settings, the work folder."
+def _prepare(self:Experiment, profile, device, data_root, tag, work_dir, out_dir, checkpoints, amp, tf32, deterministic, overrides,
+             stage="train") -> dict:
+    """What `run` and `plan` start from: the settings `p`, the grid, the cells' fixed and runtime arguments, the compute settings,
+    the work folder; in the measuring stage, the zoo it reads (the training run's `artifacts`, at the same settings)."""
     if self._cell is None: raise TypeError(f"{self.name} declares no cell; decorate its cell function with @EXPERIMENT.cell.")
     if amp is not None: check_choice(amp, "amp", tuple(train.AMP))
     overrides = {**self.variants.get((profile, tag), {}), **{k: v for k, v in overrides.items() if v is not None}}   # a declared variant's settings
@@ -476,16 +546,31 @@ def _prepare(self:Experiment, profile, device, data_root, tag, work_dir, out_dir
     grid = self.grid(p) if self.grid else {}
     fixed = {k: v for k, v in p.items() if k in accepts and k not in grid}   # what the results depend on
     if compute: fixed["_compute"] = compute
-    paths = self.paths(profile, out_dir, tag, work_dir, fixed)
+    paths = self.paths(profile, out_dir, self.stage_tag(tag, stage), work_dir, fixed)   # (stage_tag checks the stage)
+    measuring = stage == "measure"
+    zoo = self.paths(profile, out_dir, tag).artifacts if measuring else None    # the training run's networks: read, never written
     work = paths.work
     runtime = dict(shared)                                                      # what they do not: not in the shards' identity
     if checkpoints and "checkpoint_dir" in accepts: runtime["checkpoint_dir"] = str(work / "checkpoints")
     if "ctx" in accepts:                                                       # the cell's context, completed where it runs
         runtime["ctx"] = CellContext(str(device), str(work / "checkpoints") if checkpoints else None, "", self.name,
                                      None if data_root is None else str(data_root),
-                                     str(paths.artifacts))
+                                     None if measuring else str(paths.artifacts), stage, None if zoo is None else str(zoo))
         runtime["_grid_dims"] = list(grid)
-    return dict(p=p, grid=grid, fixed=fixed, runtime=runtime, shared=shared, compute=compute, work=work)
+    elif measuring: raise ValueError(f"{self.name}'s cell takes no `ctx`, so it cannot be told to measure; give it a CellContext parameter.")
+    return dict(p=p, grid=grid, fixed=fixed, runtime=runtime, shared=shared, compute=compute, work=work, zoo=zoo)
+
+@patch
+def _require_zoo(self:Experiment, folder:Path, profile:str, tag:str, p:dict):
+    "Refuse a measuring stage whose zoo folder is missing or empty, naming what makes it."
+    if folder.is_dir() and any(folder.glob("*.pt")): return
+    named = f"{profile}" + (f" ({tag})" if tag else "")
+    fix = (f"the {profile} profile keeps no networks (keep_networks False): measure a profile that keeps them"
+           if p.get("keep_networks") is False else
+           f"train them first (stage 'train' at profile {profile}{', tag ' + tag if tag else ''}, which keeps them), or land that run's "
+           f"zoo (bash scripts/land_run.sh {self.name} {profile}{' ' + tag if tag else ''})")
+    raise FileNotFoundError(f"{self.name}: the measuring stage probes again the networks the {named} run kept, in {_shown(folder)}, "
+                            f"which {'holds no network' if folder.is_dir() else 'does not exist'}: {fix}.")
 
 @patch
 def run(self:Experiment,
@@ -504,9 +589,12 @@ def run(self:Experiment,
     tf32:bool=False, # TF32 matrix products and convolutions on CUDA
     deterministic:bool=False, # deterministic algorithms on CUDA, where PyTorch has them
     code_changed:str="recompute", # shards and checkpoints of other code (an edited package): "recompute", "reuse" (recorded) or "error"
+    stage:str="train", # "train", or "measure": probe again the networks the run of these settings kept instead of training (files tagged `_measured`)
     **overrides, # any of the profile's settings (None: the profile's)
 ) -> xr.Dataset:
     """Compute the experiment's dataset: run every cell (reading finished ones of this code back), merge, stamp provenance, derive.
+    In the measuring stage (`stage="measure"`, for experiments that have it) each cell probes the network the training run
+    of the same profile, tag and settings kept in its zoo folder, instead of training one.
 
     Args:
         profile: "smoke", "cpu" or "paper"
@@ -524,18 +612,23 @@ def run(self:Experiment,
         tf32: TF32 matrix products and convolutions on CUDA
         deterministic: deterministic algorithms on CUDA, where PyTorch has them
         code_changed: shards and checkpoints of other code (an edited package): "recompute", "reuse" (recorded) or "error"
+        stage: "train", or "measure": probe again the networks the run of these settings kept instead of training (files tagged `_measured`)
         **overrides: any of the profile's settings (None: the profile's)
     """
     check_choice(code_changed, "code_changed", results.CODE_CHANGED)
-    r = self._prepare(profile, device, data_root, tag, work_dir, out_dir, checkpoints, amp, tf32, deterministic, overrides)
+    r = self._prepare(profile, device, data_root, tag, work_dir, out_dir, checkpoints, amp, tf32, deterministic, overrides, stage)
     executor = self._executor_for(executor, profile, device, r["grid"])
     p, grid, fixed, runtime, shared, compute, work = (r[k] for k in ("p", "grid", "fixed", "runtime", "shared", "compute", "work"))
     start, threads = results.now(), None
+    if r["zoo"] is not None:
+        self._require_zoo(r["zoo"], profile, tag, p)
+        print(f"{self.name}: the measuring stage: probing again the {len(list(r['zoo'].glob('*.pt')))} networks kept in "
+              f"{_shown(r['zoo'])}, nothing trained", flush=True)
     freed = results.clean_temps(work, recursive=True)   # what killed writes of an earlier run left: shards, checkpoints
     if freed: print(f"removed the temporary files of killed writes under {work} ({freed / 1e6:.1f} MB)", flush=True)
     if grid:
         options, max_parallel, threads = _jobs(executor, str(device), executor_options, max_parallel, math.prod(map(len, grid.values())))
-        if executor != "inline":                                     # jobs would each fail on it: refuse before submitting any
+        if executor != "inline" and r["zoo"] is None:                # jobs would each fail on it: refuse before submitting any
             for name, where in _data_sources(p, shared.get("data_root")).items():
                 if not isinstance(where, str): raise FileNotFoundError(f"{self.name}: no job submitted: {where}")
         ds = sweep.run_sweep(functools.partial(_call_cell, self.name), grid, work / "shards", fixed=fixed,
@@ -561,7 +654,8 @@ def run(self:Experiment,
     ctx = runtime.get("ctx")                                            # a cell with a context: its device and data recorded as before
     seen = {"device": ctx.device_name, **({"data_root": ctx.data_root} if ctx.data_root else {})} if isinstance(ctx, CellContext) else {}
     params = dict(profile=profile, **self.constants, **p, **{**seen, **shared}, **compute)
-    if tag: params["tag"] = tag
+    if self.stage_tag(tag, stage): params["tag"] = self.stage_tag(tag, stage)
+    if r["zoo"] is not None: params.update(stage=stage, zoo_tag=tag)   # measured: the tag of the run whose networks it probed
     results.stamp(ds, params, resolve_device(device) if executor == "inline" else device, start, end, paper=self.paper,
                   experiment=self.name)
     if executor != "inline" and "cell_device" in ds: ds.attrs.update(_where(ds.cell_device, device))
@@ -609,7 +703,7 @@ def main(self:Experiment,
     import matplotlib.pyplot as plt
     tag, show, redraw = a["tag"], a["show"], a["redraw"]
     if a["note"]: print(a["note"])
-    paths = self.paths(profile, out_dir, tag)
+    paths = self.paths(profile, out_dir, self.stage_tag(tag, a["run"].get("stage", "train")))
     if redraw:
         if not paths.dataset.exists():
             raise FileNotFoundError(f"redraw draws from the saved dataset {paths.dataset}, which does not exist; run without redraw first.")
@@ -769,6 +863,7 @@ def arguments(self:Experiment,
         if run.get("executor") is not None: check_choice(run["executor"], "executor", sweep.EXECUTORS)
         if run.get("amp") is not None: check_choice(run["amp"], "amp", tuple(train.AMP))
         if "code_changed" in run: check_choice(run["code_changed"], "code_changed", results.CODE_CHANGED)
+        if "stage" in run: self.stage_tag(tag, run["stage"])                # one of the experiment's stages
         base = {**self.profiles[profile], **self.variants.get((profile, tag), {})}   # the profile's settings, and its variant's
         overrides = {k: _parameter(k, v, base.get(k), profile) for k, v in kwargs.items() if k not in RUN_ARGUMENTS}
         settings = None if redraw else self.resolve(   # a redraw computes nothing: it needs no data set the settings name
@@ -787,11 +882,64 @@ def arguments(self:Experiment,
     return dict(profile=profile, out_dir=out_dir, tag=tag, show=show, redraw=redraw, run={**run, **overrides}, settings=settings,
                 note=note)
 
+# %% ../nbs/55_scaffold.ipynb #df030224
+#: Notebook parameters that say where a run reads and computes, not what: the main job measures by default with them
+WHERE_PARAMETERS = ("data_root", "device")
+
+def _papermill_parameters(args:list) -> dict:
+    "The notebook parameters a papermill command line sets, by name (-p, -r, -y; values as given)."
+    import yaml
+    found, i = {}, 0
+    while i < len(args):
+        a = args[i]
+        if a in ("-p", "--parameters", "-r", "--parameters_raw"):
+            if i + 2 >= len(args): raise ParameterError(f"{a} takes a name and a value: {a} NAME VALUE.")
+            found[args[i + 1]] = args[i + 2]; i += 3; continue
+        if a in ("-y", "--parameters_yaml"):
+            if i + 1 >= len(args): raise ParameterError(f"{a} takes YAML: {a} 'NAME: VALUE'.")
+            value = yaml.safe_load(args[i + 1])
+            if not isinstance(value, dict): raise ParameterError(f"{a} takes a YAML mapping, e.g. {a} 'seeds: [0, 1]', got {args[i + 1]!r}.")
+            found.update(value); i += 2; continue
+        i += 1
+    return found
+
+@patch
+def main_job(self:Experiment,
+    args:list, # the papermill arguments the main job was given (after the notebook and output paths)
+) -> tuple[list, str]: # papermill arguments to put before `args`, and one line saying which stage runs and why
+    """Which stage `scripts/reproduce.sh` runs: the measuring stage of `main_zoo` (`-p profile P -p tag T -p stage measure`
+    before `args`) where that zoo holds networks and `args` set nothing but `WHERE_PARAMETERS` or `stage measure`; else
+    `args` as given. Paths are those of a run at the default `out_dir` (the committed zoo).
+
+    Args:
+        args: the papermill arguments the main job was given (after the notebook and output paths)
+    Returns:
+        papermill arguments to put before `args`, and one line saying which stage runs and why
+    """
+    if not isinstance(args, (list, tuple)) or not all(isinstance(a, str) for a in args):
+        raise TypeError(f"args must be a list of papermill's command-line words, got {args!r}.")
+    given = _papermill_parameters(list(args))
+    stage = str(given.get("stage", "")).strip()
+    if self.main_zoo is None or "measure" not in self.stages:
+        return [], f"reproduce.sh: the {stage or 'training'} stage of {self.name}, as its notebook's parameters say"
+    profile, tag = self.main_zoo
+    folder = self.paths(profile, None, tag).artifacts
+    n = len(list(folder.glob("*.pt"))) if folder.is_dir() else 0
+    shown = f"{_shown(folder)}/"
+    plain = not (set(given) - {*WHERE_PARAMETERS, "stage"}) and stage in ("", "measure")
+    if plain and (n or stage == "measure"):
+        extra = ["-p", "profile", profile, *(["-p", "tag", tag] if tag else []), "-p", "stage", "measure"]
+        why = (f"the committed zoo {shown} holds {n} networks: they are probed again and the figures redrawn, nothing trained"
+               if n else f"asked for, but there is no committed zoo at {shown}")
+        return extra, f"reproduce.sh: the measuring stage ({' '.join(extra)}): {why} (-p stage train trains instead)"
+    if plain: return [], f"reproduce.sh: the training stage: no committed zoo at {shown} to probe again (the measuring stage once it is there)"
+    return [], f"reproduce.sh: the {'measuring' if stage == 'measure' else 'training'} stage, as the parameters given say"
+
 # %% ../nbs/55_scaffold.ipynb #rerun0a2
 @patch
 def rerun_arguments(self:Experiment,
     ds:xr.Dataset, # a dataset this experiment wrote (its provenance says profile, tag and settings)
-) -> dict: # profile, tag, overrides (for `main(profile, tag=tag, **overrides)`) and unmatched: settings that still differ
+) -> dict: # profile, tag, stage, overrides (for `main(profile, tag=tag, stage=stage, **overrides)`) and unmatched: settings that still differ
     """What `main` needs to compute `ds` again: its profile, tag, and the settings in which it differs from its profile (or
     variant), as the profile writes them; `unmatched` names the completed settings that these do not bring back (a profile
     changed since `ds` was computed).
@@ -799,12 +947,13 @@ def rerun_arguments(self:Experiment,
     Args:
         ds: a dataset this experiment wrote (its provenance says profile, tag and settings)
     Returns:
-        profile, tag, overrides (for `main(profile, tag=tag, **overrides)`) and unmatched: settings that still differ
+        profile, tag, stage, overrides (for `main(profile, tag=tag, stage=stage, **overrides)`) and unmatched: settings that still differ
     """
     p, written_by = results.parameters(ds), ds.attrs.get("experiment", self.name)
     if written_by != self.name:
         raise ValueError(f"this dataset is {written_by}'s, not {self.name}'s; use {written_by}'s experiment.")
-    profile, tag = p.get("profile"), p.get("tag", "") or ""
+    stage = p.get("stage", "train")                                      # a measured dataset: the run whose networks it probed
+    profile, tag = p.get("profile"), (p.get("zoo_tag") if stage == "measure" else p.get("tag", "")) or ""
     if profile not in self.profiles:
         raise ValueError(f"the dataset's provenance names the profile {profile!r}, which {self.name} does not have "
                          f"({', '.join(self.profiles)}); it was written by other code.")
@@ -819,7 +968,7 @@ def rerun_arguments(self:Experiment,
                  and settable(k, p[k])}
     resolved = self.resolve(profile, p.get("data_root"), **{**variant, **overrides})
     unmatched = sorted(k for k in resolved if k in p and not same(p[k], resolved[k]))
-    return dict(profile=profile, tag=tag, overrides=overrides, unmatched=unmatched)
+    return dict(profile=profile, tag=tag, stage=stage, overrides=overrides, unmatched=unmatched)
 
 # %% ../nbs/55_scaffold.ipynb #regen0a1
 def regenerate(
@@ -846,8 +995,8 @@ def regenerate(
     exp = REGISTRY[name]
     args = exp.rerun_arguments(old)
     start = time.monotonic()
-    exp.main(args["profile"], out_dir=str(out_dir), tag=args["tag"], show=False, device=device, **args["overrides"])
-    new_path = exp.paths(args["profile"], out_dir, args["tag"]).dataset
+    exp.main(args["profile"], out_dir=str(out_dir), tag=args["tag"], show=False, device=device, stage=args["stage"], **args["overrides"])
+    new_path = exp.paths(args["profile"], out_dir, exp.stage_tag(args["tag"], args["stage"])).dataset
     new = results.load_dataset(new_path)
     return dict(dataset=path.stem, experiment=name, minutes=(time.monotonic() - start) / 60, rows=results.compare(new, old),
                 new=new_path, arguments=args)
@@ -950,13 +1099,6 @@ def new_experiment(
 def cost(self:Experiment, fn:Callable) -> Callable:
     "Declare `fn(settings, cell, device) -> seconds`: one cell's predicted compute time on `device`, from a throughput `fn` measures there (for `plan`)."
     self._cost = fn; return fn
-
-def _shown(path) -> str:
-    "A path as `plan` prints it: relative to the working directory inside the repository (no machine path in stored outputs), as given elsewhere."
-    path = Path(path)
-    try: inside = path.resolve().is_relative_to(results.project_root())
-    except Exception: inside = False
-    return os.path.relpath(path) if inside else str(path)
 
 def _data_sources(p:dict, data_root) -> dict:
     "Each data set the settings `p` name (`dataset`, `datasets`) -> where it is read from, or the FileNotFoundError saying why not."
