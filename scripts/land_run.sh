@@ -4,7 +4,8 @@
 #   bash scripts/land_run.sh EXPERIMENT PROFILE [TAG]
 #
 # It refuses unless the job's log ends with DONE. Then it copies the run's dataset from the job's checkout into results/
-# (and the networks it kept, zoo/<experiment>..., where its cells keep them),
+# (and the networks it kept, zoo/<experiment>..., where its cells keep them, with their probe images: written from the
+# data set, DIFFGEO_DATA, where the run did not write them),
 # redraws its figures here from the dataset alone (with this checkout's figure code), stores the ledger's tables and the
 # README's, deletes results/in_progress/EXPERIMENT_PROFILE, and prints what is left to do by hand: a section of the
 # experiment's notebook that prints the run from its file (no typed numbers), its stored outputs, the tests, the commit.
@@ -21,7 +22,7 @@ cd "$root"
 python - "$exp" "$prof" "$src" "$tag" <<'PY'
 import importlib, shutil, sys
 from pathlib import Path
-from diffgeo import results
+from diffgeo import results, zoo
 exp, prof, src, tag = sys.argv[1], sys.argv[2], Path(sys.argv[3]), sys.argv[4]
 E = importlib.import_module(f"diffgeo.experiments.{exp}").EXPERIMENT
 here = E.paths(prof, tag=tag).dataset
@@ -35,6 +36,10 @@ made = src / kept.relative_to(results.output_root())
 if made.is_dir() and any(made.iterdir()):
     shutil.copytree(made, kept, dirs_exist_ok=True)
     print(f"copied the {len(list(made.glob('*.pt')))} kept networks {made} -> {kept}")
+    if not (kept / zoo.PROBE_FILE).exists():           # kept by code older than the probe file: write it from the data set
+        try: print(f"wrote {zoo.write_probe_images(E.name, prof, tag)} from the data set (checked against every network)")
+        except FileNotFoundError as e:
+            print(f"no probe images written ({e}); write them where the data set is: python scripts/zoo_probes.py {exp} {prof} {tag}".rstrip())
 E.main(prof, tag=tag, redraw=True, show=False)
 print("redrew", ", ".join(str(p.relative_to(results.output_root())) for p in E.paths(prof, tag=tag).figures.values()))
 PY

@@ -2,7 +2,7 @@
 
 The commands are read from the notebooks' prose (every markdown cell of nbs/), the README and the comments of
 scripts/reproduce.sh: `papermill ...`, `bash scripts/reproduce.sh ...`, `diffgeo ...` (and `python -m diffgeo.cli ...`),
-`scripts/long_job.sh ...`, and in an experiment notebook's prose (or the README's, for the flagship) the bare papermill
+`scripts/long_job.sh ...`, `scripts/zoo_probes.py ...`, and in an experiment notebook's prose (or the README's, for the flagship) the bare papermill
 options it prints (`-p profile long -p data_root /path/to/data`). Each is parsed by the program that would run it
 (papermill's and diffgeo's own option parsers), its parameters are given to the notebook's parameters cell and its
 `main` call as papermill would give them, and `Experiment.arguments`, what `main` does before it computes anything,
@@ -87,7 +87,7 @@ def _segments(code:str) -> list[list[str]]:
 
 
 def _command(tokens:list[str]) -> tuple[dict, list[str]]|None:
-    "(environment, argv from the program on) of a printed papermill, diffgeo, reproduce.sh or long_job.sh command, or None."
+    "(environment, argv from the program on) of a printed papermill, diffgeo, reproduce.sh, long_job.sh or zoo_probes.py command, or None."
     env = {}
     while tokens and re.match(r"^[A-Za-z_]\w*=", tokens[0]):
         k, _, v = tokens[0].partition("="); env[k] = v; tokens = tokens[1:]
@@ -97,7 +97,7 @@ def _command(tokens:list[str]) -> tuple[dict, list[str]]|None:
     if tokens[:1] in (["bash"], ["python"], ["python3"]) and len(tokens) > 1 and tokens[1].startswith("scripts/"): tokens = tokens[1:]
     if len(tokens) > 2 and Path(tokens[0]).name.startswith("python") and tokens[1:3] == ["-m", "diffgeo.cli"]:
         return env, ["diffgeo", *tokens[3:]]
-    if tokens and Path(tokens[0]).name in ("papermill", "diffgeo", "reproduce.sh", "long_job.sh"):
+    if tokens and Path(tokens[0]).name in ("papermill", "diffgeo", "reproduce.sh", "long_job.sh", "zoo_probes.py"):
         return env, [Path(tokens[0]).name, *tokens[1:]]
     return None
 
@@ -243,6 +243,21 @@ def test_printed_diffgeo_command(where, printed, env, argv):
         exp = cli.experiment(args.experiment)
         exp.resolve(args.profile, **cli._pairs(args.set, "--set"))
         cli._pairs(args.option, "--option")
+
+
+@pytest.mark.parametrize("where,printed,env,argv", [c for c in COMMANDS if c[3][0] == "zoo_probes.py"],
+                         ids=_ids([c for c in COMMANDS if c[3][0] == "zoo_probes.py"]))
+def test_printed_zoo_probes_command(where, printed, env, argv):
+    "scripts/zoo_probes.py's arguments parse by its own parser, and name an experiment with a profile and a declared variant."
+    import importlib.util
+    from diffgeo import cli
+    spec = importlib.util.spec_from_file_location("zoo_probes", ROOT / "scripts" / "zoo_probes.py")
+    script = importlib.util.module_from_spec(spec); spec.loader.exec_module(script)
+    args = script.build_parser().parse_args(argv[1:])
+    exp = cli.experiment(args.experiment)
+    assert args.profile in exp.profiles, f"{exp.name} has no profile {args.profile!r}"
+    if args.tag: assert (args.profile, args.tag) in exp.variants, f"{exp.name} declares no variant {args.profile} {args.tag}"
+    assert args.data_root in PLACEHOLDERS, f"a machine's data folder printed: {args.data_root}"
 
 
 def test_help_texts_commands():

@@ -19,16 +19,17 @@ import torch.nn.functional as F
 import xarray as xr
 from torch import nn
 
-from .. import data, models, results, stability, train
+from .. import data, models, results, stability, train, zoo
 from ..core import check_choice, check_int
 from ..diffeo import INTERPOLATIONS
 from ..scaffold import CellContext, Var
 from ..style import log_ticks
 
 # %% auto #0
-__all__ = ['CPU_LR', 'LONG_WIDTH', 'LONG_EPOCHS', 'STABILITY_WORDS', 'PAPER_STEPS', 'train_network', 'Setup', 'setup',
-           'resolve_archs', 'seconds_per_step', 'cost', 'probe', 'check_interps', 'median_distances', 'probe_variables',
-           'logmean', 'logstd', 'plain_log_ticks', 'dataset_name', 'md_table', 'regime']
+__all__ = ['CPU_LR', 'LONG_WIDTH', 'LONG_EPOCHS', 'PROBE_SEED', 'STABILITY_WORDS', 'PAPER_STEPS', 'train_network', 'Setup',
+           'setup', 'initial_network', 'measure_setup', 'resolve_archs', 'seconds_per_step', 'cost', 'probe',
+           'check_interps', 'median_distances', 'probe_variables', 'logmean', 'logstd', 'plain_log_ticks',
+           'dataset_name', 'md_table', 'regime']
 
 # %% ../../nbs/paper_petrini.ipynb #48aad851
 #: The cpu profile's learning rates where they differ from the paper's 0.1 (chosen on the validation split, see fig5's Profiles).
@@ -106,13 +107,17 @@ class Setup:
     steps:int|None # its optimiser steps
     width:float # its width multiplier
     lr:float|None # its learning rate (None: the paper's)
-    data:data.DataSet # the data set
-    fit:data.Split # the P training images
-    val:data.Split # the validation images held out before the subset is drawn
+    data:data.DataSet|None # the data set (None: not present, in the measuring stage)
+    fit:data.Split|None # the P training images (None in the measuring stage)
+    val:data.Split|None # the validation images held out before the subset is drawn (None in the measuring stage)
     probe:data.Split # the probed test images, the same in every cell
     net:nn.Module # the network, initialised from the seed, on its device
+    probe_index:torch.Tensor|None=None # the probed images' indices into the test split
+    test_size:int|None=None # the test split's images
 
 # %% ../../nbs/paper_petrini.ipynb #11f8c765
+PROBE_SEED = 0  # the seed of the probed test images' draw: the same images in every cell
+
 def setup(
     arch:str, # architecture name from `models.ARCHS`
     seed:int, # seed of the subset and the initialisation
@@ -149,10 +154,85 @@ def setup(
     fit, val = data.train_val_split(ds_data.train, n_val, seed=0)
     P = len(fit) if P is None else P
     if P > len(fit): raise ValueError(f"P = {P} exceeds the {len(fit)} training images left after n_val = {n_val}; lower P or n_val.")
-    probe = ds_data.test.subset(n_test, seed=0)
+    probe = ds_data.test.subset(n_test, seed=PROBE_SEED)
+    net = initial_network(info.name, seed, (ds_data.n_channels, ds_data.size), ds_data.n_classes, width, init, ctx)
+    return Setup(info, steps, width, lr, ds_data, fit.subset(P, seed=seed), val, probe, net,
+                 ds_data.test.subset_indices(n_test, seed=PROBE_SEED), len(ds_data.test))
+
+def initial_network(
+    arch:str, # architecture name from `models.ARCHS`
+    seed:int, # seed of the initialisation
+    shape:tuple[int, int], # (channels, side) of the images
+    n_classes:int, # outputs
+    width:float=1.0, # width multiplier (`models.build`)
+    init:str="pytorch", # the initialisation (`models.build`'s `init`)
+    ctx:CellContext=CellContext(), # the cell's context: its device, its seeding
+) -> nn.Module: # the network at initialisation, on the cell's device
+    """A cell's network at initialisation: every generator seeded with `seed` (`ctx.seed`), then `models.build`; the same
+    weights whichever stage builds it.
+
+    Args:
+        arch: architecture name from `models.ARCHS`
+        seed: seed of the initialisation
+        shape: (channels, side) of the images
+        n_classes: outputs
+        width: width multiplier (`models.build`)
+        init: the initialisation (`models.build`'s `init`)
+        ctx: the cell's context: its device, its seeding
+    Returns:
+        the network at initialisation, on the cell's device
+    """
+    if not (isinstance(shape, (tuple, list)) and len(shape) == 2 and all(isinstance(v, int) and v > 0 for v in shape)):
+        raise ValueError(f"shape is (channels, side) of the images, two positive integers, e.g. (3, 32); got {shape!r}.")
     ctx.seed(seed)
-    net = models.build(info.name, in_channels=ds_data.n_channels, n_classes=ds_data.n_classes, size=ds_data.size, width=width, init=init)
-    return Setup(info, steps, width, lr, ds_data, fit.subset(P, seed=seed), val, probe, net.to(ctx.device))
+    return models.build(arch, in_channels=shape[0], n_classes=n_classes, size=shape[1], width=width, init=init).to(ctx.device)
+
+def measure_setup(
+    arch:str, # architecture name from `models.ARCHS`
+    seed:int, # seed of the initialisation
+    dataset:str, # the data set the zoo's networks were trained on (the settings')
+    n_test:int, # probed test images (the settings'; the probe file must hold as many)
+    steps:int|dict|None=None, # optimiser steps, or {arch: steps}
+    width:float|dict=1.0, # width multiplier (`models.build`), or {arch: width}
+    lr:float|dict|None=None, # learning rate, or {arch: lr}
+    ctx:CellContext=CellContext(), # the cell's context in the measuring stage: `ctx.zoo` holds the probe file
+    init:str|dict="pytorch", # the initialisation, or {arch: init}
+    data_root:str|None=None, # the data folder, for the test error where the data set is present (None: $DIFFGEO_DATA)
+) -> Setup:
+    """The start of a cell in the measuring stage (`ctx.measuring`): `setup`'s settings and network at initialisation (built
+    by `initial_network`, as `setup` builds it), the probe from the zoo's probe file (`zoo.load_probe_images`: no data set
+    needed), and the data set where it is present, checked to hold the same probe images bit for bit (else None); no
+    training split (`fit`, `val` None).
+
+    Args:
+        arch: architecture name from `models.ARCHS`
+        seed: seed of the initialisation
+        dataset: the data set the zoo's networks were trained on (the settings')
+        n_test: probed test images (the settings'; the probe file must hold as many)
+        steps: optimiser steps, or {arch: steps}
+        width: width multiplier (`models.build`), or {arch: width}
+        lr: learning rate, or {arch: lr}
+        ctx: the cell's context in the measuring stage: `ctx.zoo` holds the probe file
+        init: the initialisation, or {arch: init}
+        data_root: the data folder, for the test error where the data set is present (None: $DIFFGEO_DATA)
+    """
+    if not ctx.measuring:
+        raise ValueError("measure_setup starts a cell of the measuring stage: give it that stage's context, "
+                         "CellContext(stage='measure', zoo=<the run's zoo folder>) (`run(..., stage='measure')` does); else use setup.")
+    info = models.ARCHS[models.resolve_arch(arch)]
+    steps, width, lr, init = (v[info.name] if isinstance(v, dict) else v for v in (steps, width, lr, init))
+    probe, kept = zoo.load_probe_images(ctx.zoo)
+    if kept["dataset"] != dataset or len(probe) != n_test:
+        raise ValueError(f"the zoo's probe file holds {len(probe)} {kept['dataset']} images, these settings probe {n_test} of "
+                         f"{dataset}: measure with the settings of the run that kept the zoo (its profile and tag).")
+    try: ds_data = data.load(dataset, root=data_root)
+    except (FileNotFoundError, ImportError): ds_data = None        # the test error is then the zoo's recorded one
+    if ds_data is not None and not torch.equal(ds_data.test.images[kept["index"]], probe.images):
+        raise ValueError(f"the {dataset} data set found here ({ds_data.source}) is not the one the zoo's networks were trained "
+                         "and probed on (its test images differ from the zoo's probe images): give the data folder of the run "
+                         "(data_root), or measure without it (the zoo's recorded test errors then stand).")
+    net = initial_network(info.name, seed, (probe.images.shape[1], probe.images.shape[-1]), kept["n_classes"], width, init, ctx)
+    return Setup(info, steps, width, lr, ds_data, None, None, probe, net, kept["index"], kept["test_size"])
 
 # %% ../../nbs/paper_petrini.ipynb #2fa64d50
 def resolve_archs(p:dict, datasets:list) -> dict:

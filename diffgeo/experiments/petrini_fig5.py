@@ -15,9 +15,10 @@ import xarray as xr
 
 from .. import models, results, stability, train, zoo
 from ..core import resolve_device
-from .petrini import (CPU_LR, LONG_EPOCHS, LONG_WIDTH, cost, logmean, logstd, md_table,   # the paper's
-                                         probe_variables, resolve_archs, setup, train_network)              # shared recipe
-from ..scaffold import CellContext, Experiment, Var
+from .petrini import (CPU_LR, LONG_EPOCHS, LONG_WIDTH, PROBE_SEED, cost, logmean, logstd,   # the paper's
+                                         md_table, measure_setup, probe_variables, resolve_archs, setup,      # shared recipe
+                                         train_network)
+from ..scaffold import STAGES, CellContext, Experiment, Var
 
 # %% auto #0
 __all__ = ['PAPER_ARCHS', 'CPU_WIDTH', 'LONG_ARCHS', 'COMMON', 'PROFILES', 'SMALL_NOISE', 'STATES', 'VARIABLES', 'EXPERIMENT',
@@ -53,7 +54,7 @@ VARIABLES = {
     "seed": Var(("seed",), "network seed"),
     "state": Var(("state",), "network state"),
     "sample": Var(("sample",), "probed test image"),
-    "epoch": Var(("epoch",), "training epoch"),
+    "epoch": Var(("epoch",), "training epoch", optional=True),   # the training history: not in the measuring stage
     "depth": Var(("arch",), "depth (Table 1)"),
     "n_params": Var(("arch",), "trainable parameters"),
     "batchnorm": Var(("arch",), "1 if the net has batch-norm"),
@@ -79,13 +80,15 @@ VARIABLES = {
     "test_index": Var(("arch", "seed", "sample"), "index of the probed image in the test split"),
     "test_error": Var(("arch", "seed", "state"), "test error ε_t (fraction misclassified)"),
     "n_test_images": Var(("arch", "seed"), "test images behind test_error"),
-    "train_loss": Var(("arch", "seed", "epoch"), "training cross-entropy (running mean over the epoch)"),
-    "train_error": Var(("arch", "seed", "epoch"), "training error (running, augmented inputs)"),
-    "val_loss": Var(("arch", "seed", "epoch"), "validation cross-entropy"),
-    "val_error": Var(("arch", "seed", "epoch"), "validation error"),
-    "lr": Var(("arch", "seed", "epoch"), "learning rate at the epoch's end"),
+    "train_loss": Var(("arch", "seed", "epoch"), "training cross-entropy (running mean over the epoch)", optional=True),
+    "train_error": Var(("arch", "seed", "epoch"), "training error (running, augmented inputs)", optional=True),
+    "val_loss": Var(("arch", "seed", "epoch"), "validation cross-entropy", optional=True),
+    "val_error": Var(("arch", "seed", "epoch"), "validation error", optional=True),
+    "lr": Var(("arch", "seed", "epoch"), "learning rate at the epoch's end", optional=True),
     "best_epoch": Var(("arch", "seed"), "epoch selected on the validation split"),
-    "train_seconds": Var(("arch", "seed"), "wall-clock training time", "s"),
+    "train_seconds": Var(("arch", "seed"), "wall-clock training time", "s", optional=True),
+    "test_error_source": Var(("arch", "seed"), "the measuring stage's test_error: 'measured' on the test split here, or 'recorded' "
+                             "by the training run in the zoo (the data set not present; the error at initialisation then NaN)", optional=True),
     "D_f_mean": Var(("arch", "seed", "state"), "stability to diffeomorphisms D_f (Eq. 5), mean over samples"),
     "G_f_mean": Var(("arch", "seed", "state"), "stability to noise G_f (Eq. 5), mean over samples"),
     "R_f_mean": Var(("arch", "seed", "state"), "relative stability to diffeomorphisms R_f (Eq. 4), mean over samples"),
@@ -119,7 +122,8 @@ def _executor(profile:str, device:str) -> str:
     return "local" if profile == "cpu" and on_cpu else "inline"
 
 EXPERIMENT = Experiment("petrini", "fig5", PROFILES, VARIABLES, executor=_executor, grid=lambda p: {"arch": p["archs"], "seed": list(p["seeds"])},
-                        coords_on={k: "arch" for k in ("depth", "n_params", "batchnorm", "skip", "family")}, notebook="fig5.ipynb")
+                        coords_on={k: "arch" for k in ("depth", "n_params", "batchnorm", "skip", "family")}, notebook="fig5.ipynb",
+                        stages=STAGES)   # "measure": probe again the networks a run kept (its zoo), nothing trained
 
 # %% ../../nbs/fig5.ipynb #86091b2e
 @EXPERIMENT.cell
@@ -143,9 +147,12 @@ def cell(
     keep_networks:bool, # keep each trained network (its chosen epoch, half precision) in the run's zoo (`diffgeo.zoo`)
     data_root:str|None=None, # folder of the `.npz` files or torchvision data (None: $DIFFGEO_DATA)
     init:str|dict="pytorch", # the initialisation (`models.build`), or {arch: init} (the `long` profile's VGG11: "kaiming")
-    ctx:CellContext=CellContext(), # where it runs, and its per-epoch training checkpoint (deleted when the cell ends)
+    ctx:CellContext=CellContext(), # where it runs, its per-epoch training checkpoint (deleted when the cell ends), its stage
 ) -> xr.Dataset:
-    """Fig. 5 for one architecture and seed: stabilities at init and after training, and the test error.
+    """Fig. 5 for one architecture and seed: stabilities at init and after training, and the test error. In the measuring
+    stage (`ctx.measuring`) the trained network is the one the training stage kept, probed again on the zoo's probe images
+    instead of trained: the same variables but the training history's, the test error measured where the data set is
+    present, else the one recorded (`test_error_source` says which).
 
     Args:
         arch: architecture name from `models.ARCHS`
@@ -167,46 +174,58 @@ def cell(
         keep_networks: keep each trained network (its chosen epoch, half precision) in the run's zoo (`diffgeo.zoo`)
         data_root: folder of the `.npz` files or torchvision data (None: $DIFFGEO_DATA)
         init: the initialisation (`models.build`), or {arch: init} (the `long` profile's VGG11: "kaiming")
-        ctx: where it runs, and its per-epoch training checkpoint (deleted when the cell ends)
+        ctx: where it runs, its per-epoch training checkpoint (deleted when the cell ends), its stage
     """
-    s = setup(arch, seed, dataset, data_root, P, n_val, n_test, steps, width, lr, ctx, init)
-    info, steps, width, lr, ds_data, fit, val, probe, net = s.info, s.steps, s.width, s.lr, s.data, s.fit, s.val, s.probe, s.net
-    print(f"{info.name}, seed {seed}: {steps} steps at width {width}, lr {lr or 'default'} on {ctx.device}", flush=True)
+    if ctx.measuring: s = measure_setup(arch, seed, dataset, n_test, steps, width, lr, ctx, init, data_root)
+    else: s = setup(arch, seed, dataset, data_root, P, n_val, n_test, steps, width, lr, ctx, init)
+    info, steps, width, lr, ds_data, probe, net = s.info, s.steps, s.width, s.lr, s.data, s.probe, s.net
     deform = stability.Diffeomorphism(delta=delta, c=c, interp=interp, cutoff=cutoff, delta_method=delta_method)
-    measure = lambda bn, **kw: stability.relative_stability(net, probe.images, deform, seed=seed, batch_size=250, batchnorm=bn, **kw)
-    before = measure("batch", units=True)  # App. E.1: batch-norm at initialisation normalises with batch statistics
-    init_error = train.evaluate(net, ds_data.test)["error"]
-    ckpt = ctx.checkpoint(info.name, f"seed{seed}")
-    res, seconds = train_network(net, info.name, dataset, ds_data, fit, val, steps, seed, lr=lr, warmup=warmup,
-                                 batch_size=batch_size, checkpoint=ckpt)
-    after = measure("running", units=True)
-    in_batch_mode, small_noise = measure("batch"), measure("running", noise_scale=SMALL_NOISE)  # the same draws again
-    test_error = train.evaluate(res.model, ds_data.test)["error"]
-    kept = ctx.artifact(info.name, f"seed{seed}") if keep_networks else None
-    if kept is not None:   # the chosen network, a result: zoo.load("petrini_fig5", arch, seed, profile, tag) gives it back
-        zoo.save_network(res.model, kept, check=(probe.images, probe.labels), arch=info.name, width=width,
+    measure = lambda f, bn, **kw: stability.relative_stability(f, probe.images, deform, seed=seed, batch_size=250, batchnorm=bn, **kw)
+    error = lambda f: train.evaluate(f, ds_data.test)["error"] if ds_data is not None else math.nan
+    if not ctx.measuring: print(f"{info.name}, seed {seed}: {steps} steps at width {width}, lr {lr or 'default'} on {ctx.device}", flush=True)
+    before = measure(net, "batch", units=True)  # App. E.1: batch-norm at initialisation normalises with batch statistics
+    init_error = error(net)
+    if ctx.measuring:   # the network the training stage kept, at its best validated epoch (half precision)
+        trained, kept = zoo.load_network(ctx.zoo_file(info.name, f"seed{seed}"), ctx.device,
+                                         expect=dict(arch=info.name, seed=seed, width=width, steps=steps, dataset=dataset, P=P))
+        history, best_epoch, seconds, ckpt = None, kept["best_epoch"], None, None
+    else:
+        ckpt = ctx.checkpoint(info.name, f"seed{seed}")
+        res, seconds = train_network(net, info.name, dataset, ds_data, s.fit, s.val, steps, seed, lr=lr, warmup=warmup,
+                                     batch_size=batch_size, checkpoint=ckpt)
+        trained, history, best_epoch = res.model, res.history, res.best_epoch
+    after = measure(trained, "running", units=True)
+    in_batch_mode, small_noise = measure(trained, "batch"), measure(trained, "running", noise_scale=SMALL_NOISE)  # the same draws again
+    test_error = error(trained) if ds_data is not None else kept["test_error"]
+    keep = ctx.artifact(info.name, f"seed{seed}") if keep_networks else None
+    if keep is not None:   # the chosen network, a result: zoo.load("petrini_fig5", arch, seed, profile, tag) gives it back
+        zoo.save_network(trained, keep, check=(probe.images, probe.labels), arch=info.name, width=width,
                          in_channels=ds_data.n_channels, n_classes=ds_data.n_classes, size=ds_data.size, seed=seed, steps=steps,
-                         dataset=dataset, P=P, test_error=test_error, best_epoch=int(res.best_epoch), experiment=EXPERIMENT.name,
+                         dataset=dataset, P=P, test_error=test_error, best_epoch=int(best_epoch), experiment=EXPERIMENT.name,
                          probe="the n_test probed test images (test_index): the slice its rounded error is checked on")
+        if not (keep.parent / zoo.PROBE_FILE).exists(): zoo.save_probe_images(keep.parent, ds_data, n_test, PROBE_SEED)   # the zoo's probe
     distances = ["d_diffeo", "d_noise", "d_pair", "u_diffeo", "u_noise", "u_pair"]  # the rest is the same draw in both states
     both = xr.concat([s[distances].squeeze("layer", drop=True) for s in (before, after)], "state")
     both = both.merge(before[["r_diffeo", "r_noise", "is_diffeo", "delta_measured", "delta_center"]])
     for k in ("d_diffeo", "d_noise", "d_pair"): both[k + "_batch"] = in_batch_mode[k].squeeze("layer", drop=True)
     both["d_noise_small"] = small_noise.d_noise.squeeze("layer", drop=True)
     both = both.assign_coords(state=list(STATES), sample=np.arange(n_test), unit=np.arange(both.sizes["unit"]))
-    both["test_index"] = ("sample", ds_data.test.subset_indices(n_test, seed=0).numpy())
+    both["test_index"] = ("sample", s.probe_index.numpy())
     both["test_error"] = ("state", np.array([init_error, test_error]))
-    both["n_test_images"] = ((), len(ds_data.test))
-    for k in res.history.data_vars:
-        if k != "seconds": both[k] = res.history[k]   # the epochs' wall clock is summed in train_seconds
-    both["best_epoch"] = ((), res.best_epoch)
-    both["train_seconds"] = ((), seconds)
+    both["n_test_images"] = ((), s.test_size)
+    both["best_epoch"] = ((), best_epoch)
+    if ctx.measuring: both["test_error_source"] = ((), "measured" if ds_data is not None else "recorded")
+    else:
+        for k in history.data_vars:
+            if k != "seconds": both[k] = history[k]   # the epochs' wall clock is summed in train_seconds
+        both["train_seconds"] = ((), seconds)
     both = both.assign_coords(depth=info.depth, n_params=models.n_params(net), batchnorm=int(info.batchnorm),
                               skip=int(info.skip), family=info.family)
     both.attrs = {k: before.attrs[k] for k in ("T", "delta", "delta_method", "delta_average_expected", "delta_center_expected",
                                                "c", "interp", "cutoff", "noise_radius")} | {"small_noise_scale": SMALL_NOISE}
     if ckpt is not None: ckpt.unlink(missing_ok=True)  # the shard written from this dataset replaces it
-    print(f"{info.name}, seed {seed}: trained in {seconds:.0f} s, test error {test_error:.3f}", flush=True)
+    done = f"trained in {seconds:.0f} s" if seconds is not None else "measured again"
+    print(f"{info.name}, seed {seed}: {done}, test error {test_error:.3f}", flush=True)
     return both
 
 # %% ../../nbs/fig5.ipynb #d39501dd
@@ -221,6 +240,9 @@ EXPERIMENT.cost(cost)   # the shared cost model of the paper's sweeps (`petrini.
 #: three seeds, everything else as `long`; about 11 core-hours (the long run took 2.8). `results/petrini_fig5_long_x4.nc`,
 #: ledger label "long (x4)".
 X4 = EXPERIMENT.variant("long", "x4", steps=4 * LONG_EPOCHS * 352)
+#: Its 24 networks, once committed in zoo/petrini_fig5_long_x4/, are what the main job (scripts/reproduce.sh) probes again
+#: by default: the measuring stage, Fig. 5 on CIFAR-10 in minutes (`Experiment.main_job`).
+EXPERIMENT.measure_by_default("long", "x4")
 
 # %% ../../nbs/fig5.ipynb #d424fbd3
 MIN_FIT = 3  # trained networks (seed log-means) the power-law fit and the correlations need
@@ -460,12 +482,17 @@ def report(ds:xr.Dataset) -> str:
              f"{-float(ds.corr_G_f):.2f} (the paper on CIFAR-10: 0.97, 0.62, 0.85); fit ε_t = {float(ds.fit_prefactor):.3g} R_f^{float(ds.fit_exponent):.2f}",
              "- per seed corr(log ε_t, log R_f): " + ", ".join(f"{v:.2f}" for v in per_seed),
              f"- R_f at initialisation, every network and seed: {float(init.min()):.2f} to {float(init.max()):.2f}"]
+    if p.get("stage") == "measure":   # the measuring stage: the kept networks probed again
+        said = {"measured": "measured on the test split", "recorded": "the one recorded when each was trained (the data set was not there)"}
+        lines.insert(1, f"- the measuring stage: the networks the run kept (zoo, half precision) probed again, nothing trained; "
+                        f"test error {', '.join(said[v] for v in sorted(set(ds.test_error_source.values.ravel())))}")
     table = pd.DataFrame({
         "width": width, "test error": t.test_error_logmean.values, "± (s.d. of log10)": t.test_error_logstd.values,
         "R_f": t.R_f_logmean.values, "R_f ± (s.d. of log10)": t.R_f_logstd.values,
         "R_f at init": ds.R_f_logmean.sel(state="init").values, "D_f": t.D_f_logmean.values, "G_f": t.G_f_logmean.values,
         "best epoch (median)": ds.best_epoch.median("seed").values,
-        "training minutes (mean)": ds.train_seconds.mean("seed").values / 60}, index=pd.Index(ds.arch.values, name="architecture"))
+        **({"training minutes (mean)": ds.train_seconds.mean("seed").values / 60} if "train_seconds" in ds else {})},
+        index=pd.Index(ds.arch.values, name="architecture"))
     return "\n".join(lines) + "\n\nPer architecture, the seed log-means of the trained networks (and of R_f at initialisation):\n\n" + md_table(table)
 
 # %% ../../nbs/fig5.ipynb #e752f413
