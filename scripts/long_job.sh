@@ -61,9 +61,14 @@ if [ "$park" = 1 ]; then
     if [ -d "$ck" ] && [ -n "$(ls -A "$ck")" ]; then cp -r "$ck"/. "$parked/checkpoints"/; fi   # a cell's kept parts: folders
     kept="$(find "$parked/checkpoints" -type f | wc -l)"
   fi
+  # the networks the finished cells kept (zoo/NAME in the job's checkout, issue 62): a resumed run does not train a finished
+  # cell again, so they would be lost with the machine's runs folder
+  rm -rf "$parked/zoo"
+  if [ -d "$src/zoo/$name" ] && [ -n "$(ls -A "$src/zoo/$name")" ]; then mkdir -p "$parked/zoo" && cp -r "$src/zoo/$name"/. "$parked/zoo"/; fi
   printf 'commit %s\nsub-path %s\ncells %s done (parked %s)\n' "$commit" "${shards#"$work"/}" \
     "$(ls "$parked"/*.nc 2>/dev/null | wc -l)" "$(date -u +%FT%TZ)" > "$parked/SOURCE"
   [ -z "$kept" ] || echo "checkpoint files $kept (of the unfinished cells, in checkpoints/)" >> "$parked/SOURCE"
+  [ ! -d "$parked/zoo" ] || echo "kept networks $(find "$parked/zoo" -type f | wc -l) (of the finished cells, in zoo/)" >> "$parked/SOURCE"
   cat "$parked/SOURCE"; exit 0
 fi
 
@@ -81,7 +86,8 @@ if [ -f "$parked/SOURCE" ]; then
   if [ -d "$parked/checkpoints" ]; then
     mkdir -p "$work/$(dirname "$sub")/checkpoints" && cp -rn "$parked/checkpoints"/. "$work/$(dirname "$sub")/checkpoints"/ 2>/dev/null || true
   fi
-  echo "resuming $exp $prof at $commit from $(ls "$parked"/*.nc 2>/dev/null | wc -l) parked cells and $(find "$parked/checkpoints" -type f 2>/dev/null | wc -l) checkpoint files"
+  if [ -d "$parked/zoo" ]; then mkdir -p "$src/zoo/$name" && cp -rn "$parked/zoo"/. "$src/zoo/$name"/; fi
+  echo "resuming $exp $prof at $commit from $(ls "$parked"/*.nc 2>/dev/null | wc -l) parked cells, $(find "$parked/checkpoints" -type f 2>/dev/null | wc -l) checkpoint files and $(find "$parked/zoo" -type f 2>/dev/null | wc -l) kept networks"
 fi
 source "$root/scripts/setup.sh"   # the project's environment (the checkout's own code comes first on PYTHONPATH)
 cd "$src"

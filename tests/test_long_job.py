@@ -91,7 +91,7 @@ def test_park_wipe_resume(toy, tmp_path):
     shutil.rmtree(runs)
     r = _stopped(toy, runs, "toy", "long")
     assert r.returncode == 0, r.stderr
-    assert "1 parked cells and 1 checkpoint files" in r.stdout
+    assert "1 parked cells, 1 checkpoint files and 0 kept networks" in r.stdout
     assert (runs / "work_toy_long" / "seen.txt").read_text().split() == ["checkpoints/cell.pt", "shards/cell-0.nc"]
     assert _git(runs / "src_toy_long", "rev-parse", "HEAD") == first                      # the shards' code, not HEAD's
 
@@ -136,7 +136,7 @@ def test_one_cell_run(toy, tmp_path):
     assert "cells 0 done" in (parked / "SOURCE").read_text() and (parked / "checkpoints" / "cell.pt").exists()
     shutil.rmtree(runs)
     r = _stopped(toy, runs, "toy", "one")
-    assert r.returncode == 0 and "0 parked cells and 1 checkpoint files" in r.stdout, r.stderr
+    assert r.returncode == 0 and "0 parked cells, 1 checkpoint files" in r.stdout, r.stderr
     assert (runs / "work_toy_one" / "seen.txt").read_text().split() == ["checkpoints/cell.pt"]
     # a sweep parked with its checkpoints, then without: the stale checkpoints are not restored
     assert _stopped(toy, runs, "toy", "long").returncode == 0
@@ -187,6 +187,25 @@ def test_a_tagged_variant_is_named_apart_parked_and_resumed(toy, tmp_path):
     assert "sub-path toy/long_steps_0123abcd/shards" in (parked / "SOURCE").read_text()
     shutil.rmtree(runs)
     r = _job(toy, runs, "toy", "long", "steps")
-    assert r.returncode == 0 and "1 parked cells and 1 checkpoint files" in r.stdout, r.stderr
+    assert r.returncode == 0 and "1 parked cells, 1 checkpoint files" in r.stdout, r.stderr
     r = _job(toy, runs, "toy", "long", "steps", "extra")
     assert r.returncode == 2 and "usage" in r.stderr
+
+
+def test_the_networks_finished_cells_kept_are_parked_and_restored(toy, tmp_path):
+    "A finished cell is not trained again on resume, so the networks it kept (zoo/NAME in the job's checkout) travel with the park."
+    runs = tmp_path / "runs"
+    r = _stopped(toy, runs, "toy", "long")
+    assert r.returncode == 0, r.stderr
+    kept = runs / "src_toy_long" / "zoo" / "toy_long"
+    kept.mkdir(parents=True); (kept / "Net_seed0.pt").write_text("weights")            # what the finished cell kept
+    r = _job(toy, runs, "--park", "toy", "long")
+    assert r.returncode == 0, r.stderr
+    parked = toy / "results" / "in_progress" / "toy_long"
+    assert (parked / "zoo" / "Net_seed0.pt").read_text() == "weights" and "kept networks 1" in (parked / "SOURCE").read_text()
+    _git(toy, "-c", "user.name=t", "-c", "user.email=t@t", "add", "-A")
+    _git(toy, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "parked")
+    shutil.rmtree(runs)                                                                    # the next session: the machine's folder gone
+    r = _stopped(toy, runs, "toy", "long")
+    assert r.returncode == 0, r.stderr
+    assert "1 kept networks" in r.stdout and (kept / "Net_seed0.pt").read_text() == "weights"
