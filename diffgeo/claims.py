@@ -502,6 +502,7 @@ def _committed(name:str, root:str, stamp:tuple) -> dict:
     for f in sorted((Path(root) / "results").glob(f"{name}*.nc")):
         ds = results.load_dataset(f)
         if ds.attrs.get("experiment") != name: continue
+        if results.parameters(ds).get("stage") == "measure": continue   # the same networks again: their training run's column judges them
         groups.setdefault(_group_key(ds), []).append((results.parameters(ds).get("tag") or "", ds))
     out = {}
     for (profile, _), members in groups.items():

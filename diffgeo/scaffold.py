@@ -30,8 +30,8 @@ from fastcore.basics import patch
 
 # %% auto #0
 __all__ = ['CELL_RECORD', 'REGISTRY', 'STAGES', 'MEASURED', 'FLAG_WORDS', 'RUN_ARGUMENTS', 'RUN_FLAGS', 'WHERE_PARAMETERS', 'Var',
-           'experiments', 'CellContext', 'Paths', 'cpu_cores', 'compute_settings', 'Experiment', 'ParameterError',
-           'parse_flag', 'parse_literal', 'regenerate', 'new_experiment']
+           'experiments', 'CellContext', 'Paths', 'cpu_cores', 'compute_settings', 'Experiment', 'RunOptions',
+           'ParameterError', 'parse_flag', 'parse_literal', 'regenerate', 'new_experiment']
 
 # %% ../nbs/55_scaffold.ipynb #53cb7ad0
 @dataclass(frozen=True)
@@ -528,13 +528,27 @@ def paths(self:Experiment,
                  work=work / self.name / f"{profile}{tagged}_{key}", artifacts=out / "zoo" / f"{self.name}{suffix}")
 
 # %% ../nbs/55_scaffold.ipynb #7f356d43
+@dataclass(frozen=True)
+class RunOptions:
+    """Where and how a run's cells run, apart from the profile's settings: the arguments `run` and `plan` share (each
+    builds one from its own, documented, arguments; `_prepare` reads it). The meanings are `run`'s."""
+    profile:str="cpu"; device:str="cpu"; data_root:str|None=None; tag:str=""; work_dir:str|None=None; out_dir:str|None=None
+    executor:str|None=None; executor_options:dict|None=None; max_parallel:int|None=None; checkpoints:bool=True
+    amp:str|None=None; tf32:bool=False; deterministic:bool=False; code_changed:str="recompute"; stage:str="train"
+
+    def __post_init__(self):
+        check_choice(self.code_changed, "code_changed", results.CODE_CHANGED)
+        if self.amp is not None: check_choice(self.amp, "amp", tuple(train.AMP))
+        check_choice(self.stage, "stage", STAGES)
+
 @patch
-def _prepare(self:Experiment, profile, device, data_root, tag, work_dir, out_dir, checkpoints, amp, tf32, deterministic, overrides,
-             stage="train") -> dict:
+def _prepare(self:Experiment, o:RunOptions, overrides:dict) -> dict:
     """What `run` and `plan` start from: the settings `p`, the grid, the cells' fixed and runtime arguments, the compute settings,
     the work folder; in the measuring stage, the zoo it reads (the training run's `artifacts`, at the same settings)."""
+    if not isinstance(o, RunOptions): raise TypeError(f"_prepare takes a RunOptions, got {type(o).__name__}.")
+    profile, device, data_root, tag, work_dir, out_dir = o.profile, o.device, o.data_root, o.tag, o.work_dir, o.out_dir
+    checkpoints, amp, tf32, deterministic, stage = o.checkpoints, o.amp, o.tf32, o.deterministic, o.stage
     if self._cell is None: raise TypeError(f"{self.name} declares no cell; decorate its cell function with @EXPERIMENT.cell.")
-    if amp is not None: check_choice(amp, "amp", tuple(train.AMP))
     overrides = {**self.variants.get((profile, tag), {}), **{k: v for k, v in overrides.items() if v is not None}}   # a declared variant's settings
     compute = {k: v for k, v in dict(amp=amp, tf32=bool(tf32), deterministic=bool(deterministic)).items() if v}
     p = self.resolve(profile, data_root, **overrides)
@@ -615,8 +629,8 @@ def run(self:Experiment,
         stage: "train", or "measure": probe again the networks the run of these settings kept instead of training (files tagged `_measured`)
         **overrides: any of the profile's settings (None: the profile's)
     """
-    check_choice(code_changed, "code_changed", results.CODE_CHANGED)
-    r = self._prepare(profile, device, data_root, tag, work_dir, out_dir, checkpoints, amp, tf32, deterministic, overrides, stage)
+    r = self._prepare(RunOptions(profile, device, data_root, tag, work_dir, out_dir, executor, executor_options, max_parallel,
+                                 checkpoints, amp, tf32, deterministic, code_changed, stage), overrides)
     executor = self._executor_for(executor, profile, device, r["grid"])
     p, grid, fixed, runtime, shared, compute, work = (r[k] for k in ("p", "grid", "fixed", "runtime", "shared", "compute", "work"))
     start, threads = results.now(), None
@@ -884,7 +898,7 @@ def arguments(self:Experiment,
 
 # %% ../nbs/55_scaffold.ipynb #df030224
 #: Notebook parameters that say where a run reads and computes, not what: the main job measures by default with them
-WHERE_PARAMETERS = ("data_root", "device")
+WHERE_PARAMETERS = ("data_root", "device", "executor", "max_parallel")
 
 def _papermill_parameters(args:list) -> dict:
     "The notebook parameters a papermill command line sets, by name (-p, -r, -y; values as given)."
@@ -926,6 +940,14 @@ def main_job(self:Experiment,
     folder = self.paths(profile, None, tag).artifacts
     n = len(list(folder.glob("*.pt"))) if folder.is_dir() else 0
     shown = f"{_shown(folder)}/"
+    from diffgeo.zoo import PROBE_FILE
+    p = self.resolve(profile, None, **self.variants.get((profile, tag), {}))
+    want = math.prod(map(len, self.grid(p).values())) if self.grid else 1
+    if n and (n < want or not (folder / PROBE_FILE).is_file()):   # a zoo being landed: train as asked, saying why not measured
+        missing = ([f"{want - n} of its {want} networks"] if n < want else []) + ([PROBE_FILE] if not (folder / PROBE_FILE).is_file() else [])
+        if stage != "measure":   # (asked for, the measuring stage runs and says what is missing and how to make it)
+            return [], (f"reproduce.sh: the training stage: the zoo {shown} lacks {' and '.join(missing)} (the measuring stage once "
+                        "it is complete)")
     plain = not (set(given) - {*WHERE_PARAMETERS, "stage"}) and stage in ("", "measure")
     if plain and (n or stage == "measure"):
         extra = ["-p", "profile", profile, *(["-p", "tag", tag] if tag else []), "-p", "stage", "measure"]
@@ -1161,8 +1183,8 @@ def plan(self:Experiment,
         **overrides: the profile's settings, as for `run`
     """
     import pandas as pd
-    check_choice(code_changed, "code_changed", results.CODE_CHANGED)
-    r = self._prepare(profile, device, data_root, tag, work_dir, out_dir, checkpoints, amp, tf32, deterministic, overrides)
+    r = self._prepare(RunOptions(profile, device, data_root, tag, work_dir, out_dir, executor, executor_options, max_parallel,
+                                 checkpoints, amp, tf32, deterministic, code_changed), overrides)
     grid, work, paths = r["grid"], r["work"], self.paths(profile, out_dir, tag, work_dir)
     executor = self._executor_for(executor, profile, device, grid)
     cells = sweep.grid_cells(grid) if grid else [{}]

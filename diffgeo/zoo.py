@@ -333,7 +333,13 @@ def write_probe_images(
                                "give the profile and tag of the run that kept them.")
     ds_data = data.load(p["dataset"], root=data_root)
     path = save_probe_images(where, ds_data, p["n_test"], seed)
-    split, _ = load_probe_images(where)
-    for r in every:   # the networks were checked on their probe when kept: the same images, or this is not their probe
-        if r.get("slice_size") == len(split): check_network(r["path"], split.images, split.labels)
+    try:
+        split, _ = load_probe_images(where)
+        unchecked = [Path(r["path"]).name for r in every if r.get("slice_size") != len(split)]
+        if unchecked: raise ValueError(f"{len(unchecked)} networks of {where} record no error on {len(split)} probe images "
+                                       f"({', '.join(unchecked[:4])}{', …' if len(unchecked) > 4 else ''}): these are not their probe images.")
+        for r in every: check_network(r["path"], split.images, split.labels)   # each scores its recorded error on exactly these images
+    except Exception:
+        path.unlink(missing_ok=True)   # no unverified probe file is left behind
+        raise
     return path

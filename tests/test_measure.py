@@ -257,11 +257,32 @@ def test_the_main_job_measures_by_default_where_the_zoo_is(tmp_path):
     kept = tmp_path / "zoo" / "petrini_fig5_long_x4"
     kept.mkdir(parents=True)
     for i in range(3): (kept / f"net{i}.pt").touch()
+    said, command = _main_job(tmp_path)                 # a zoo being landed (3 of 24 networks, no probe images): trains, says why
+    assert said.startswith("reproduce.sh: the training stage: the zoo zoo/petrini_fig5_long_x4/ lacks 21 of its 24 networks and "
+                           f"{zoo.PROBE_FILE}") and "stage" not in command
+    for i in range(3, 24): (kept / f"net{i}.pt").touch()
+    said, command = _main_job(tmp_path)                 # every network, still no probe images
+    assert said.endswith(f"lacks {zoo.PROBE_FILE} (the measuring stage once it is complete)") and "stage" not in command
+    (kept / zoo.PROBE_FILE).touch()
     said, command = _main_job(tmp_path)
     assert said.startswith("reproduce.sh: the measuring stage (-p profile long -p tag x4 -p stage measure): the committed zoo "
-                           "zoo/petrini_fig5_long_x4/ holds 3 networks") and "-p stage train trains instead" in said
+                           "zoo/petrini_fig5_long_x4/ holds 24 networks") and "-p stage train trains instead" in said
     assert command.endswith("--log-output -p profile long -p tag x4 -p stage measure")
     said, command = _main_job(tmp_path, "-p", "data_root", "/path/to/data")   # where the data is: still the measuring stage
     assert "-p stage measure -p data_root /path/to/data" in command
+    said, command = _main_job(tmp_path, "-p", "executor", "inline")           # how the cells run: still the measuring stage
+    assert "-p stage measure -p executor inline" in command
     said, command = _main_job(tmp_path, "-p", "stage", "train")                # one parameter away: the training stage
     assert said == "reproduce.sh: the training stage, as the parameters given say" and "profile" not in command
+
+
+def test_the_ledger_leaves_out_a_measuring_stage_dataset(tmp_path):
+    "A measured dataset probes again the networks its training run's column judges: it is no column of its own."
+    from diffgeo import claims
+    (tmp_path / "results").mkdir()
+    shutil.copy(ROOT / "results" / "petrini_fig5.nc", tmp_path / "results" / "petrini_fig5.nc")
+    ds = results.load_dataset(ROOT / "results" / "petrini_fig5.nc").load()
+    p = results.parameters(ds) | {"stage": "measure", "zoo_tag": "", "tag": "measured"}
+    ds.attrs["parameters"] = json.dumps(p, sort_keys=True)
+    ds.to_netcdf(tmp_path / "results" / "petrini_fig5_measured.nc")
+    assert list(claims.committed(FIG5, tmp_path)) == ["cpu"]

@@ -9,7 +9,7 @@ import xarray as xr
 
 from diffgeo import claims, data, models, site, train
 from diffgeo.experiments import petrini, petrini_fig3
-from diffgeo.scaffold import Experiment, REGISTRY, Var
+from diffgeo.scaffold import Experiment, REGISTRY, RunOptions, Var
 
 site.experiments()
 
@@ -25,15 +25,14 @@ def test_log_epochs_span_the_training_once_each():
 
 
 def test_the_steps_variant_is_the_papers_training_of_resnet18():
-    p = petrini_fig3.EXPERIMENT._prepare("long", "cpu", None, "steps", "/tmp/unused", None, True, None, False, False, {})["p"]
+    p = petrini_fig3.EXPERIMENT._prepare(RunOptions("long", tag="steps", work_dir="/tmp/unused"), {})["p"]
     assert p["archs"] == ["ResNet18"] and p["steps"]["ResNet18"] == petrini.PAPER_STEPS == 88_000
     assert p["warmup"] == 0.0 and p["curve_at"] == "log" and p["P"] == 45_000
     # a setting given to run still wins over the variant's
-    p2 = petrini_fig3.EXPERIMENT._prepare("long", "cpu", None, "steps", "/tmp/unused", None, True, None, False, False,
-                                          {"seeds": [3]})["p"]
+    p2 = petrini_fig3.EXPERIMENT._prepare(RunOptions("long", tag="steps", work_dir="/tmp/unused"), {"seeds": [3]})["p"]
     assert p2["seeds"] == [3]
     # the untagged profile is untouched
-    p3 = petrini_fig3.EXPERIMENT._prepare("long", "cpu", None, "", "/tmp/unused", None, True, None, False, False, {})["p"]
+    p3 = petrini_fig3.EXPERIMENT._prepare(RunOptions("long", work_dir="/tmp/unused"), {})["p"]
     assert p3["curve_at"] == "every" and len(p3["archs"]) == 3
 
 
@@ -126,3 +125,11 @@ def test_summary_counts_the_papers_regime_apart_and_leaves_implementation_out():
 def test_committed_refuses_an_unknown_experiment_and_a_bad_root(tmp_path):
     with pytest.raises(ValueError, match="no experiment named"): claims.committed("petrini_fig99")
     with pytest.raises(FileNotFoundError, match="results"): claims.committed("petrini_fig5", tmp_path)
+
+
+def test_run_options_refuse_bad_choices():
+    "run and plan share RunOptions, which refuses a bad choice before any setting is resolved."
+    for bad, match in ((dict(code_changed="keep"), "code_changed"), (dict(amp="fp8"), "amp"), (dict(stage="score"), "stage")):
+        with pytest.raises(ValueError, match=match): RunOptions("smoke", **bad)
+    with pytest.raises(TypeError, match="RunOptions"): petrini_fig3.EXPERIMENT._prepare({"profile": "long"}, {})
+    with pytest.raises(ValueError, match="code_changed"): petrini_fig3.EXPERIMENT.plan("smoke", code_changed="keep")

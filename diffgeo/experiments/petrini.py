@@ -95,9 +95,10 @@ def train_network(
                       val_every=_val_every(len(val), len(fit), val_overhead),
                       warmup=warmup if info.optimizer == "sgd" else 0.0, batch_size=batch_size, pad=pad,
                       flip=_flip_ok(dataset) and pad > 0, fill=fill, seed=seed, **kwargs)
-    # each epoch's seconds are kept in its checkpoint, so this is a resumed run's whole time (less the epochs of a
-    # checkpoint written before epochs kept their seconds, which have none)
-    return res, float(res.history.seconds.sum(skipna=True))
+    # each epoch's seconds are kept in its checkpoint, so this is a resumed run's whole time; NaN where an epoch has none
+    # (a checkpoint written before epochs kept their seconds, resumed): unknown, not undercounted
+    s = res.history.get("seconds")
+    return res, float(s.sum(skipna=False)) if s is not None else math.nan
 
 # %% ../../nbs/paper_petrini.ipynb #1911f25a
 @dataclass

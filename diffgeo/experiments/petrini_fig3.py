@@ -73,7 +73,8 @@ VARIABLES = {
     "val_error": Var(_R + ("epoch",), "validation error after the epoch"),
     "test_error": Var(_R + ("state",), "test error ε_t (fraction misclassified)"),
     "best_epoch": Var(_R, "epoch selected on the validation split"),
-    "train_seconds": Var(_R, "wall-clock training time, the monitor's measurements included", "s"),
+    "train_seconds": Var(_R, "wall-clock training time: its steps and validation over every process that resumed it, the monitor's "
+                             "measurements excluded (datasets written before 2026-12-07: the last process's, the monitor included)", "s"),
     # derived
     **{k: Var(_R + _SWEEP, f"{k} (Eq. 4–5) from the medians") for k in ("D_f", "G_f", "R_f")},
     **{f"{k}_logmean": Var(("arch",) + _SWEEP, f"geometric mean over seeds of {k}") for k in ("D_f", "G_f", "R_f")},
@@ -580,10 +581,12 @@ def _law_line(ds:xr.Dataset, arch:str) -> str:
 
 def last_decade(ds:xr.Dataset, arch:str) -> str:
     """What the last decade of `arch`'s training did (from the last measured epoch a tenth as far, or the nearest
-    measured epoch before it, to the end): the change of log10 R_f per seed, mean ± s.d., beside the error's change
-    (the test error where the curve measured it, else the validation error). '' where the curve is too short."""
+    measured epoch before it, to the end), over the epochs every seed measured: the change of log10 R_f per seed, mean ±
+    s.d., beside the error's change (the test error where the curve measured it, else the validation error). '' where the
+    curve is too short or a seed has none."""
     c = ds.curve_R_f.sel(arch=arch)
     c = c.sel(epoch=c.notnull().all("seed"))
+    if not c.sizes["epoch"]: return ""
     n = int(c.epoch[-1])
     early = [int(e) for e in c.epoch.values if 1 <= e <= n / 10]
     if not early: return ""
@@ -591,9 +594,11 @@ def last_decade(ds:xr.Dataset, arch:str) -> str:
     err = (ds.curve_test_error if "curve_test_error" in ds else ds.val_error).sel(arch=arch)
     what = "test" if "curve_test_error" in ds else "validation"
     d = np.log10(c.sel(epoch=n)) - np.log10(c.sel(epoch=e0))
+    e_from, e_to = float(logmean(err.sel(epoch=e0))), float(logmean(err.sel(epoch=n)))
     return (f"over the last decade of {arch}'s training ({e0 * spe:,} → {n * spe:,} steps) its {what} error went from "
-            f"{float(logmean(err.sel(epoch=e0))):.3f} to {float(logmean(err.sel(epoch=n))):.3f} while log10 R_f moved by "
-            f"{claims.mean_sd(d, compact=True)} (per seed {', '.join(_num(x) for x in d.values)})")
+            f"{e_from:.3f} to {e_to:.3f} while log10 R_f moved by "
+            f"{claims.mean_sd(d, '+.2f' if d.sizes['seed'] == 1 else '.2f', compact=True)} (per seed {', '.join(_num(x) for x in d.values)}), "
+            f"where the paper's Fig. 5 law ε_t ∝ √R_f, followed along the training, would move it by {_num(2 * np.log10(e_to / e_from))}")
 
 def _num(x:float) -> str: return f"{x:+.2f}".replace("-", "−")
 
