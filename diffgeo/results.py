@@ -31,11 +31,11 @@ import diffgeo
 from .core import check_choice, process_alive
 
 # %% auto #0
-__all__ = ['PROFILE_NAMES', 'COMMITTED_PROFILES', 'CODE_CHANGED', 'STALE_TEMP_DAYS', 'CONVENTIONS', 'select_profile',
-           'project_root', 'output_root', 'resolve_path', 'check_folder', 'git_commit', 'code_version',
-           'on_code_change', 'code_change_policy', 'now', 'processor', 'minutes', 'core_hours', 'provenance', 'stamp',
-           'parameters', 'load_checkpoint', 'span', 'markdown_table', 'cf_attrs', 'check_cf', 'clean_temps',
-           'atomic_write', 'cf_conventions', 'save_dataset', 'load_dataset', 'save_figure', 'compare']
+__all__ = ['PROFILE_NAMES', 'COMMITTED_PROFILES', 'CODE_CHANGED', 'STALE_TEMP_DAYS', 'PROBE_FILE', 'CONVENTIONS',
+           'select_profile', 'project_root', 'output_root', 'resolve_path', 'check_folder', 'git_commit',
+           'code_version', 'on_code_change', 'code_change_policy', 'now', 'processor', 'minutes', 'core_hours',
+           'provenance', 'stamp', 'parameters', 'load_checkpoint', 'span', 'markdown_table', 'cf_attrs', 'check_cf',
+           'clean_temps', 'atomic_write', 'cf_conventions', 'save_dataset', 'load_dataset', 'save_figure', 'compare']
 
 # %% ../nbs/01_results.ipynb #d300fb41
 #: The profiles, smallest first: `smoke` (seconds, for tests), `cpu` (the default, minutes), `long` (what two CPU
@@ -444,6 +444,7 @@ def check_cf(ds:xr.Dataset):
                          "(units='1' for dimensionless); set them with ds[name].attrs.update(...).")
 
 STALE_TEMP_DAYS = 1.0  # a temporary file of a write older than this is removed by the next write into its folder, whoever made it
+PROBE_FILE = "probe_images.npz"  # the probed test images a zoo folder carries beside its networks (`zoo.save_probe_images`; named here, below both zoo and scaffold)
 
 def _host() -> str: return platform.node().replace(".", "_") or "host"   # as it goes in a temp file's name
 

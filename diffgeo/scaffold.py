@@ -940,7 +940,7 @@ def main_job(self:Experiment,
     folder = self.paths(profile, None, tag).artifacts
     n = len(list(folder.glob("*.pt"))) if folder.is_dir() else 0
     shown = f"{_shown(folder)}/"
-    from diffgeo.zoo import PROBE_FILE
+    PROBE_FILE = results.PROBE_FILE   # (zoo's, named in results: zoo imports the scaffold)
     p = self.resolve(profile, None, **self.variants.get((profile, tag), {}))
     want = math.prod(map(len, self.grid(p).values())) if self.grid else 1
     if n and (n < want or not (folder / PROBE_FILE).is_file()):   # a zoo being landed: train as asked, saying why not measured

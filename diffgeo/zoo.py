@@ -215,7 +215,7 @@ def load(
     return load_network(rows[0]["path"], device)
 
 # %% ../nbs/36_zoo.ipynb #3a8ea8b5
-PROBE_FILE = "probe_images.npz"  # the probed test images a zoo folder carries beside its networks
+PROBE_FILE = results.PROBE_FILE  # the probed test images a zoo folder carries beside its networks
 PROBE_FORMAT = "diffgeo-probes-1"  # the layout of that file
 
 def _from_bytes(pixels:np.ndarray, mean:np.ndarray, std:np.ndarray) -> torch.Tensor:
