@@ -303,6 +303,17 @@ def _rate(step:int, warm:int, total:int, schedule:str) -> float:
     if schedule == "none": return 1.0
     return 0.5 * (1 + math.cos(math.pi * (step - warm) / max(1, total - warm)))
 
+def _same_config(a, b) -> bool:
+    """Whether a checkpoint's settings are these: equal, floats to float32 precision (a padding colour computed from
+    float32 image statistics, as before `data.channel_stats`, differs in its last bits from one CPU to another)."""
+    if isinstance(a, bool) or isinstance(b, bool): return a is b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b or (isinstance(a, float) or isinstance(b, float)) and math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-12)
+    if isinstance(a, dict) and isinstance(b, dict): return a.keys() == b.keys() and all(_same_config(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same_config(x, y) for x, y in zip(a, b))
+    return a == b
+
 def _optimizer(model, name, lr, momentum, weight_decay):
     if name == "adam": return torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
     return torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay)
@@ -391,7 +402,7 @@ def train(
     path, code = resolve_path(checkpoint) if checkpoint is not None else None, results.code_version()
     saved = results.load_checkpoint(path, code_changed, "training afresh", map_location=dev)
     if saved is not None:
-        if saved["config"] != config:
+        if not _same_config(saved["config"], config):
             raise ValueError(f"checkpoint {path} was made with {saved['config']}, not {config}; "
                              "delete it to start afresh, or pass the settings it was made with.")
         model.load_state_dict(saved["model"]); opt.load_state_dict(saved["optimizer"]); sched.load_state_dict(saved["scheduler"])

@@ -10,6 +10,8 @@ py="${PYTHON:-python3}"
   { echo "Set PYTHON to a Python 3.11+ interpreter." >&2; exit 1; }
 stamp="$venv/.diffgeo-installed"
 want="$(sha1sum "$root/pyproject.toml" | cut -d' ' -f1)"
+# two jobs started together (scripts/long_job.sh) would install into one folder at once and break it: one at a time
+mkdir -p "$venv" && exec 9> "$venv/.setup-lock" && flock 9
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "Setting up $venv (first run only; a few minutes)..." >&2
   [ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
@@ -20,5 +22,6 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   "$venv/bin/python" -m compileall -q -j 0 "$venv/lib" > /dev/null || true   # a file that does not compile is left as pip leaves it
   echo "$want" > "$stamp"
 fi
+flock -u 9; exec 9>&-
 export PATH="$venv/bin:$PATH"
 export MPLBACKEND=Agg

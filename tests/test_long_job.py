@@ -16,8 +16,10 @@ ROOT = Path(__file__).resolve().parents[1]
 TOY = '''
 from pathlib import Path
 class _Experiment:
-    def main(self, profile, work_dir, executor, show, tag=""):
+    def main(self, profile, work_dir, executor, show, tag="", code_changed="recompute"):
         run = Path(work_dir) / "toy" / f"{profile}{'_' + tag if tag else ''}_0123abcd"
+        Path(work_dir).mkdir(parents=True, exist_ok=True)
+        (Path(work_dir) / "code_changed.txt").write_text(code_changed)
         seen = sorted(str(p.relative_to(run)) for p in run.rglob("*") if p.is_file()) if run.exists() else []
         Path(work_dir).mkdir(parents=True, exist_ok=True)
         (Path(work_dir) / "seen.txt").write_text("\\n".join(seen))
@@ -94,6 +96,37 @@ def test_park_wipe_resume(toy, tmp_path):
     assert "1 parked cells, 1 checkpoint files and 0 kept networks" in r.stdout
     assert (runs / "work_toy_long" / "seen.txt").read_text().split() == ["checkpoints/cell.pt", "shards/cell-0.nc"]
     assert _git(runs / "src_toy_long", "rev-parse", "HEAD") == first                      # the shards' code, not HEAD's
+
+
+def test_reuse_resumes_with_head_and_keeps_saying_so(toy, tmp_path):
+    "--reuse: a parked run resumes with HEAD's code, keeping the parked cells (code_changed='reuse'); the park records it, so "
+    "the next plain resume keeps it; --reuse with nothing parked is refused."
+    runs = tmp_path / "runs"
+    r = _job(toy, runs, "--reuse", "toy", "long")
+    assert r.returncode == 1 and "--reuse resumes a parked run" in r.stderr
+    first = _git(toy, "rev-parse", "HEAD")
+    assert _stopped(toy, runs, "toy", "long").returncode == 0
+    assert (runs / "work_toy_long" / "code_changed.txt").read_text() == "recompute"
+    assert _job(toy, runs, "--park", "--checkpoints", "toy", "long").returncode == 0
+    parked = toy / "results" / "in_progress" / "toy_long"
+    assert "code_changed" not in (parked / "SOURCE").read_text()
+    (toy / "fix.txt").write_text("a fix")                                                  # the fix, committed
+    _git(toy, "-c", "user.name=t", "-c", "user.email=t@t", "add", "-A")
+    _git(toy, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "fix")
+    fix = _git(toy, "rev-parse", "HEAD")
+    shutil.rmtree(runs)
+    r = _stopped(toy, runs, "toy", "long")                                                   # plain: the parked commit
+    assert r.returncode == 0 and _git(runs / "src_toy_long", "rev-parse", "HEAD") == first, r.stderr
+    r = _stopped(toy, runs, "--reuse", "toy", "long")
+    assert r.returncode == 0, r.stderr
+    assert _git(runs / "src_toy_long", "rev-parse", "HEAD") == fix
+    assert (runs / "work_toy_long" / "code_changed.txt").read_text() == "reuse"
+    assert _job(toy, runs, "--park", "--checkpoints", "toy", "long").returncode == 0
+    source = (parked / "SOURCE").read_text()
+    assert f"commit {fix}" in source and "code_changed reuse" in source
+    shutil.rmtree(runs)
+    r = _stopped(toy, runs, "toy", "long")                                                   # the next session, no flag
+    assert r.returncode == 0 and (runs / "work_toy_long" / "code_changed.txt").read_text() == "reuse", r.stderr
 
 
 def test_refusals(toy, tmp_path):
