@@ -87,14 +87,18 @@ def load_network(
     path:str|os.PathLike, # a file `save_network` wrote (in a cell's measuring stage: `ctx.zoo_file(*names)`)
     device:str|torch.device="cpu", # where the network goes
     expect:dict|None=None, # provenance the network must have (a cell's settings: arch, seed, steps, ...); None: any
+    expect_if_recorded:dict|None=None, # provenance it must have where it records it (training settings a network kept by older code may not record: lr, init, warmup, ...); None: any
 ) -> tuple[nn.Module, dict]: # the network (evaluation mode, float32) and its provenance
     """A kept network, built again and ready to probe, with its provenance; refused where the provenance disagrees with
-    `expect` (the measuring stage of a cell probing a network trained with other settings).
+    `expect`, or with `expect_if_recorded` in a setting it records (the measuring stage of a cell probing a network
+    trained with other settings). A setting of `expect_if_recorded` that the file does not record is not checked: files
+    kept before their provenance recorded it still load.
 
     Args:
         path: a file `save_network` wrote (in a cell's measuring stage: `ctx.zoo_file(*names)`)
         device: where the network goes
         expect: provenance the network must have (a cell's settings: arch, seed, steps, ...); None: any
+        expect_if_recorded: provenance it must have where it records it (training settings a network kept by older code may not record: lr, init, warmup, ...); None: any
     Returns:
         the network (evaluation mode, float32) and its provenance
     """
@@ -110,7 +114,9 @@ def load_network(
     if not isinstance(blob, dict) or blob.get("format") != FORMAT:
         raise ValueError(f"{path} is not a kept network ({FORMAT}); it was not written by zoo.save_network.")
     prov = dict(blob["provenance"])
-    differ = {k: (prov.get(k), v) for k, v in (expect or {}).items() if prov.get(k) != v}
+    recorded = {k: v for k, v in (expect_if_recorded or {}).items() if k in prov and k not in (expect or {})}
+    asked = {**(expect or {}), **recorded}
+    differ = {k: (prov.get(k), v) for k, v in asked.items() if prov.get(k) != v}
     if differ:
         said = "; ".join(f"{k} {a!r} kept, {b!r} asked" for k, (a, b) in differ.items())
         raise ValueError(f"{path} was kept by a run of other settings ({said}): probe it with the settings of the run that kept "

@@ -5,10 +5,12 @@ Everything here runs on a zoo a smoke run makes in a temporary folder (seconds);
 where its data is present."""
 import contextlib
 import copy
+import hashlib
 import io
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -23,6 +25,7 @@ from diffgeo.experiments.petrini_fig5 import EXPERIMENT as FIG5
 ROOT = results.project_root()
 PROBED = ("d_diffeo", "d_noise", "d_pair", "u_diffeo", "u_noise", "u_pair")   # the per-sample distances, in both states
 STABILITIES = ("D_f", "G_f", "R_f")
+TRAINED_WITH = ("lr", "init", "warmup", "batch_size", "n_val")   # the training settings a kept network records beyond arch, seed, ...
 
 
 def quiet(fn, *args, **kwargs):
@@ -63,7 +66,8 @@ def _bit_for_bit(ds_data, n, tmp_path):
     probe, info = zoo.load_probe_images(tmp_path)
     x = ds_data.test.images[ds_data.test.subset_indices(n, seed=0)]
     assert torch.equal(probe.images, x) and probe.images.stride() == x.stride() and probe.images.dtype == torch.float32
-    assert info["mean"] == ds_data.mean and info["std"] == ds_data.std and info["n_classes"] == ds_data.n_classes
+    f32 = lambda v: tuple(np.array(v, dtype=np.float32).tolist())   # the file keeps the statistics in float32, as they standardise
+    assert info["mean"] == f32(ds_data.mean) and info["std"] == f32(ds_data.std) and info["n_classes"] == ds_data.n_classes
     return (tmp_path / zoo.PROBE_FILE).stat().st_size
 
 
@@ -103,6 +107,55 @@ def test_the_state_at_initialisation_is_probed_identically(runs):
         np.testing.assert_array_equal(init(m, k), init(t, k), err_msg=k)
     for k in ("r_diffeo", "r_noise", "is_diffeo", "delta_measured", "delta_center", "test_index", "n_test_images"):   # the same draws
         np.testing.assert_array_equal(m[k].values, t[k].values, err_msg=k)
+
+
+def test_the_network_at_initialisation_is_the_one_training_started_from(tmp_path, monkeypatch):
+    """The measuring stage rebuilds each network at initialisation from its seed; every parameter and buffer of it is, bit
+    for bit and dtype for dtype, the one the training stage's cell handed to training (taken as `train_network` received
+    it), for two seeds, PyTorch's default initialisation (FullConnL2) and the long profile's kaiming one (LeNet)."""
+    from diffgeo.experiments import petrini, petrini_fig5
+    started, rebuilt = {}, {}
+    state = lambda net: {k: v.detach().cpu().clone() for k, v in net.state_dict().items()}
+    real_train, real_setup = petrini_fig5.train_network, petrini_fig5.measure_setup
+    def train_network(net, arch, dataset, ds_data, fit, val, steps, seed, **kwargs):
+        started[arch, seed] = state(net)
+        return real_train(net, arch, dataset, ds_data, fit, val, steps, seed, **kwargs)
+    def measure_setup(arch, seed, *args, **kwargs):
+        s = real_setup(arch, seed, *args, **kwargs)
+        rebuilt[s.info.name, seed] = state(s.net)
+        return s
+    monkeypatch.setattr(petrini_fig5, "train_network", train_network)
+    monkeypatch.setattr(petrini_fig5, "measure_setup", measure_setup)
+    monkeypatch.setitem(FIG5.profiles["smoke"], "init", {"LeNet": "kaiming"})
+    quiet(FIG5.run, "smoke", out_dir=str(tmp_path), seeds=[0, 1])
+    quiet(FIG5.run, "smoke", out_dir=str(tmp_path), seeds=[0, 1], stage="measure")
+    cells = [(a, s) for a in ("FullConnL2", "LeNet") for s in (0, 1)]
+    assert sorted(started) == sorted(rebuilt) == cells
+    for cell in cells:
+        a, b = started[cell], rebuilt[cell]
+        assert list(a) == list(b), cell
+        for k in a: assert a[k].dtype == b[k].dtype and torch.equal(a[k], b[k]), f"{cell} {k}: not the weights training started from"
+    differ = lambda a, b: not all(torch.equal(a[k], b[k]) for k in a)
+    assert differ(started["LeNet", 0], started["LeNet", 1])                       # the seed reached the network
+    assert differ(state(petrini.initial_network("LeNet", 0, (1, 28), 10)), started["LeNet", 0])   # and the initialisation
+    kept = {(r["arch"], r["seed"]): r["init"] for r in zoo.index("petrini_fig5", "smoke", out_dir=tmp_path)}
+    assert kept == {c: "kaiming" if c[0] == "LeNet" else "pytorch" for c in cells}
+
+
+def _files(folder:Path) -> dict:
+    "Every file and folder under `folder` by its relative path: a file's SHA-256, a folder's None."
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else None
+            for p in sorted(folder.rglob("*"))}
+
+
+def test_measuring_leaves_the_zoo_as_it_was(runs, tmp_path):
+    "The measuring stage only reads the zoo: after a measuring run (main: dataset, figures, report) every byte is the same."
+    folder = copy_zoo(runs, tmp_path)
+    before = _files(tmp_path / "zoo")
+    assert sorted(k for k, v in before.items() if v) == [f"{folder.name}/{n}" for n in ("FullConnL2_seed0.pt", "LeNet_seed0.pt", zoo.PROBE_FILE)]
+    quiet(FIG5.main, "smoke", out_dir=str(tmp_path), show=False, stage="measure")
+    assert FIG5.paths("smoke", tmp_path, "measured").dataset.exists()   # it did measure
+    assert _files(tmp_path / "zoo") == before                            # no byte changed, no file added or removed
 
 
 def _stabilities(net, probe, deform, seed) -> dict:
@@ -193,6 +246,63 @@ def test_refuses_networks_of_other_settings(runs, tmp_path):
         quiet(FIG5.run, "smoke", out_dir=str(tmp_path), stage="measure", steps=8)
     with pytest.raises(ValueError, match=r"holds 32 mnist5k images, these settings probe 16"):
         quiet(FIG5.run, "smoke", out_dir=str(tmp_path), stage="measure", n_test=16)
+
+
+def test_the_kept_networks_record_their_training_settings(runs):
+    p = FIG5.resolve("smoke")
+    for r in zoo.index("petrini_fig5", "smoke", out_dir=runs["out"]):
+        assert {k: r[k] for k in TRAINED_WITH} == dict(lr=p["lr"][r["arch"]], init="pytorch", warmup=p["warmup"],
+                                                       batch_size=p["batch_size"], n_val=p["n_val"]), r["arch"]
+
+
+def test_refuses_networks_trained_with_other_training_settings(runs, tmp_path, monkeypatch):
+    "Learning rate, initialisation, warm-up, batch size and n_val: each refused by name, with the fix."
+    copy_zoo(runs, tmp_path)
+    monkeypatch.setitem(FIG5.profiles["smoke"], "init", "pytorch")   # (the smoke profile leaves it to the cell's default)
+    for k, v, said in (("lr", 0.05, "lr None kept, 0.05 asked"), ("init", "kaiming", "init 'pytorch' kept, 'kaiming' asked"),
+                       ("warmup", 0.1, "warmup 0.2 kept, 0.1 asked"), ("batch_size", 32, "batch_size 64 kept, 32 asked"),
+                       ("n_val", 64, "n_val 128 kept, 64 asked")):
+        with pytest.raises(ValueError, match=re.escape(f"kept by a run of other settings ({said}): probe it with the settings of "
+                                                       "the run that kept it (its profile and tag), or train one with these")):
+            quiet(FIG5.run, "smoke", out_dir=str(tmp_path), stage="measure", **{k: v})
+
+
+def test_networks_kept_before_the_training_settings_were_recorded_still_measure(runs, tmp_path):
+    "A zoo kept by code that recorded no lr, init, warmup, batch_size or n_val loads and measures as before."
+    folder = copy_zoo(runs, tmp_path)
+    for f in folder.glob("*.pt"):
+        blob = torch.load(f, weights_only=True)
+        for k in TRAINED_WITH: del blob["provenance"][k]
+        torch.save(blob, f)
+    m = quiet(FIG5.run, "smoke", out_dir=str(tmp_path), stage="measure")
+    for k in STABILITIES: np.testing.assert_array_equal(m[k].values, runs["measured"][k].values)
+
+
+def _rewrite_probe_file(folder:Path, **fields):
+    "The zoo's probe file with `fields` replaced (its other bytes as they are)."
+    f = dict(np.load(folder / zoo.PROBE_FILE)) | {k: np.asarray(v) for k, v in fields.items()}
+    with open(folder / zoo.PROBE_FILE, "wb") as fh: np.savez_compressed(fh, **f)
+
+
+def test_refuses_probe_images_that_are_not_the_cells_draw(runs, tmp_path, monkeypatch):
+    from diffgeo.experiments import petrini
+    folder = copy_zoo(runs, tmp_path)
+    measure, mnist = lambda: quiet(FIG5.run, "smoke", out_dir=str(tmp_path), stage="measure"), data.load("mnist5k")
+    zoo.save_probe_images(folder, mnist, 32, seed=1)                     # another draw of 32 MNIST-5k test images
+    _rewrite_probe_file(folder, seed=0)                                  # that says it is the cells' (seed 0)
+    with pytest.raises(ValueError, match=r"holds test image \d+ at its place \d+ of 32, where the cells' draw "
+                                         r"\(test.subset_indices\(32, seed=0\)\) has \d+: .*python scripts/zoo_probes.py"):
+        measure()                                                        # the data set is here: its indices are compared
+    def absent(name, root=None, **kw): raise FileNotFoundError(f"no {name} here")
+    monkeypatch.setattr(petrini.data, "load", absent)                   # without the data set: its seed and count
+    zoo.save_probe_images(folder, mnist, 32, seed=1)
+    with pytest.raises(ValueError, match=r"records 32 test images drawn with seed 1; the cells probe 32 drawn with seed 0 "
+                                         r"\(petrini.PROBE_SEED\).*python scripts/zoo_probes.py"):
+        measure()
+    zoo.save_probe_images(folder, mnist, 32, seed=0)
+    _rewrite_probe_file(folder, index=np.load(folder / zoo.PROBE_FILE)["index"][:16])
+    with pytest.raises(ValueError, match=r"records 16 test images drawn with seed 0; the cells probe 32"):
+        measure()
 
 
 def test_bad_input():

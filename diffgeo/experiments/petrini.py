@@ -115,6 +115,7 @@ class Setup:
     net:nn.Module # the network, initialised from the seed, on its device
     probe_index:torch.Tensor|None=None # the probed images' indices into the test split
     test_size:int|None=None # the test split's images
+    init:str|None=None # its initialisation (`models.build`'s `init`)
 
 # %% ../../nbs/paper_petrini.ipynb #11f8c765
 PROBE_SEED = 0  # the seed of the probed test images' draw: the same images in every cell
@@ -158,7 +159,7 @@ def setup(
     probe = ds_data.test.subset(n_test, seed=PROBE_SEED)
     net = initial_network(info.name, seed, (ds_data.n_channels, ds_data.size), ds_data.n_classes, width, init, ctx)
     return Setup(info, steps, width, lr, ds_data, fit.subset(P, seed=seed), val, probe, net,
-                 ds_data.test.subset_indices(n_test, seed=PROBE_SEED), len(ds_data.test))
+                 ds_data.test.subset_indices(n_test, seed=PROBE_SEED), len(ds_data.test), init)
 
 def initial_network(
     arch:str, # architecture name from `models.ARCHS`
@@ -203,7 +204,9 @@ def measure_setup(
     """The start of a cell in the measuring stage (`ctx.measuring`): `setup`'s settings and network at initialisation (built
     by `initial_network`, as `setup` builds it), the probe from the zoo's probe file (`zoo.load_probe_images`: no data set
     needed), and the data set where it is present, checked to hold the same probe images bit for bit (else None); no
-    training split (`fit`, `val` None).
+    training split (`fit`, `val` None). The probe file must be the cells' draw, `subset_indices(n_test, seed=PROBE_SEED)`
+    of the test split: its indices are compared with that draw where the data set is present, and its recorded seed and
+    count with `PROBE_SEED` and `n_test` in any case.
 
     Args:
         arch: architecture name from `models.ARCHS`
@@ -226,14 +229,32 @@ def measure_setup(
     if kept["dataset"] != dataset or len(probe) != n_test:
         raise ValueError(f"the zoo's probe file holds {len(probe)} {kept['dataset']} images, these settings probe {n_test} of "
                          f"{dataset}: measure with the settings of the run that kept the zoo (its profile and tag).")
+    redo = ("write the zoo's probe file again from the data set (python scripts/zoo_probes.py EXPERIMENT PROFILE [TAG] "
+            "--data-root DIR, which checks it against every network's recorded error), or measure with the settings of the "
+            "run that kept the zoo")
+    if kept["seed"] != PROBE_SEED or len(kept["index"]) != n_test:   # what can be checked without the data set
+        raise ValueError(f"the zoo's probe file records {len(kept['index'])} test images drawn with seed {kept['seed']}; the cells "
+                         f"probe {n_test} drawn with seed {PROBE_SEED} (petrini.PROBE_SEED), so these are not the images its "
+                         f"networks were probed on: {redo}.")
     try: ds_data = data.load(dataset, root=data_root)
     except (FileNotFoundError, ImportError): ds_data = None        # the test error is then the zoo's recorded one
-    if ds_data is not None and not torch.equal(ds_data.test.images[kept["index"]], probe.images):
+    other = ds_data is not None and (f"its test split holds {len(ds_data.test)} images, the zoo's {kept['test_size']}"
+                                     if len(ds_data.test) != kept["test_size"] else
+                                     "its test images differ from the zoo's probe images"
+                                     if not torch.equal(ds_data.test.images[kept["index"]], probe.images) else "")
+    if other:
         raise ValueError(f"the {dataset} data set found here ({ds_data.source}) is not the one the zoo's networks were trained "
-                         "and probed on (its test images differ from the zoo's probe images): give the data folder of the run "
-                         "(data_root), or measure without it (the zoo's recorded test errors then stand).")
+                         f"and probed on ({other}): give the data folder of the run (data_root), or measure without it (the "
+                         "zoo's recorded test errors then stand).")
+    if ds_data is not None:   # the draw the cells make, where it can be made: the probe file's must be it
+        draw = ds_data.test.subset_indices(n_test, seed=PROBE_SEED)
+        if not torch.equal(draw, kept["index"]):
+            k = int((draw != kept["index"]).nonzero()[0])
+            raise ValueError(f"the zoo's probe file holds test image {int(kept['index'][k])} at its place {k} of {n_test}, where the "
+                             f"cells' draw (test.subset_indices({n_test}, seed={PROBE_SEED})) has {int(draw[k])}: the file is not "
+                             f"the draw of these cells (another draw, or another code's): {redo}.")
     net = initial_network(info.name, seed, (probe.images.shape[1], probe.images.shape[-1]), kept["n_classes"], width, init, ctx)
-    return Setup(info, steps, width, lr, ds_data, None, None, probe, net, kept["index"], kept["test_size"])
+    return Setup(info, steps, width, lr, ds_data, None, None, probe, net, kept["index"], kept["test_size"], init)
 
 # %% ../../nbs/paper_petrini.ipynb #2fa64d50
 def resolve_archs(p:dict, datasets:list) -> dict:

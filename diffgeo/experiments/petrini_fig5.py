@@ -185,9 +185,11 @@ def cell(
     if not ctx.measuring: print(f"{info.name}, seed {seed}: {steps} steps at width {width}, lr {lr or 'default'} on {ctx.device}", flush=True)
     before = measure(net, "batch", units=True)  # App. E.1: batch-norm at initialisation normalises with batch statistics
     init_error = error(net)
+    trained_with = dict(lr=lr, init=s.init, warmup=warmup, batch_size=batch_size, n_val=n_val)   # the training's other settings
     if ctx.measuring:   # the network the training stage kept, at its best validated epoch (half precision)
         trained, kept = zoo.load_network(ctx.zoo_file(info.name, f"seed{seed}"), ctx.device,
-                                         expect=dict(arch=info.name, seed=seed, width=width, steps=steps, dataset=dataset, P=P))
+                                         expect=dict(arch=info.name, seed=seed, width=width, steps=steps, dataset=dataset, P=P),
+                                         expect_if_recorded=trained_with)   # (networks kept before they were recorded lack them)
         history, best_epoch, seconds, ckpt = None, kept["best_epoch"], None, None
     else:
         ckpt = ctx.checkpoint(info.name, f"seed{seed}")
@@ -201,7 +203,7 @@ def cell(
     if keep is not None:   # the chosen network, a result: zoo.load("petrini_fig5", arch, seed, profile, tag) gives it back
         zoo.save_network(trained, keep, check=(probe.images, probe.labels), arch=info.name, width=width,
                          in_channels=ds_data.n_channels, n_classes=ds_data.n_classes, size=ds_data.size, seed=seed, steps=steps,
-                         dataset=dataset, P=P, test_error=test_error, best_epoch=int(best_epoch), experiment=EXPERIMENT.name,
+                         dataset=dataset, P=P, **trained_with, test_error=test_error, best_epoch=int(best_epoch), experiment=EXPERIMENT.name,
                          probe="the n_test probed test images (test_index): the slice its rounded error is checked on")
         if not (keep.parent / zoo.PROBE_FILE).exists(): zoo.save_probe_images(keep.parent, ds_data, n_test, PROBE_SEED)   # the zoo's probe
     distances = ["d_diffeo", "d_noise", "d_pair", "u_diffeo", "u_noise", "u_pair"]  # the rest is the same draw in both states
