@@ -88,7 +88,7 @@ class Claim:
     passes:dict=field(default_factory=dict) # name -> fn(ds) -> ds: datasets on which it must give "reproduced" (shows that it can)
     experiment:str="" # set by `Experiment.claim`
     paper:str=""
-    kind:str="claim" # "claim": a finding of the paper; "implementation": a property of our implementation or recipe, shown apart and not counted
+    kind:str="claim" # "claim": a finding of the paper; "implementation": a property of our implementation or recipe; "finding": this project's own finding (not a paper's); the last two shown apart and not counted
     regime:Callable|None=None # ds -> (ours, paper's, same): this claim's regime, where it differs from its experiment's (`Experiment.regime`)
 
     @property
@@ -118,7 +118,7 @@ def claim(self:Experiment,
     paper_value:str="", # the paper's number where it gives one
     mutations:dict|None=None, # name -> fn(ds) -> ds on which the criterion must give "not" (at least one)
     passes:dict|None=None, # name -> fn(ds) -> ds on which it must give "reproduced"
-    kind:str="claim", # "claim" (the paper's finding) or "implementation" (a property of ours: shown apart, not counted)
+    kind:str="claim", # "claim" (the paper's finding), "implementation" (a property of ours) or "finding" (this project's own, not a paper's): the last two shown apart, not counted
     regime:Callable|None=None, # ds -> (ours, paper's, same), where this claim's regime is not its experiment's
 ) -> Callable:
     """Declare `fn(ds) -> Verdict` the criterion of one of the paper's claims (see `claims.Claim`).
@@ -133,7 +133,7 @@ def claim(self:Experiment,
         paper_value: the paper's number where it gives one
         mutations: name -> fn(ds) -> ds on which the criterion must give "not" (at least one)
         passes: name -> fn(ds) -> ds on which it must give "reproduced"
-        kind: "claim" (the paper's finding) or "implementation" (a property of ours: shown apart, not counted)
+        kind: "claim" (the paper's finding), "implementation" (a property of ours) or "finding" (this project's own, not a paper's): the last two shown apart, not counted
         regime: ds -> (ours, paper's, same), where this claim's regime is not its experiment's
     """
     if key in self.claims: raise ValueError(f"{self.name} already declares a claim {key!r}: give each claim its own key.")
@@ -145,7 +145,7 @@ def claim(self:Experiment,
         return fn
     return register
 
-KINDS = ("claim", "implementation")
+KINDS = ("claim", "implementation", "finding")
 
 @patch
 def regime(self:Experiment,
@@ -623,7 +623,8 @@ def status_table(
         c = REGISTRY[exp].claims[key]
         link = f"[{exp}]({REGISTRY[exp].notebook})" if which not in REGISTRY else ""
         first = _md(f"{c.where} {link}".strip() + f" · `{key}`")
-        paper = _md(c.words + (f" (paper: {c.paper_value})" if c.paper_value else "") + f". Ours: {c.statistic}".rstrip(".") + ".")
+        said = {"finding": "*A finding of this project, not the paper's:* ", "implementation": "*Our implementation:* "}.get(c.kind, "")
+        paper = _md(said + c.words + (f" (paper: {c.paper_value})" if c.paper_value else "") + f". Ours: {c.statistic}".rstrip(".") + ".")
         crit = [_md(f"reproduced: {c.reproduced}; partly: {c.partly}")] if criteria else []
         by = {r.result: _cell(r) for r in g.itertuples()}
         lines.append("| " + " | ".join([first, paper, *crit, *(by.get(l, "") for l in labels)]) + " |")

@@ -113,6 +113,8 @@ UNITS = {
     "petrini_fig1": Unit([lambda p: dict(samples=2, T_points=3)]),
     "petrini_fig7": Unit([lambda p: dict(P=[2, 4], fit_from=2, seeds=[0], max_steps=1, n_test=2)]),
     "petrini_fig8": Unit([lambda p: dict(samples=2)]),
+    "petrini_zoo": Unit([lambda p: dict(archs=["LeNet"], seeds=[0], n_probe=2, n_sigma=1, n_inv=1, si_steps=1, n_lines=1, n_same=1,
+                                        divisions=2)], uncovered="one kept network of the committed zoo, two probe images, one path of each kind"),
     "detlefsen_fig3": Unit([lambda p: dict(n_train=p["batch_size"], n_test=None, epochs=1, lrs=p["lrs"][-1:], seeds=[0],
                                            probe_every=1, n_probe=2)], (100, 10), kinds=("families",),
                            uncovered="the largest learning rate only"),
