@@ -155,7 +155,10 @@ def test_the_checks_can_fail(tmp_path):
 
 #: Experiments that import a sibling experiment, and why; everything else a paper's figures share lives in the paper's
 #: own module (diffgeo.experiments.<paper>, exported from nbs/paper_<paper>.ipynb).
-SIBLING_IMPORTS:dict = {}   # (importer, imported) -> why; none now
+SIBLING_IMPORTS:dict = {   # (importer, imported) -> why
+    ("experiments.petrini_zoo", "experiments.petrini_fig5"):
+        "it measures the networks petrini_fig5 keeps, with Fig. 5's diffeomorphisms (COMMON) and order of architectures",
+}
 
 
 def test_experiments_import_their_papers_module_not_each_other():
