@@ -23,9 +23,9 @@ from .probes import check_batch, check_eval, check_layers, check_output, feature
 
 # %% auto #0
 __all__ = ['NONSMOOTH', 'ACTIVATIONS', 'MAX_GRID_POINTS', 'MAX_GRID_BYTES', 'feature_map', 'log_volume_element', 'log_volume',
-           'log_volume_rounding', 'log_volume_estimate', 'ricci_scalar_of_metric', 'ricci_scalar',
+           'log_pseudo_volume', 'log_volume_rounding', 'log_volume_estimate', 'ricci_scalar_of_metric', 'ricci_scalar',
            'ricci_rounding_bounds', 'shallow_log_volume_element', 'shallow_ricci_scalar', 'nngp_phi', 'nngp_metric',
-           'nngp_log_volume_element', 'nngp_ricci_scalar', 'simplex_grid']
+           'nngp_log_volume_element', 'nngp_ricci_scalar', 'simplex_grid', 'path_ends']
 
 # %% ../nbs/60_riemann.ipynb #dda58fc8
 NONSMOOTH = (nn.ReLU, nn.ReLU6, nn.LeakyReLU, nn.PReLU, nn.RReLU, nn.Hardtanh, nn.Hardswish, nn.Hardsigmoid,
@@ -189,6 +189,26 @@ def _sum_log_svdvals(J:torch.Tensor, lost:float, unresolved:float) -> tuple[torc
     low, top = s[..., -1], s[..., 0]
     gone = low <= lost * top
     return s.log().sum(-1).masked_fill(gone, -math.inf), ~gone & (low <= unresolved * top)
+
+def log_pseudo_volume(
+    J:torch.Tensor, # `[B, m, d]` Jacobians in the dtype they were computed in (it sets the rank tolerance)
+) -> tuple[torch.Tensor, torch.Tensor]: # `[B]` float64 Σ log s_i(J) over the singular values J keeps, `[B]` their number (J's numerical rank)
+    """The log volume element of a degenerate metric: Σ log s_i(J) over the singular values above J's own rounding (the
+    threshold at which `log_volume` calls the rank lost), with that rank. Where J has full rank it is `log_volume`; where a
+    map loses rank (a ReLU network's dead units), it is the log of the product of the nonzero eigenvalues of the metric,
+    as Zavatone-Veth et al. (§2) define the volume element of a singular metric, instead of -inf.
+
+    Args:
+        J: `[B, m, d]` Jacobians in the dtype they were computed in (it sets the rank tolerance)
+    Returns:
+        `[B]` float64 Σ log s_i(J) over the singular values J keeps, `[B]` their number (J's numerical rank)
+    """
+    _log_volume(J[:0], "svd", "")                                   # the same checks of J (on no point: no SVD, no warning)
+    if not all_finite(J): _log_volume(J, "svd", "")                  # raises, naming the points
+    lost, _ = _rank_tolerances(J.shape[1], J.shape[2], J.dtype)
+    s = torch.linalg.svdvals(J.detach().double())
+    keep = s > lost * s[..., :1]
+    return torch.where(keep, s.clamp_min(torch.finfo(s.dtype).tiny).log(), 0).sum(-1), keep.sum(-1)
 
 def _points(bad:torch.Tensor) -> str:
     "The indices where `bad` holds, the first ten of them."
@@ -725,3 +745,29 @@ def simplex_grid(
     n = torch.cat([divisions - c.sum(1, keepdim=True), c], 1).to(dtype=anchors.dtype, device=anchors.device)
     weights = n / divisions
     return (weights @ anchors.reshape(k, -1)).reshape(len(weights), *anchors.shape[1:]), weights
+
+def path_ends(
+    labels, # `[N]` the classes of the candidate images
+    n_between:int, # paths between two images of different classes
+    n_same:int, # paths between two distinct images of one class (a control), after them
+    rng:np.random.Generator, # the draw's generator (advanced by it)
+) -> np.ndarray: # `[n_between + n_same, 2]` indices of each path's two ends
+    """Random ends of straight paths between images: first of different classes, then of the same class.
+
+    Args:
+        labels: `[N]` the classes of the candidate images
+        n_between: paths between two images of different classes
+        n_same: paths between two distinct images of one class (a control), after them
+        rng: the draw's generator (advanced by it)
+    Returns:
+        `[n_between + n_same, 2]` indices of each path's two ends
+    """
+    labels = np.asarray(labels)
+    ends = []
+    for k in range(check_int(n_between, "n_between", low=0) + check_int(n_same, "n_same", low=0)):
+        i = rng.integers(len(labels))
+        pool = np.flatnonzero(labels != labels[i]) if k < n_between else np.setdiff1d(np.flatnonzero(labels == labels[i]), [i])
+        if not len(pool): raise ValueError(f"image {i} has no partner {'of another class' if k < n_between else 'of its class'}; "
+                                           "give candidates of at least two classes, each with two images.")
+        ends.append([i, rng.choice(pool)])
+    return np.array(ends, dtype=np.int64).reshape(-1, 2)

@@ -19,7 +19,7 @@ from .core import check_int
 
 # %% auto #0
 __all__ = ['FORMAT', 'BUILD', 'PROBE_FILE', 'PROBE_FORMAT', 'build_network', 'save_network', 'load_network', 'check_network',
-           'folder', 'index', 'load', 'save_probe_images', 'load_probe_images', 'write_probe_images']
+           'folder', 'index', 'index_folder', 'load', 'save_probe_images', 'load_probe_images', 'write_probe_images']
 
 # %% ../nbs/36_zoo.ipynb #z0000005
 FORMAT = "diffgeo-network-1"  # the layout of a kept network's file
@@ -183,8 +183,19 @@ def index(
     Returns:
         one provenance dict per kept network (with its `path`), by architecture then seed
     """
-    where = folder(experiment, profile, tag, out_dir)
-    rows = []
+    return index_folder(folder(experiment, profile, tag, out_dir))
+
+def index_folder(
+    where:str|os.PathLike, # a folder of kept networks (a run's zoo, or one parked with an unfinished run)
+) -> list: # one provenance dict per kept network (with its `path`), by architecture then seed
+    """The networks kept in a folder, with their provenance, read without building them (an empty list where there is none).
+
+    Args:
+        where: a folder of kept networks (a run's zoo, or one parked with an unfinished run)
+    Returns:
+        one provenance dict per kept network (with its `path`), by architecture then seed
+    """
+    where, rows = Path(where), []
     for f in sorted(where.glob("*.pt")) if where.is_dir() else []:
         blob = torch.load(f, map_location="cpu", weights_only=True)
         if isinstance(blob, dict) and blob.get("format") == FORMAT: rows.append({**blob["provenance"], "path": f})

@@ -23,9 +23,9 @@ from .petrini import plain_log_ticks
 from .petrini_fig5 import COMMON, PAPER_ARCHS
 
 # %% auto #0
-__all__ = ['MEASURES', 'ZOO_RUN', 'PROFILES', 'VARIABLES', 'EXPERIMENT', 'N_BOOT', 'ZV_MARGIN', 'zoo_folder', 'choose_paths',
-           'path_geometry', 'midpoint_contrast', 'cell', 'settings', 'permutation_p', 'correlations', 'derive',
-           'report', 'regime', 'rf_wins', 'draw', 'quoted']
+__all__ = ['MEASURES', 'ZOO_RUN', 'PROFILES', 'VARIABLES', 'EXPERIMENT', 'N_BOOT', 'ZV_MARGIN', 'zoo_folder', 'path_geometry',
+           'midpoint_contrast', 'cell', 'settings', 'permutation_p', 'correlations', 'derive', 'report', 'regime',
+           'rf_wins', 'draw', 'quoted']
 
 # %% ../../nbs/petrini_zoo.ipynb #507f94d3
 #: The measures, by name: what each is, and the paper it comes from
@@ -102,39 +102,15 @@ def _spearman(a, b) -> float:
     if ok.sum() < 4 or np.ptp(a[ok]) == 0 or np.ptp(b[ok]) == 0: return math.nan
     return float(spearmanr(a[ok], b[ok]).statistic)
 
-def choose_paths(
-    labels:torch.Tensor, # `[N]` the classes of the candidate images
-    n_lines:int, # paths between two images of different classes
-    n_same:int, # paths between two images of one class, after them
-    seed:int, # seed of the draw
-) -> np.ndarray: # `[n_lines + n_same, 2]` the indices of each path's ends
-    """Random path ends, as Zavatone-Veth et al.'s experiments draw them here (`zavatoneveth.choose_anchors`' segments: the same draws).
-
-    Args:
-        labels: `[N]` the classes of the candidate images
-        n_lines: paths between two images of different classes
-        n_same: paths between two images of one class, after them
-        seed: seed of the draw
-    Returns:
-        `[n_lines + n_same, 2]` the indices of each path's ends
-    """
-    labels, rng = np.asarray(labels), np.random.default_rng(seed)
-    ends = []
-    for k in range(n_lines + n_same):
-        i = rng.integers(len(labels))
-        pool = np.flatnonzero(labels != labels[i]) if k < n_lines else np.setdiff1d(np.flatnonzero(labels == labels[i]), [i])
-        ends.append([i, rng.choice(pool)])
-    return np.array(ends)
-
 def path_geometry(
     net:torch.nn.Module, # a classifier (a float64 copy in evaluation mode is measured)
     x:torch.Tensor, # `[P, C, H, W]` points
     chunk:int=44, # points per Jacobian batch
     memory:float=2**28, # bytes for the Jacobian's passes (`probes.jacobian_matrix`)
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]: # log volume `[P]`, numerical rank `[P]`, class probabilities `[P, K]`
-    """The log volume element of the input–logit map at each point, Σ log sᵢ over the singular values of its Jacobian above
-    the numerical rank's threshold (max(K, d) · ε₆₄ · s₁): where a ReLU map loses rank, the product of the nonzero eigenvalues of
-    the degenerate metric, as Zavatone-Veth et al. (§2) prescribe for singular metrics; with that rank, and the predicted
+    """The log volume element of the input–logit map at each point, over the singular values of its Jacobian that the
+    map keeps (`riemann.log_pseudo_volume`: where a ReLU map loses rank, the product of the nonzero eigenvalues of the
+    degenerate metric, as Zavatone-Veth et al. (§2) prescribe for singular metrics); with that rank, and the predicted
     probabilities.
 
     Args:
@@ -149,9 +125,8 @@ def path_geometry(
     out = [[], [], []]
     for s in range(0, len(x), chunk):
         xs = x[s:s + chunk].double()
-        sv = torch.linalg.svdvals(probes.jacobian_matrix(net, xs, memory))
-        keep = sv > max(sv.shape[-1], xs[0].numel()) * torch.finfo(sv.dtype).eps * sv[:, :1]
-        out[0].append(torch.where(keep, sv.clamp_min(1e-300).log(), 0).sum(-1)); out[1].append(keep.sum(-1))
+        lv, rank = riemann.log_pseudo_volume(probes.jacobian_matrix(net, xs, memory))
+        out[0].append(lv); out[1].append(rank)
         with torch.no_grad(): out[2].append(net(xs).softmax(-1))
     return tuple(torch.cat(o).cpu().numpy() for o in out)
 
@@ -218,7 +193,7 @@ def cell(
     need = max(n_probe, n_sigma, n_inv)
     if need > len(probe): raise ValueError(f"the zoo's probe file holds {len(probe)} images; n_probe, n_sigma, n_inv ≤ {len(probe)}.")
     x, y = probe.images, probe.labels
-    lines = choose_paths(y, n_lines, n_same, seed)
+    lines = riemann.path_ends(y, n_lines, n_same, np.random.default_rng(seed))   # as zavatoneveth.choose_anchors draws them
     points = torch.cat([riemann.simplex_grid(x[list(ij)], divisions)[0] for ij in lines])
     deform = stability.Diffeomorphism(**COMMON)
     A, S = list(dict.fromkeys(r["arch"] for r in index)), sorted({r["seed"] for r in index})
@@ -266,12 +241,8 @@ def settings(p:dict, profile:str, overrides:dict) -> dict:
 
 def _networks(folder:Path) -> list:
     "The networks in a zoo folder: one provenance dict each (with its `path`), in Fig. 5's order of architectures, then by seed."
-    rows = []
-    for f in sorted(folder.glob("*.pt")):
-        _, prov = zoo.load_network(f)
-        rows.append({**prov, "path": f})
     order = {a: i for i, a in enumerate(PAPER_ARCHS)}
-    return sorted(rows, key=lambda r: (order.get(r["arch"], len(order)), str(r["arch"]), r["seed"]))
+    return sorted(zoo.index_folder(folder), key=lambda r: (order.get(r["arch"], len(order)), str(r["arch"]), r["seed"]))
 
 # %% ../../nbs/petrini_zoo.ipynb #8b1c26ac
 #: Bootstrap draws of one seed per architecture
@@ -324,6 +295,12 @@ def correlations(ds:xr.Dataset) -> xr.Dataset:
                        "rho_between": (("measure", "measure_b"), between)},
                       coords={"measure": names, "measure_b": names, "arch": ds.arch.values, "boot": np.arange(len(draws))})
 
+def _derived(ds:xr.Dataset) -> xr.Dataset:
+    "The correlations a saved dataset holds (`derive` wrote them), computed only for one that lacks them."
+    return ds if "rho_boot" in ds else ds.merge(correlations(ds))
+
+def _f(x:float) -> str: return "NaN" if not np.isfinite(x) else f"{x:+.2f}".replace("-", "−")
+
 @EXPERIMENT.derive
 def derive(ds:xr.Dataset) -> xr.Dataset:
     "Add `correlations`."
@@ -342,10 +319,10 @@ def _contrasts(ds:xr.Dataset) -> np.ndarray:
 
 def _table(ds:xr.Dataset) -> str:
     "The predictors of the test error, one row per measure: ρ over the networks, over the architectures, its bootstrap interval and leave-one-out range."
-    c = correlations(ds)
+    c = _derived(ds)
     rows = ["| measure | ρ over networks | ρ over architectures | 90 % bootstrap (one seed per architecture) | leave one architecture out | without the FC nets |",
             "|---|---|---|---|---|---|"]
-    f = lambda x: "NaN" if not np.isfinite(x) else f"{x:+.2f}".replace("-", "−")
+    f = _f
     for m in c.measure.values:
         b = c.rho_boot.sel(measure=m).values
         lo, hi = (np.nanquantile(b, [0.05, 0.95]) if np.isfinite(b).any() else (math.nan, math.nan))
@@ -435,7 +412,7 @@ def _(ds):
     best = [claims.at_least(float(c.rho.sel(measure="R_f")), 1e-12, "R_f's ρ", ".2f"),
             claims.Test(first == "R_f", "R_f's |ρ| the largest", f"largest: {first}")]
     ahead = claims.any_of(claims.at_least(margin, 0.05, "R_f's |ρ| ahead of the next", ".3f"),
-                          claims.at_least(won - 1e-12, 0.5 + 1e-9, "fraction of draws R_f wins", ".2f"))
+                          claims.at_least(won, 0.5 + 1e-9, "fraction of draws R_f wins (more than half)", ".2f"))
     return claims.judge([*best, claims.at_least(won, 0.9, "fraction of draws R_f wins", ".2f")], [*best, ahead],
                         f"largest |ρ|: {rest}; R_f ahead of the next by {margin:.3f}, the largest in {won:.0%} of the draws (ties shared)")
 
@@ -491,7 +468,7 @@ def draw(ds:xr.Dataset):
     Right: the test error against R_f and against the other measure with the largest |ρ|, one colour per architecture."""
     import matplotlib.pyplot as plt
     from diffgeo.style import cycle_color
-    c = correlations(ds)
+    c = _derived(ds)
     names = list(c.measure.values)
     order = sorted(names, key=lambda m: abs(float(c.rho.sel(measure=m))))
     fig = plt.figure(figsize=(15, 5))
@@ -538,12 +515,10 @@ def draw(ds:xr.Dataset):
     return fig
 
 # %% ../../nbs/petrini_zoo.ipynb #bc4add59
-def _f(x:float) -> str: return "NaN" if not np.isfinite(x) else f"{x:+.2f}".replace("-", "−")
-
 @EXPERIMENT.quoted
 def quoted(ds:xr.Dataset) -> list[str]:
     "The numbers the prose quotes, formatted from the dataset; a test finds each in the prose."
-    c = correlations(ds)
+    c = _derived(ds)
     r = lambda v, m: _f(float(c[v].sel(measure=m)))
     won = rf_wins(c)
     return [f"ρ = {r('rho', 'R_f')} over the networks", f"{r('rho_conv', 'R_f')} without the fully connected ones",

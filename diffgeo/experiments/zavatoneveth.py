@@ -83,16 +83,10 @@ def choose_anchors(
     labels = np.asarray(labels)
     if len(np.unique(labels)) < 3: raise ValueError("the candidates must hold at least three classes.")
     rng = np.random.default_rng(seed)
-    lines = []
-    for _ in range(check_int(n_lines, "n_lines", low=1)):
-        i = rng.integers(len(labels))
-        lines.append([i, rng.choice(np.flatnonzero(labels != labels[i]))])
-    for _ in range(check_int(n_same, "n_same", low=0)):
-        i = rng.integers(len(labels))
-        lines.append([i, rng.choice(np.setdiff1d(np.flatnonzero(labels == labels[i]), [i]))])
+    lines = riemann.path_ends(labels, check_int(n_lines, "n_lines", low=1), n_same, rng)
     classes = rng.choice(np.unique(labels), 3, replace=False)
     corners = np.array([rng.choice(np.flatnonzero(labels == c)) for c in classes])
-    return np.array(lines), corners
+    return lines, corners
 
 # %% ../../nbs/paper_zavatoneveth.ipynb #ab8bb950
 def slice_geometry(
