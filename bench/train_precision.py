@@ -30,7 +30,7 @@ SETTINGS = {"fp32": dict(amp=None, memory_format="contiguous"), "bf16": dict(amp
 
 
 def one(arch, seed, P, epochs, setting):
-    s = petrini.setup(arch, seed, "cifar10", P=P, n_val=5000, n_test=10, width=petrini.LONG_WIDTH.get(arch, 1.0), device="cpu")
+    s = petrini.setup(arch, seed, "cifar10", P=P, n_val=5000, n_test=10, width=petrini.LONG_WIDTH.get(arch, 1.0))  # on the CPU (the default context)
     steps = epochs * math.ceil(P / 128)
     t0 = time.perf_counter()
     res, _ = petrini.train_network(s.net, s.info.name, "cifar10", s.data, s.fit, s.val, steps, seed, warmup=0.05,

@@ -16,6 +16,7 @@ import json
 import math
 import os
 import time
+import typing
 from collections.abc import Callable
 import dataclasses
 from dataclasses import dataclass
@@ -30,8 +31,9 @@ from fastcore.basics import patch
 
 # %% auto #0
 __all__ = ['CELL_RECORD', 'REGISTRY', 'STAGES', 'MEASURED', 'FLAG_WORDS', 'RUN_ARGUMENTS', 'RUN_FLAGS', 'WHERE_PARAMETERS', 'Var',
-           'experiments', 'CellContext', 'Paths', 'cpu_cores', 'compute_settings', 'Experiment', 'RunOptions',
-           'ParameterError', 'parse_flag', 'parse_literal', 'regenerate', 'new_experiment']
+           'experiments', 'CellContext', 'Paths', 'cpu_cores', 'compute_settings', 'Experiment', 'field_docs',
+           'with_settings_group', 'RunOptions', 'ParameterError', 'parse_flag', 'parse_literal', 'regenerate',
+           'new_experiment']
 
 # %% ../nbs/55_scaffold.ipynb #53cb7ad0
 @dataclass(frozen=True)
@@ -345,8 +347,9 @@ class Experiment:
         return self.default_executor(profile, device) if grid else "inline"
 
     def cell(self, fn:Callable) -> Callable:
-        "Declare `fn(**settings) -> xr.Dataset` the experiment's cell (module level, so that jobs can import it)."
-        self._cell = fn; return fn
+        """Declare `fn(**settings) -> xr.Dataset` the experiment's cell (module level, so that jobs can import it); a settings
+        group it takes (`**recipe: Unpack[Recipe]`) is spelled out (`with_settings_group`)."""
+        self._cell = with_settings_group(fn); return self._cell
 
     def derive(self, fn:Callable) -> Callable:
         "Declare `fn(ds) -> ds`: the quantities derived from the stored raw ones (rerun at will on a loaded file)."
@@ -407,6 +410,70 @@ class Experiment:
             self.figures[name] = draw
             return draw
         return register
+
+# %% ../nbs/55_scaffold.ipynb #29dd4497
+def _group_of(fn:Callable) -> tuple[str, type]|None:
+    "(name, TypedDict) of `fn`'s `**name: Unpack[TypedDict]` parameter, or None."
+    var = [p for p in inspect.signature(fn).parameters.values() if p.kind is p.VAR_KEYWORD]
+    if not var or var[0].annotation is inspect.Parameter.empty: return None
+    a = var[0].annotation
+    if isinstance(a, str):
+        try: a = eval(a, fn.__globals__)
+        except Exception: return None          # `**kwargs: Any` and the like: not a settings group
+    if typing.get_origin(a) is not typing.Unpack: return None
+    (group,) = typing.get_args(a)
+    if not typing.is_typeddict(group): raise TypeError(f"{fn.__name__}'s **{var[0].name} unpacks {group!r}: a settings group is a TypedDict.")
+    return var[0].name, group
+
+def field_docs(group:type) -> dict:
+    "{field: the comment beside it in the class's source} of a settings group (a `TypedDict`); {} where the source is not found."
+    import ast, io, textwrap, tokenize
+    try: src = textwrap.dedent(inspect.getsource(group))
+    except (OSError, TypeError): return {}
+    comments = {t.start[0]: t.string[1:].strip() for t in tokenize.generate_tokens(io.StringIO(src).readline)
+                if t.type == tokenize.COMMENT}
+    body = ast.parse(src).body[0].body
+    return {n.target.id: comments[n.end_lineno] for n in body
+            if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name) and n.end_lineno in comments}
+
+def with_settings_group(fn:Callable) -> Callable:
+    """`fn` with its `**name: Unpack[Group]` parameter spelled out: a signature listing `Group`'s fields as keyword arguments
+    (a `NotRequired` one defaulting to None), calls checked against it, the fields handed to `fn` as the mapping `name`,
+    and the fields' meanings appended to its docstring. `fn` itself where it takes no settings group."""
+    found = _group_of(fn)
+    if found is None: return fn
+    name, group = found
+    sig = inspect.signature(fn)
+    fields = list(group.__annotations__)
+    clash = sorted(set(fields) & set(sig.parameters))
+    if clash: raise TypeError(f"{fn.__name__} names {clash} itself and through **{name}: {group.__name__}; drop them from one.")
+    where = f"{group.__module__}.{group.__name__}"
+    optional = set(fields) - group.__required_keys__       # (under postponed annotations, none: they are read from the hints)
+    shown = {k: getattr(a, "__forward_arg__", a) for k, a in group.__annotations__.items()}
+    for scope in (None, fn.__globals__):                   # the group's module, else the cell's (a notebook's namespace)
+        try: hints = typing.get_type_hints(group, globalns=scope, include_extras=True)
+        except Exception: continue
+        optional = {k for k, h in hints.items() if typing.get_origin(h) is typing.NotRequired}
+        shown = {k: typing.get_args(h)[0] if k in optional else h for k, h in hints.items()}; break
+    own = [p for p in sig.parameters.values() if p.name != name]
+    spelled = [inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY, annotation=shown[k],
+                                 default=None if k in optional else inspect.Parameter.empty) for k in fields]
+    full = sig.replace(parameters=[p for p in own if p.kind is not p.KEYWORD_ONLY] + spelled + [p for p in own if p.kind is p.KEYWORD_ONLY])
+
+    @functools.wraps(fn)
+    def cell(*args, **kwargs):
+        try: bound = full.bind(*args, **kwargs)
+        except TypeError as e:
+            raise TypeError(f"{fn.__name__}: {e}; it takes {[p.name for p in own]} and the settings of `{where}`: {fields}.") from None
+        bound.apply_defaults()
+        given = dict(bound.arguments)
+        return fn(**given)                                 # the fields gathered into `fn`'s **name
+    cell.__signature__ = full
+    docs = field_docs(group)
+    cell.__doc__ = (fn.__doc__ or "").rstrip() + f"\n\n**{name}: the settings of `{where}`:\n" + \
+        "\n".join(f"    {k}: {docs.get(k, '')}" for k in fields) + "\n"
+    return cell
+
 
 # %% ../nbs/55_scaffold.ipynb #1fed9596
 @patch

@@ -116,7 +116,7 @@ def test_the_network_at_initialisation_is_the_one_training_started_from(tmp_path
     from diffgeo.experiments import petrini, petrini_fig5
     started, rebuilt = {}, {}
     state = lambda net: {k: v.detach().cpu().clone() for k, v in net.state_dict().items()}
-    real_train, real_setup = petrini_fig5.train_network, petrini_fig5.measure_setup
+    real_train, real_setup = petrini.train_network, petrini_fig5.measure_setup   # (cells train through petrini.Setup.train)
     def train_network(net, arch, dataset, ds_data, fit, val, steps, seed, **kwargs):
         started[arch, seed] = state(net)
         return real_train(net, arch, dataset, ds_data, fit, val, steps, seed, **kwargs)
@@ -124,7 +124,7 @@ def test_the_network_at_initialisation_is_the_one_training_started_from(tmp_path
         s = real_setup(arch, seed, *args, **kwargs)
         rebuilt[s.info.name, seed] = state(s.net)
         return s
-    monkeypatch.setattr(petrini_fig5, "train_network", train_network)
+    monkeypatch.setattr(petrini, "train_network", train_network)
     monkeypatch.setattr(petrini_fig5, "measure_setup", measure_setup)
     monkeypatch.setitem(FIG5.profiles["smoke"], "init", {"LeNet": "kaiming"})
     quiet(FIG5.run, "smoke", out_dir=str(tmp_path), seeds=[0, 1])

@@ -12,6 +12,7 @@ import math
 import time
 import warnings
 from dataclasses import dataclass
+from typing import NotRequired, TypedDict
 
 import numpy as np
 import torch
@@ -27,8 +28,8 @@ from ..style import log_ticks
 
 # %% auto #0
 __all__ = ['CPU_LR', 'LONG_WIDTH', 'LONG_EPOCHS', 'PROBE_SEED', 'STABILITY_WORDS', 'PAPER_STEPS', 'train_network', 'Setup',
-           'setup', 'initial_network', 'measure_setup', 'resolve_archs', 'seconds_per_step', 'cost', 'probe',
-           'check_interps', 'median_distances', 'probe_variables', 'logmean', 'logstd', 'plain_log_ticks',
+           'Recipe', 'setup', 'start', 'initial_network', 'measure_setup', 'resolve_archs', 'seconds_per_step', 'cost',
+           'probe', 'check_interps', 'median_distances', 'probe_variables', 'logmean', 'logstd', 'plain_log_ticks',
            'dataset_name', 'md_table', 'regime']
 
 # %% ../../nbs/paper_petrini.ipynb #48aad851
@@ -116,6 +117,34 @@ class Setup:
     probe_index:torch.Tensor|None=None # the probed images' indices into the test split
     test_size:int|None=None # the test split's images
     init:str|None=None # its initialisation (`models.build`'s `init`)
+    seed:int|None=None # the cell's seed (`start`)
+    recipe:dict|None=None # the cell's `Recipe` (`start`)
+
+    @property
+    def probe_settings(self) -> dict:
+        "The recipe's probe conventions, as `probe` and `stability.Diffeomorphism` take them."
+        return dict(delta_method=self.recipe["delta_method"], cutoff=self.recipe["cutoff"])
+
+    def train(self, checkpoint=None, **kwargs) -> tuple[train.TrainResult, float]:
+        "`train_network` on this cell's network, subset, steps, seed and recipe; `kwargs` as `train_network`'s."
+        r = self.recipe
+        return train_network(self.net, self.info.name, r["dataset"], self.data, self.fit, self.val, self.steps, self.seed,
+                             lr=self.lr, warmup=r["warmup"], batch_size=r["batch_size"], checkpoint=checkpoint, **kwargs)
+
+# %% ../../nbs/paper_petrini.ipynb #dde4aedc
+class Recipe(TypedDict):
+    "The settings every Petrini et al. cell trains and probes by (App. E.1), given to each cell by its profile."
+    dataset: str # name from `data.DATASETS`
+    n_val: int # validation images held out from the training split, on which the best epoch is chosen
+    steps: int|dict # optimiser steps, or {arch: steps}
+    width: float|dict # width multiplier of the networks (`models.build`; 1: Table 1's), or {arch: width}
+    lr: float|dict|None # learning rate (None: the paper's, 0.1 for SGD and Adam alike), or {arch: lr}
+    batch_size: int # images per step
+    warmup: float # fraction of the steps of linear learning-rate warm-up for the SGD-trained nets (the paper: 0)
+    n_test: int # probed test images, the same in every cell (`PROBE_SEED`)
+    delta_method: str # how δ sets T: "asymptotic" (Eq. 3, the authors'), "average" or "center" (`stability.Diffeomorphism`)
+    cutoff: str # the cut-off's convention: "paper" or "code"
+    data_root: NotRequired[str|None] # folder of the data files (None: $DIFFGEO_DATA)
 
 # %% ../../nbs/paper_petrini.ipynb #11f8c765
 PROBE_SEED = 0  # the seed of the probed test images' draw: the same images in every cell
@@ -160,6 +189,29 @@ def setup(
     net = initial_network(info.name, seed, (ds_data.n_channels, ds_data.size), ds_data.n_classes, width, init, ctx)
     return Setup(info, steps, width, lr, ds_data, fit.subset(P, seed=seed), val, probe, net,
                  ds_data.test.subset_indices(n_test, seed=PROBE_SEED), len(ds_data.test), init)
+
+def start(
+    arch:str, # architecture name from `models.ARCHS`
+    seed:int, # seed of the subset and the initialisation
+    P:int|None, # training-set size (None: every image left after n_val)
+    recipe:Recipe, # the cell's settings
+    ctx:CellContext=CellContext(), # the cell's context: its device, its seeding
+    init:str|dict="pytorch", # the initialisation (`models.build`'s `init`), or {arch: init}
+) -> Setup:
+    """`setup` from a cell's `Recipe`: what it trains (`Setup.train`) and probes (`Setup.probe_settings`) by.
+
+    Args:
+        arch: architecture name from `models.ARCHS`
+        seed: seed of the subset and the initialisation
+        P: training-set size (None: every image left after n_val)
+        recipe: the cell's settings
+        ctx: the cell's context: its device, its seeding
+        init: the initialisation (`models.build`'s `init`), or {arch: init}
+    """
+    r = recipe
+    s = setup(arch, seed, r["dataset"], r.get("data_root"), P, r["n_val"], r["n_test"], r["steps"], r["width"], r["lr"], ctx, init)
+    s.seed, s.recipe = seed, dict(recipe)
+    return s
 
 def initial_network(
     arch:str, # architecture name from `models.ARCHS`

@@ -8,6 +8,7 @@ Docs: https://diffgeo.github.io/diffgeo/petrini_fig12.html.md"""
 from __future__ import annotations
 
 import functools
+from typing import Unpack
 
 import numpy as np
 import xarray as xr
@@ -16,7 +17,7 @@ from .. import diffeo, results, stability, train
 from ..core import check_choice, check_scalar
 from . import petrini
 from .petrini import (check_interps, logmean, logstd, md_table, plain_log_ticks, probe, probe_variables,
-                                         resolve_archs, setup, train_network)
+                                         resolve_archs, start, Recipe)
 from ..results import span
 from ..scaffold import CellContext, Experiment, Var
 
@@ -82,24 +83,14 @@ def cell(
     arch:str, # architecture name from `models.ARCHS`
     augmentation:str, # "none", "translation" or "diffeo"
     seed:int, # seed of the subset, initialisation, training, deformations and noise
-    dataset:str, # name from `data.DATASETS`
     P:int, # training-set size
-    n_val:int, # validation images held out from the training split
-    steps:int|dict, # optimiser steps, or {arch: steps}
-    width:float|dict, # width multiplier (`models.build`), or {arch: width}
-    lr:float|dict|None, # learning rate (None: the paper's), or {arch: lr}
-    batch_size:int, # images per step
-    warmup:float, # fraction of linear warm-up for the SGD-trained nets
     T:float, # temperature of the augmenting diffeomorphisms
     c_augment:float, # their cut-off (the code's convention)
-    n_test:int, # probed test images
     cs:list, # cut-offs of the probes
     interps:list, # interpolations of the probes
     delta:float, # displacement of the probing deformations (nominal)
-    delta_method:str, # how δ sets T for the probes
-    cutoff:str, # the probes' cut-off convention
-    data_root:str|None=None, # folder of the data files (None: $DIFFGEO_DATA)
     ctx:CellContext=CellContext(), # where it runs, and its per-epoch training checkpoint (deleted when the cell ends)
+    **recipe:Unpack[Recipe], # how the network is trained and probed (`petrini.Recipe`: dataset, steps, width, lr, ...)
 ) -> xr.Dataset:
     """R_f at init and after training with one augmentation, for every cut-off, and the test error.
 
@@ -107,41 +98,30 @@ def cell(
         arch: architecture name from `models.ARCHS`
         augmentation: "none", "translation" or "diffeo"
         seed: seed of the subset, initialisation, training, deformations and noise
-        dataset: name from `data.DATASETS`
         P: training-set size
-        n_val: validation images held out from the training split
-        steps: optimiser steps, or {arch: steps}
-        width: width multiplier (`models.build`), or {arch: width}
-        lr: learning rate (None: the paper's), or {arch: lr}
-        batch_size: images per step
-        warmup: fraction of linear warm-up for the SGD-trained nets
         T: temperature of the augmenting diffeomorphisms
         c_augment: their cut-off (the code's convention)
-        n_test: probed test images
         cs: cut-offs of the probes
         interps: interpolations of the probes
         delta: displacement of the probing deformations (nominal)
-        delta_method: how δ sets T for the probes
-        cutoff: the probes' cut-off convention
-        data_root: folder of the data files (None: $DIFFGEO_DATA)
         ctx: where it runs, and its per-epoch training checkpoint (deleted when the cell ends)
+        **recipe: how the network is trained and probed (`petrini.Recipe`: dataset, steps, width, lr, ...)
     """
     check_choice(augmentation, "augmentation", AUGMENTATIONS)
-    s = setup(arch, seed, dataset, data_root, P, n_val, n_test, steps, width, lr, ctx)
-    info, steps, lr, ds_data, fit, val, net = s.info, s.steps, s.lr, s.data, s.fit, s.val, s.net
+    s = start(arch, seed, P, recipe, ctx)
+    info, ds_data, net = s.info, s.data, s.net
     images = s.probe.images
-    kw = dict(delta=delta, delta_method=delta_method, cutoff=cutoff)
+    kw = dict(delta=delta, **s.probe_settings)
     before = probe(net, images, cs, interps, seed, "batch", **kw)
     init_error = train.evaluate(net, ds_data.test)["error"]
     how = {"none": dict(pad=0), "translation": dict(pad=4),
            "diffeo": dict(pad=0, augment_fn=functools.partial(diffeo_augment, T=T, c=c_augment))}[augmentation]
     ckpt = ctx.checkpoint(info.name, augmentation, f"seed{seed}")
-    res, seconds = train_network(net, info.name, dataset, ds_data, fit, val, steps, seed, lr=lr, warmup=warmup,
-                                 batch_size=batch_size, checkpoint=ckpt, progress=False, **how)
+    res, seconds = s.train(ckpt, progress=False, **how)
     after = probe(res.model, images, cs, interps, seed, "running", **kw)
     test_error = train.evaluate(res.model, ds_data.test)["error"]
     out = xr.concat([before.drop_vars("diffeo_fraction"), after.drop_vars("diffeo_fraction")], "state")
-    out = out.assign_coords(state=list(STATES), sample=np.arange(n_test))
+    out = out.assign_coords(state=list(STATES), sample=np.arange(recipe["n_test"]))
     out["diffeo_fraction"] = before.diffeo_fraction
     out["test_error"] = ("state", np.array([init_error, test_error]))
     out["best_epoch"], out["train_seconds"] = ((), res.best_epoch), ((), seconds)

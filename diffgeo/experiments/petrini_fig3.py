@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Unpack
 
 import numpy as np
 import xarray as xr
@@ -17,7 +18,7 @@ from .. import claims, models, results, stability, train
 from ..core import check_choice, check_int
 from . import petrini
 from .petrini import (check_interps, dataset_name, logmean, logstd, md_table, median_distances, plain_log_ticks,
-                                         probe, resolve_archs, setup, train_network)
+                                         probe, resolve_archs, start, Recipe)
 from ..results import span
 from ..scaffold import CellContext, Experiment, Var
 
@@ -185,66 +186,45 @@ def probe_all(
 def cell(
     arch:str, # architecture name from `models.ARCHS`
     seed:int, # seed of the subset, initialisation, training, deformations and noise
-    dataset:str, # name from `data.DATASETS`
     P:int, # training-set size
-    n_val:int, # validation images held out from the training split
-    steps:int|dict, # optimiser steps, or {arch: steps}
-    width:float|dict, # width multiplier (`models.build`), or {arch: width}
-    lr:float|dict|None, # learning rate (None: the paper's), or {arch: lr}
-    batch_size:int, # images per step
-    warmup:float, # fraction of linear warm-up for the SGD-trained nets
-    n_test:int, # probed test images
     cs:list, # cut-offs, the main one first
     interps:list, # interpolations, the main one first
     deltas:list, # displacements δ (1 among them)
     noise_scales:list, # noise radii as multiples of ‖τx − x‖, increasing
     every:int, # the training curve's measurement interval in epochs
     curve_at:str, # when the training curve is measured: "every" (every `every`-th epoch) or "log" (`log_epochs`, with the test error)
-    delta_method:str, # how δ sets T (`stability.Diffeomorphism`)
-    cutoff:str, # "paper" or "code"
-    data_root:str|None=None, # folder of the data files (None: $DIFFGEO_DATA)
     ctx:CellContext=CellContext(), # where it runs, and its per-epoch training checkpoint and curve (deleted when the cell ends)
+    **recipe:Unpack[Recipe], # how the network is trained and probed (`petrini.Recipe`: dataset, steps, width, lr, ...)
 ) -> xr.Dataset:
     """One architecture and seed: the probes at init and after training, the training curve and the test error.
 
     Args:
         arch: architecture name from `models.ARCHS`
         seed: seed of the subset, initialisation, training, deformations and noise
-        dataset: name from `data.DATASETS`
         P: training-set size
-        n_val: validation images held out from the training split
-        steps: optimiser steps, or {arch: steps}
-        width: width multiplier (`models.build`), or {arch: width}
-        lr: learning rate (None: the paper's), or {arch: lr}
-        batch_size: images per step
-        warmup: fraction of linear warm-up for the SGD-trained nets
-        n_test: probed test images
         cs: cut-offs, the main one first
         interps: interpolations, the main one first
         deltas: displacements δ (1 among them)
         noise_scales: noise radii as multiples of ‖τx − x‖, increasing
         every: the training curve's measurement interval in epochs
         curve_at: when the training curve is measured: "every" (every `every`-th epoch) or "log" (`log_epochs`, with the test error)
-        delta_method: how δ sets T (`stability.Diffeomorphism`)
-        cutoff: "paper" or "code"
-        data_root: folder of the data files (None: $DIFFGEO_DATA)
         ctx: where it runs, and its per-epoch training checkpoint and curve (deleted when the cell ends)
+        **recipe: how the network is trained and probed (`petrini.Recipe`: dataset, steps, width, lr, ...)
     """
-    s = setup(arch, seed, dataset, data_root, P, n_val, n_test, steps, width, lr, ctx)
-    info, steps, lr, ds_data, fit, val, net = s.info, s.steps, s.lr, s.data, s.fit, s.val, s.net
+    s = start(arch, seed, P, recipe, ctx)
+    info, steps, ds_data, fit, net = s.info, s.steps, s.data, s.fit, s.net
     images = s.probe.images
     p = dict(cs=list(cs), interps=list(interps), deltas=[float(d) for d in deltas], noise_scales=list(noise_scales),
-             delta_method=delta_method, cutoff=cutoff)
+             **s.probe_settings)
     before = probe_all(net, images, p, seed, "batch")  # App. E.1: batch statistics at initialisation
     init_error = train.evaluate(net, ds_data.test)["error"]
-    deform = stability.Diffeomorphism(delta=1.0, c=cs[0], interp=interps[0], delta_method=delta_method, cutoff=cutoff)
+    deform = stability.Diffeomorphism(delta=1.0, c=cs[0], interp=interps[0], **s.probe_settings)
     ckpt = ctx.checkpoint(info.name, f"seed{seed}")
-    epochs = train.epochs_for_steps(steps, len(fit), batch_size)
+    epochs = train.epochs_for_steps(steps, len(fit), recipe["batch_size"])
     at = log_epochs(epochs) if curve_at == "log" else range(every, epochs + 1, every)
     monitor = TrainingCurve(net, images, at, perturbation=deform, seed=seed, test=ds_data.test if curve_at == "log" else None,
                             file=None if ckpt is None else ckpt.with_name(ckpt.name + ".curve.json"))
-    res, seconds = train_network(net, info.name, dataset, ds_data, fit, val, steps, seed, lr=lr, warmup=warmup,
-                                 batch_size=batch_size, checkpoint=ckpt, progress=False, on_epoch=monitor)
+    res, seconds = s.train(ckpt, progress=False, on_epoch=monitor)
     after = probe_all(res.model, images, p, seed, "running")
     test_error = train.evaluate(res.model, ds_data.test)["error"]
     fixed = ["diffeo_fraction", "eta_norm", "relative_depth"]  # the same draws and layers in both states

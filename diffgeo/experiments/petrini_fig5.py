@@ -8,6 +8,7 @@ Docs: https://diffgeo.github.io/diffgeo/fig5.html.md"""
 from __future__ import annotations
 
 import math
+from typing import Unpack
 
 import numpy as np
 import torch
@@ -16,8 +17,8 @@ import xarray as xr
 from .. import models, results, stability, train, zoo
 from ..core import resolve_device
 from .petrini import (CPU_LR, LONG_EPOCHS, LONG_WIDTH, PROBE_SEED, cost, logmean, logstd,   # the paper's
-                                         md_table, measure_setup, probe_variables, resolve_archs, setup,      # shared recipe
-                                         train_network)
+                                         md_table, measure_setup, probe_variables, resolve_archs, start,      # shared recipe
+                                         Recipe)
 from ..scaffold import STAGES, CellContext, Experiment, Var
 
 # %% auto #0
@@ -130,24 +131,14 @@ EXPERIMENT = Experiment("petrini", "fig5", PROFILES, VARIABLES, executor=_execut
 def cell(
     arch:str, # architecture name from `models.ARCHS`
     seed:int, # seed of initialisation, training order, diffeomorphisms and noise
-    dataset:str, # name from `data.DATASETS`
     P:int, # training-set size
-    n_val:int, # validation images held out from the training set
-    steps:int|dict, # optimiser steps, or {arch: steps}
-    width:float|dict, # width multiplier of the networks (`models.build`; 1: Table 1's), or {arch: width}
-    lr:float|dict|None, # learning rate (None: the paper's, 0.1 for SGD and Adam alike), or {arch: lr}
-    batch_size:int, # images per step
-    warmup:float, # fraction of the steps of linear learning-rate warm-up for the SGD-trained nets (the paper: 0)
-    n_test:int, # test images probed for D_f, G_f, R_f
     c:float, # cut-off of the diffeomorphisms
     delta:float, # their typical displacement in pixels (nominal, see `delta_method`)
-    delta_method:str, # how δ sets T: "asymptotic" (Eq. 3, the authors'), "average" or "center"
     interp:str, # one of `maps.INTERPOLATIONS`: "bilinear", "nearest", "bicubic" or "gaussian"
-    cutoff:str, # "paper" or "code"
     keep_networks:bool, # keep each trained network (its chosen epoch, half precision) in the run's zoo (`diffgeo.zoo`)
-    data_root:str|None=None, # folder of the `.npz` files or torchvision data (None: $DIFFGEO_DATA)
     init:str|dict="pytorch", # the initialisation (`models.build`), or {arch: init} (the `long` profile's VGG11: "kaiming")
     ctx:CellContext=CellContext(), # where it runs, its per-epoch training checkpoint (deleted when the cell ends), its stage
+    **recipe:Unpack[Recipe], # how the network is trained and probed (`petrini.Recipe`: dataset, steps, width, lr, ...)
 ) -> xr.Dataset:
     """Fig. 5 for one architecture and seed: stabilities at init and after training, and the test error. In the measuring
     stage (`ctx.measuring`) the trained network is the one the training stage kept, probed again on the zoo's probe images
@@ -157,44 +148,34 @@ def cell(
     Args:
         arch: architecture name from `models.ARCHS`
         seed: seed of initialisation, training order, diffeomorphisms and noise
-        dataset: name from `data.DATASETS`
         P: training-set size
-        n_val: validation images held out from the training set
-        steps: optimiser steps, or {arch: steps}
-        width: width multiplier of the networks (`models.build`; 1: Table 1's), or {arch: width}
-        lr: learning rate (None: the paper's, 0.1 for SGD and Adam alike), or {arch: lr}
-        batch_size: images per step
-        warmup: fraction of the steps of linear learning-rate warm-up for the SGD-trained nets (the paper: 0)
-        n_test: test images probed for D_f, G_f, R_f
         c: cut-off of the diffeomorphisms
         delta: their typical displacement in pixels (nominal, see `delta_method`)
-        delta_method: how δ sets T: "asymptotic" (Eq. 3, the authors'), "average" or "center"
         interp: one of `maps.INTERPOLATIONS`: "bilinear", "nearest", "bicubic" or "gaussian"
-        cutoff: "paper" or "code"
         keep_networks: keep each trained network (its chosen epoch, half precision) in the run's zoo (`diffgeo.zoo`)
-        data_root: folder of the `.npz` files or torchvision data (None: $DIFFGEO_DATA)
         init: the initialisation (`models.build`), or {arch: init} (the `long` profile's VGG11: "kaiming")
         ctx: where it runs, its per-epoch training checkpoint (deleted when the cell ends), its stage
+        **recipe: how the network is trained and probed (`petrini.Recipe`: dataset, steps, width, lr, ...)
     """
-    if ctx.measuring: s = measure_setup(arch, seed, dataset, n_test, steps, width, lr, ctx, init, data_root)
-    else: s = setup(arch, seed, dataset, data_root, P, n_val, n_test, steps, width, lr, ctx, init)
+    r = recipe
+    if ctx.measuring: s = measure_setup(arch, seed, r["dataset"], r["n_test"], r["steps"], r["width"], r["lr"], ctx, init, r.get("data_root"))
+    else: s = start(arch, seed, P, recipe, ctx, init)
     info, steps, width, lr, ds_data, probe, net = s.info, s.steps, s.width, s.lr, s.data, s.probe, s.net
-    deform = stability.Diffeomorphism(delta=delta, c=c, interp=interp, cutoff=cutoff, delta_method=delta_method)
+    deform = stability.Diffeomorphism(delta=delta, c=c, interp=interp, cutoff=r["cutoff"], delta_method=r["delta_method"])
     measure = lambda f, bn, **kw: stability.relative_stability(f, probe.images, deform, seed=seed, batch_size=250, batchnorm=bn, **kw)
     error = lambda f: train.evaluate(f, ds_data.test)["error"] if ds_data is not None else math.nan
     if not ctx.measuring: print(f"{info.name}, seed {seed}: {steps} steps at width {width}, lr {lr or 'default'} on {ctx.device}", flush=True)
     before = measure(net, "batch", units=True)  # App. E.1: batch-norm at initialisation normalises with batch statistics
     init_error = error(net)
-    trained_with = dict(lr=lr, init=s.init, warmup=warmup, batch_size=batch_size, n_val=n_val)   # the training's other settings
+    trained_with = dict(lr=lr, init=s.init, warmup=r["warmup"], batch_size=r["batch_size"], n_val=r["n_val"])   # the training's other settings
     if ctx.measuring:   # the network the training stage kept, at its best validated epoch (half precision)
         trained, kept = zoo.load_network(ctx.zoo_file(info.name, f"seed{seed}"), ctx.device,
-                                         expect=dict(arch=info.name, seed=seed, width=width, steps=steps, dataset=dataset, P=P),
+                                         expect=dict(arch=info.name, seed=seed, width=width, steps=steps, dataset=r["dataset"], P=P),
                                          expect_if_recorded=trained_with)   # (networks kept before they were recorded lack them)
         history, best_epoch, seconds, ckpt = None, kept["best_epoch"], None, None
     else:
         ckpt = ctx.checkpoint(info.name, f"seed{seed}")
-        res, seconds = train_network(net, info.name, dataset, ds_data, s.fit, s.val, steps, seed, lr=lr, warmup=warmup,
-                                     batch_size=batch_size, checkpoint=ckpt)
+        res, seconds = s.train(ckpt)
         trained, history, best_epoch = res.model, res.history, res.best_epoch
     after = measure(trained, "running", units=True)
     in_batch_mode, small_noise = measure(trained, "batch"), measure(trained, "running", noise_scale=SMALL_NOISE)  # the same draws again
@@ -203,15 +184,15 @@ def cell(
     if keep is not None:   # the chosen network, a result: zoo.load("petrini_fig5", arch, seed, profile, tag) gives it back
         zoo.save_network(trained, keep, check=(probe.images, probe.labels), arch=info.name, width=width,
                          in_channels=ds_data.n_channels, n_classes=ds_data.n_classes, size=ds_data.size, seed=seed, steps=steps,
-                         dataset=dataset, P=P, **trained_with, test_error=test_error, best_epoch=int(best_epoch), experiment=EXPERIMENT.name,
+                         dataset=r["dataset"], P=P, **trained_with, test_error=test_error, best_epoch=int(best_epoch), experiment=EXPERIMENT.name,
                          probe="the n_test probed test images (test_index): the slice its rounded error is checked on")
-        if not (keep.parent / zoo.PROBE_FILE).exists(): zoo.save_probe_images(keep.parent, ds_data, n_test, PROBE_SEED)   # the zoo's probe
+        if not (keep.parent / zoo.PROBE_FILE).exists(): zoo.save_probe_images(keep.parent, ds_data, r["n_test"], PROBE_SEED)   # the zoo's probe
     distances = ["d_diffeo", "d_noise", "d_pair", "u_diffeo", "u_noise", "u_pair"]  # the rest is the same draw in both states
     both = xr.concat([s[distances].squeeze("layer", drop=True) for s in (before, after)], "state")
     both = both.merge(before[["r_diffeo", "r_noise", "is_diffeo", "delta_measured", "delta_center"]])
     for k in ("d_diffeo", "d_noise", "d_pair"): both[k + "_batch"] = in_batch_mode[k].squeeze("layer", drop=True)
     both["d_noise_small"] = small_noise.d_noise.squeeze("layer", drop=True)
-    both = both.assign_coords(state=list(STATES), sample=np.arange(n_test), unit=np.arange(both.sizes["unit"]))
+    both = both.assign_coords(state=list(STATES), sample=np.arange(r["n_test"]), unit=np.arange(both.sizes["unit"]))
     both["test_index"] = ("sample", s.probe_index.numpy())
     both["test_error"] = ("state", np.array([init_error, test_error]))
     both["n_test_images"] = ((), s.test_size)

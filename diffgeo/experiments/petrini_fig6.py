@@ -8,6 +8,7 @@ Docs: https://diffgeo.github.io/diffgeo/petrini_fig6.html.md"""
 from __future__ import annotations
 
 import math
+from typing import Unpack
 
 import numpy as np
 import xarray as xr
@@ -16,7 +17,7 @@ from .. import models, results, stability, train
 from ..core import check_int
 from . import petrini
 from .petrini import (check_interps, dataset_name, logmean, logstd, md_table, plain_log_ticks, probe,
-                                         probe_variables, resolve_archs, setup, train_network)
+                                         probe_variables, resolve_archs, start, Recipe)
 from ..results import span
 from ..scaffold import CellContext, Experiment, Var
 from ..style import cycle_color, log_ticks
@@ -86,22 +87,12 @@ def cell(
     arch:str, # architecture name from `models.ARCHS`
     P:int, # training-set size
     seed:int, # seed of the subset, initialisation, training, deformations and noise
-    dataset:str, # name from `data.DATASETS`
-    n_val:int, # validation images held out from the training split
-    steps:int|dict, # optimiser steps, the same for every P, or {arch: steps}
-    width:float|dict, # width multiplier (`models.build`), or {arch: width}
-    lr:float|dict|None, # learning rate (None: the paper's), or {arch: lr}
-    batch_size:int, # images per step
-    warmup:float, # fraction of linear warm-up for the SGD-trained nets
-    n_test:int, # probed test images
     cs:list, # cut-offs, the main one first
     interps:list, # interpolations, the main one first
     delta:float, # displacement of the deformations in pixels (nominal, see `delta_method`)
-    delta_method:str, # how δ sets T (`stability.Diffeomorphism`)
-    cutoff:str, # "paper" or "code"
-    data_root:str|None=None, # folder of the data files (None: $DIFFGEO_DATA)
     val_overhead:float|None=None, # validation at most this fraction of the training cost (`petrini.train_network`; None: every epoch; the `long` profile sets 0.1)
     ctx:CellContext=CellContext(), # where it runs, and its per-epoch training checkpoint (deleted when the cell ends)
+    **recipe:Unpack[Recipe], # how the network is trained and probed (`petrini.Recipe`: dataset, steps, width, lr, ...)
 ) -> xr.Dataset:
     """D_f, G_f, R_f at init and after training on P images, for every cut-off and interpolation, and the test error.
 
@@ -109,36 +100,25 @@ def cell(
         arch: architecture name from `models.ARCHS`
         P: training-set size
         seed: seed of the subset, initialisation, training, deformations and noise
-        dataset: name from `data.DATASETS`
-        n_val: validation images held out from the training split
-        steps: optimiser steps, the same for every P, or {arch: steps}
-        width: width multiplier (`models.build`), or {arch: width}
-        lr: learning rate (None: the paper's), or {arch: lr}
-        batch_size: images per step
-        warmup: fraction of linear warm-up for the SGD-trained nets
-        n_test: probed test images
         cs: cut-offs, the main one first
         interps: interpolations, the main one first
         delta: displacement of the deformations in pixels (nominal, see `delta_method`)
-        delta_method: how δ sets T (`stability.Diffeomorphism`)
-        cutoff: "paper" or "code"
-        data_root: folder of the data files (None: $DIFFGEO_DATA)
         val_overhead: validation at most this fraction of the training cost (`petrini.train_network`; None: every epoch; the `long` profile sets 0.1)
         ctx: where it runs, and its per-epoch training checkpoint (deleted when the cell ends)
+        **recipe: how the network is trained and probed (`petrini.Recipe`: dataset, steps, width, lr, ...)
     """
-    s = setup(arch, seed, dataset, data_root, P, n_val, n_test, steps, width, lr, ctx)
-    info, steps, lr, ds_data, fit, val, net = s.info, s.steps, s.lr, s.data, s.fit, s.val, s.net
+    s = start(arch, seed, P, recipe, ctx)
+    info, ds_data, net = s.info, s.data, s.net
     images = s.probe.images
-    kw = dict(delta=delta, delta_method=delta_method, cutoff=cutoff)
+    kw = dict(delta=delta, **s.probe_settings)
     before = probe(net, images, cs, interps, seed, "batch", **kw)  # App. E.1: batch statistics at initialisation
     init_error = train.evaluate(net, ds_data.test)["error"]
     ckpt = ctx.checkpoint(info.name, f"P{P}", f"seed{seed}")
-    res, seconds = train_network(net, info.name, dataset, ds_data, fit, val, steps, seed, lr=lr, warmup=warmup,
-                                 batch_size=batch_size, checkpoint=ckpt, progress=False, val_overhead=val_overhead)
+    res, seconds = s.train(ckpt, progress=False, val_overhead=val_overhead)
     after = probe(res.model, images, cs, interps, seed, "running", **kw)
     test_error = train.evaluate(res.model, ds_data.test)["error"]
     out = xr.concat([before.drop_vars("diffeo_fraction"), after.drop_vars("diffeo_fraction")], "state")
-    out = out.assign_coords(state=list(STATES), sample=np.arange(n_test))
+    out = out.assign_coords(state=list(STATES), sample=np.arange(recipe["n_test"]))
     out["diffeo_fraction"] = before.diffeo_fraction
     out["test_error"] = ("state", np.array([init_error, test_error]))
     out["best_epoch"], out["epochs"] = ((), res.best_epoch), ((), int(res.history.epoch[-1]))

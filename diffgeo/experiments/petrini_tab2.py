@@ -8,14 +8,15 @@ Docs: https://diffgeo.github.io/diffgeo/petrini_tab2.html.md"""
 from __future__ import annotations
 
 import math
+from typing import Unpack
 
 import numpy as np
 import xarray as xr
 
 from .. import results, train
 from . import petrini
-from .petrini import (CPU_LR, check_interps, logmean, median_distances, plain_log_ticks, probe, resolve_archs, setup,
-                                         train_network)
+from .petrini import (CPU_LR, check_interps, logmean, median_distances, plain_log_ticks, probe, resolve_archs, start,
+                                         Recipe)
 from ..results import span
 from ..scaffold import CellContext, Experiment, Var
 from ..style import point_label, tidy_labels
@@ -74,54 +75,34 @@ EXPERIMENT.cost(petrini.cost)  # its cells train one network by the paper's reci
 # %% ../../nbs/petrini_tab2.ipynb #f32cbdce
 @EXPERIMENT.cell
 def cell(
-    dataset:str, # name from `data.DATASETS`
     arch:str, # architecture name from `models.ARCHS`
     seed:int, # seed of the subset, initialisation, training, deformations and noise
     P:int|None, # training-set size (None: every image left after n_val)
-    n_val:int, # validation images held out from the training split
-    steps:int|dict, # optimiser steps, or {arch: steps}
-    width:float|dict, # width multiplier (`models.build`), or {arch: width}
-    lr:float|dict|None, # learning rate (None: the paper's), or {arch: lr}
-    batch_size:int, # images per step
-    warmup:float, # fraction of linear warm-up for the SGD-trained nets
-    n_test:int, # probed test images
     deltas:list, # displacements of the probes
     cs:list, # cut-offs of the probes, the main one first
     interps:list, # interpolations of the probes, the main one first
-    delta_method:str, # how δ sets T (`stability.Diffeomorphism`)
-    cutoff:str, # "paper" or "code"
-    data_root:str|None=None, # folder of the data files (None: $DIFFGEO_DATA)
     ctx:CellContext=CellContext(), # where it runs, and its per-epoch training checkpoint (deleted when the cell ends)
+    **recipe:Unpack[Recipe], # how the network is trained and probed (`petrini.Recipe`: dataset, steps, width, lr, ...)
 ) -> xr.Dataset:
     """The trained network's medians at every δ, c and interpolation, and its test error.
 
     Args:
-        dataset: name from `data.DATASETS`
         arch: architecture name from `models.ARCHS`
         seed: seed of the subset, initialisation, training, deformations and noise
         P: training-set size (None: every image left after n_val)
-        n_val: validation images held out from the training split
-        steps: optimiser steps, or {arch: steps}
-        width: width multiplier (`models.build`), or {arch: width}
-        lr: learning rate (None: the paper's), or {arch: lr}
-        batch_size: images per step
-        warmup: fraction of linear warm-up for the SGD-trained nets
-        n_test: probed test images
         deltas: displacements of the probes
         cs: cut-offs of the probes, the main one first
         interps: interpolations of the probes, the main one first
-        delta_method: how δ sets T (`stability.Diffeomorphism`)
-        cutoff: "paper" or "code"
-        data_root: folder of the data files (None: $DIFFGEO_DATA)
         ctx: where it runs, and its per-epoch training checkpoint (deleted when the cell ends)
+        **recipe: how the network is trained and probed (`petrini.Recipe`: dataset, steps, width, lr, ...)
     """
-    s = setup(arch, seed, dataset, data_root, P, n_val, n_test, steps, width, lr, ctx)
-    info, steps, lr, ds_data, fit, val, net = s.info, s.steps, s.lr, s.data, s.fit, s.val, s.net
+    s = start(arch, seed, P, recipe, ctx)
+    info, ds_data = s.info, s.data
     images = s.probe.images
+    dataset = recipe["dataset"]
     ckpt = ctx.checkpoint(dataset, info.name, f"seed{seed}")
-    res, seconds = train_network(net, info.name, dataset, ds_data, fit, val, steps, seed, lr=lr, warmup=warmup,
-                                 batch_size=batch_size, checkpoint=ckpt, progress=False)
-    kw = dict(delta_method=delta_method, cutoff=cutoff)
+    res, seconds = s.train(ckpt, progress=False)
+    kw = s.probe_settings
     sweep = xr.concat([probe(res.model, images, cs, interps, seed, "running", delta=float(d), **kw) for d in deltas], "delta")
     out = median_distances(sweep).assign_coords(delta=[float(d) for d in deltas])
     out["diffeo_fraction"] = sweep.diffeo_fraction.assign_coords(delta=[float(d) for d in deltas])
