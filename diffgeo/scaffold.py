@@ -963,6 +963,36 @@ def arguments(self:Experiment,
     return dict(profile=profile, out_dir=out_dir, tag=tag, show=show, redraw=redraw, run={**run, **overrides}, settings=settings,
                 note=note)
 
+# %% ../nbs/55_scaffold.ipynb #2cd188d5
+@patch
+def setting_names(self:Experiment) -> list[str]:
+    "Every setting a profile or declared variant of this experiment names (what `main` and `run` take besides `run`'s own arguments)."
+    return sorted({k for p in (*self.profiles.values(), *self.variants.values()) for k in p})
+
+@patch
+def notebook_arguments(self:Experiment,
+    namespace:dict, # the notebook's `globals()`, after its parameters cell (and the cell papermill injects after it)
+) -> dict: # {parameter: its value now}, for `main(**...)`
+    """What a notebook's parameters cell gives `main`, without typing each name again: every parameter the cell declares (an
+    annotated assignment, as papermill's `--help-notebook` needs them), with its value now (papermill's, where it injected one).
+    A declared parameter that `main` does not take is refused here, naming it.
+
+    Args:
+        namespace: the notebook's `globals()`, after its parameters cell (and the cell papermill injects after it)
+    Returns:
+        {parameter: its value now}, for `main(**...)`
+    """
+    declared = namespace.get("__annotations__") if isinstance(namespace, dict) else None
+    if not declared:
+        raise ValueError("notebook_arguments reads the parameters a notebook's parameters cell declares with annotations "
+                         "(`profile: str = \"cpu\"`): call it with the notebook's globals() after that cell.")
+    takes = {"profile", "out_dir", "tag", "show", "redraw", *RUN_ARGUMENTS, *self.setting_names()}
+    unknown = [k for k in declared if k not in takes]
+    if unknown: raise ValueError(f"{self.name}'s main takes no parameter {unknown}; drop it from the parameters cell, or "
+                                 f"annotate nothing but main's parameters there (settings: {self.setting_names()}).")
+    return {k: namespace[k] for k in declared if k in namespace}
+
+
 # %% ../nbs/55_scaffold.ipynb #df030224
 #: Notebook parameters that say where a run reads and computes, not what: the main job measures by default with them
 WHERE_PARAMETERS = ("data_root", "device", "executor", "max_parallel")
@@ -1064,6 +1094,8 @@ def regenerate(
     path:str|os.PathLike, # a committed dataset, e.g. results/petrini_fig1.nc
     out_dir:str|os.PathLike, # where the run writes its results/, figures/ and work/ (never over the committed files)
     device:str="cpu", # the run's device
+    executor:str|None=None, # how its cells run (`sweep.EXECUTORS`; None: the experiment's default, local jobs for a cpu sweep)
+    max_parallel:int|None=None, # cells at once as local jobs (None: one per CPU core)
 ) -> dict: # dataset, experiment, minutes, rows (`results.compare`, regenerated against committed), new (its path), arguments
     """Compute the dataset at `path` again by this code: its experiment's `main` at the profile, tag and settings its
     provenance records (`rerun_arguments`), into `out_dir`, then compare the new file with the committed one.
@@ -1072,6 +1104,8 @@ def regenerate(
         path: a committed dataset, e.g. results/petrini_fig1.nc
         out_dir: where the run writes its results/, figures/ and work/ (never over the committed files)
         device: the run's device
+        executor: how its cells run (`sweep.EXECUTORS`; None: the experiment's default, local jobs for a cpu sweep)
+        max_parallel: cells at once as local jobs (None: one per CPU core)
     Returns:
         dataset, experiment, minutes, rows (`results.compare`, regenerated against committed), new (its path), arguments
     """
@@ -1084,7 +1118,8 @@ def regenerate(
     exp = REGISTRY[name]
     args = exp.rerun_arguments(old)
     start = time.monotonic()
-    exp.main(args["profile"], out_dir=str(out_dir), tag=args["tag"], show=False, device=device, stage=args["stage"], **args["overrides"])
+    exp.main(args["profile"], out_dir=str(out_dir), tag=args["tag"], show=False, device=device, stage=args["stage"],
+             executor=executor, max_parallel=max_parallel, **args["overrides"])
     new_path = exp.paths(args["profile"], out_dir, exp.stage_tag(args["tag"], args["stage"])).dataset
     new = results.load_dataset(new_path)
     return dict(dataset=path.stem, experiment=name, minutes=(time.monotonic() - start) / 60, rows=results.compare(new, old),

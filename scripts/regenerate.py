@@ -4,6 +4,7 @@
     python scripts/regenerate.py petrini_fig1 detlefsen_fig4   # some (the files' names, without .nc)
     python scripts/regenerate.py --list                        # which datasets, with the settings each is run with
     python scripts/regenerate.py petrini_fig1 --replace        # and copy the new dataset and figures over the committed ones
+    python scripts/regenerate.py --executor inline             # every cell in this process, one after another (one core)
 
 Each dataset is computed by its experiment's `main` at the profile, tag and settings its own provenance records
 (`Experiment.rerun_arguments`), into OUT/<dataset>/ (results/, figures/ and its shards under work/), on one torch thread
@@ -59,6 +60,9 @@ def main(argv=None) -> int:
     ap.add_argument("names", nargs="*", help="committed cpu datasets, by file name without .nc (default: all)")
     ap.add_argument("--out", default=str(ROOT / "out" / "regenerate"), help="where the runs write (default: out/regenerate)")
     ap.add_argument("--device", default="cpu", help="the runs' device (default: cpu)")
+    ap.add_argument("--executor", choices=["inline", "local", "slurm"], help="how the cells run (default: the experiment's, "
+                    "local jobs for a cpu sweep); inline: one after another in this process, beside a long job's core")
+    ap.add_argument("--max-parallel", type=int, help="cells at once as local jobs (default: one per CPU core)")
     ap.add_argument("--list", action="store_true", help="list the datasets and their settings; compute nothing")
     ap.add_argument("--replace", action="store_true", help="copy each regenerated dataset and its figures over the committed ones")
     a = ap.parse_args(argv)
@@ -86,7 +90,7 @@ def main(argv=None) -> int:
     table, every_row = [], []
     for n, f in chosen.items():
         print(f"== {n}", flush=True)
-        r = regenerate(f, out / n, device=a.device)
+        r = regenerate(f, out / n, device=a.device, executor=a.executor, max_parallel=a.max_parallel)
         table.append(summary(r))
         every_row += [{"dataset": n, **x} for x in r["rows"]]
         if a.replace:

@@ -177,6 +177,10 @@ def _notebook_call(nb:str, params:dict) -> dict:
     (call,) = [c for c in (_source(c) for c in _cells(NBS / f"{nb}.ipynb")) if ".main(" in c and "EXPERIMENT" in c and "def " not in c]
     node = next(n for n in ast.walk(ast.parse(call)) if isinstance(n, ast.Call) and getattr(n.func, "attr", None) == "main")
     node.func = ast.Name("_capture", ast.Load())
+    for k in node.keywords:   # **X.EXPERIMENT.notebook_arguments(globals()): the parameters cell's annotated names, now
+        if k.arg is None and isinstance(k.value, ast.Call) and getattr(k.value.func, "attr", None) == "notebook_arguments":
+            k.value = ast.Call(ast.Name("_declared", ast.Load()), [], [])
+    ns["_declared"] = lambda: {k: ns[k] for k in ns["__annotations__"]}
     ns["_capture"] = lambda *args, **kwargs: dict(zip(("profile", "out_dir"), args), **kwargs)
     return eval(compile(ast.fix_missing_locations(ast.Expression(node)), nb, "eval"), ns)
 
