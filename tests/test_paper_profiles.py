@@ -185,7 +185,7 @@ def run_unit(name:str, tmp_path:Path):
     ran = {k: [] for k in unit.kinds}
     for i, overrides in enumerate(unit.runs):
         o = overrides(paper)
-        ds = exp.check(exp.run("paper", device=DEVICE, work_dir=str(tmp_path / f"work{i}"), **o))
+        ds = exp.check(exp.run("paper", device=DEVICE, work_dir=str(tmp_path / f"work{i}"), out_dir=str(tmp_path / f"out{i}"), **o))   # (kept networks under out_dir: never in the checkout)
         exp.load(results.save_dataset(ds, tmp_path / f"run{i}.nc"))  # what `main` writes and figures are drawn from
         settings = exp.resolve("paper", **o)
         for k in unit.kinds: ran[k] += [str(v) for v in settings[k]]
