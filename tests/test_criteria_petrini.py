@@ -185,7 +185,8 @@ EXPECTED_2 = {
     (F6, "one_over_P"): {"cpu": "not",
                          "long": "not"},            # old: partly (negative; −0.25, a quarter of the paper's exponent)
     (F6, "fc"): {"cpu": "reproduced", "long": "reproduced"},
-    (F6, "lenet"): {"cpu": "reproduced", "long": "not"},
+    (F6, "lenet"): {"cpu": "partly",
+                    "long": "not"},               # old: reproduced (above 1 at every P; now, as Fig. 3's, by 2 s.e. of the seeds' mean log at every P: 0.7 to 3.5)
     (F6, "cnns_similar"): {"cpu": "not", "long": "reproduced"},
     (F12, "diffeo_lowest"): {"cpu": "reproduced",
                              "long": "not"},      # old: partly (−0.07 ± 0.11 below translations at c = 3)

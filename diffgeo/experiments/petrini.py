@@ -20,17 +20,17 @@ import torch.nn.functional as F
 import xarray as xr
 from torch import nn
 
-from .. import data, models, results, stability, train, zoo
+from .. import claims, data, models, results, stability, train, zoo
 from ..core import check_choice, check_int
 from ..diffeo import INTERPOLATIONS
 from ..scaffold import CellContext, Var
 from ..style import log_ticks
 
 # %% auto #0
-__all__ = ['CPU_LR', 'LONG_WIDTH', 'LONG_EPOCHS', 'PROBE_SEED', 'STABILITY_WORDS', 'PAPER_STEPS', 'train_network', 'Setup',
-           'Recipe', 'setup', 'start', 'initial_network', 'measure_setup', 'resolve_archs', 'seconds_per_step', 'cost',
-           'probe', 'check_interps', 'median_distances', 'probe_variables', 'logmean', 'logstd', 'plain_log_ticks',
-           'dataset_name', 'md_table', 'regime']
+__all__ = ['CPU_LR', 'LONG_WIDTH', 'LONG_EPOCHS', 'PROBE_SEED', 'STABILITY_WORDS', 'PAPER_STEPS', 'LENET_CLAIM', 'train_network',
+           'Setup', 'Recipe', 'setup', 'start', 'initial_network', 'measure_setup', 'resolve_archs', 'seconds_per_step',
+           'cost', 'probe', 'check_interps', 'median_distances', 'probe_variables', 'logmean', 'logstd',
+           'plain_log_ticks', 'dataset_name', 'md_table', 'regime', 'lenet_verdict']
 
 # %% ../../nbs/paper_petrini.ipynb #48aad851
 #: The cpu profile's learning rates where they differ from the paper's 0.1 (chosen on the validation split, see fig5's Profiles).
@@ -536,3 +536,41 @@ def regime(
     paper = f"{paper_steps:,} steps, full width, test error {paper_error}"
     same = not math.isnan(s0) and s0 >= 0.9 * paper_steps and w0 == 1
     return ", ".join(x for x in ours if x), paper, bool(same)
+
+# %% ../../nbs/paper_petrini.ipynb #15b0392f
+#: Fig. 4's LeNet claim as both experiments that test it declare it (`lenet_verdict` judges it)
+LENET_CLAIM = dict(
+    words="LeNet only becomes slightly insensitive (R_f ≈ 0.6) on CIFAR-10, and otherwise remains larger than unity",
+    paper_value="R_f ≈ 0.6 (CIFAR-10), > 1 otherwise",
+    reproduced="LeNet trained (in every seed, at every P, its D_f or G_f at least a factor 2 from its value at initialisation: "
+               "the claim is about trained networks) and, at every P, the seeds' mean of log10 R_f above 0 by more than twice "
+               "its standard error (at least two seeds; CIFAR-10: the seeds' geometric mean within a factor 1.5 of 0.6 at the largest P)",
+    partly="LeNet trained, and the seeds' geometric mean above 1 at most P (CIFAR-10: at most 1 at the largest P)")
+
+def lenet_verdict(
+    R:xr.DataArray, # LeNet's trained R_f, along seed (and P where the run has several)
+    trained:claims.Test, # that LeNet trained (each experiment's own check)
+    dataset:str, # the run's data set
+) -> claims.Verdict:
+    """The verdict on `LENET_CLAIM` (see its `reproduced` and `partly`).
+
+    Args:
+        R: LeNet's trained R_f, along seed (and P where the run has several)
+        trained: that LeNet trained (each experiment's own check)
+        dataset: the run's data set
+    """
+    R = claims.finite(R if "P" in R.dims else R.expand_dims("P"), "LeNet's trained R_f").transpose("P", "seed")
+    gm, lr, n = logmean(R), np.log10(R), R.sizes["seed"]
+    t = lr.mean("seed") / (lr.std("seed", ddof=1) / math.sqrt(n)) if n > 1 else xr.full_like(gm, math.nan)
+    value = f"{float(gm.min()):.2f}" if gm.size == 1 else f"{float(gm.min()):.2f} to {float(gm.max()):.2f} over P"
+    if dataset == "cifar10":
+        last = float(gm.isel(P=-1))
+        return claims.judge([trained, claims.within_factor(last, 0.6, 1.5, "the seeds' geometric mean at the largest P", fmt=".2f")],
+                            [trained, claims.at_most(last, 1, "the seeds' geometric mean at the largest P", fmt=".2f")],
+                            value, "CIFAR-10, at the largest P")
+    k, m = claims.fraction(gm > 1)
+    return claims.judge([trained, claims.every(t.fillna(-math.inf) if n == 1 else t, lambda v: v > 2,
+                                               "the seeds' mean log10 R_f over its standard error above 2", over="P", fmt=".1f")],
+                        [trained, claims.most(gm, lambda v: v > 1, "the seeds' geometric mean above 1", over="P", fmt=".2f")],
+                        value, f"geometric mean above 1 at {k} of {m} P; mean log10 R_f over its s.e. "
+                               + ", ".join(f"{v:.1f}" for v in t.values) + f" ({n} seed{'s' if n > 1 else ''}, {dataset})")
