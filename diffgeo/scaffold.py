@@ -268,6 +268,32 @@ class Experiment:
         self.variants = {}  # (profile, tag) -> the settings that tagged run of the profile overrides (`Experiment.variant`)
         REGISTRY[self.name] = self
 
+    def setting_names(self) -> list[str]:
+        "Every setting a profile or declared variant of this experiment names (what `main` and `run` take besides `run`'s own arguments)."
+        return sorted({k for p in (*self.profiles.values(), *self.variants.values()) for k in p})
+
+    def notebook_arguments(self,
+        namespace:dict, # the notebook's `globals()`, after its parameters cell (and the cell papermill injects after it)
+    ) -> dict: # {parameter: its value now}, for `main(**...)`
+        """What a notebook's parameters cell gives `main`, without typing each name again: every parameter the cell declares (an
+        annotated assignment, as papermill's `--help-notebook` needs them), with its value now (papermill's, where it injected one).
+        A declared parameter that `main` does not take is refused here, naming it.
+
+        Args:
+            namespace: the notebook's `globals()`, after its parameters cell (and the cell papermill injects after it)
+        Returns:
+            {parameter: its value now}, for `main(**...)`
+        """
+        declared = namespace.get("__annotations__") if isinstance(namespace, dict) else None
+        if not declared:
+            raise ValueError("notebook_arguments reads the parameters a notebook's parameters cell declares with annotations "
+                             "(`profile: str = \"cpu\"`): call it with the notebook's globals() after that cell.")
+        takes = {"profile", "out_dir", "tag", "show", "redraw", *RUN_ARGUMENTS, *self.setting_names()}
+        unknown = [k for k in declared if k not in takes]
+        if unknown: raise ValueError(f"{self.name}'s main takes no parameter {unknown}; drop it from the parameters cell, or "
+                                     f"annotate nothing but main's parameters there (settings: {self.setting_names()}).")
+        return {k: namespace[k] for k in declared if k in namespace}
+
     def variant(self,
         profile:str, # the profile it varies
         tag:str, # its name: its files are the profile's with `_<tag>` appended, its ledger label "profile (tag)"
@@ -962,36 +988,6 @@ def arguments(self:Experiment,
         raise ParameterError(f"{self.name} (nbs/{self.notebook}): {e}") from None
     return dict(profile=profile, out_dir=out_dir, tag=tag, show=show, redraw=redraw, run={**run, **overrides}, settings=settings,
                 note=note)
-
-# %% ../nbs/55_scaffold.ipynb #2cd188d5
-@patch
-def setting_names(self:Experiment) -> list[str]:
-    "Every setting a profile or declared variant of this experiment names (what `main` and `run` take besides `run`'s own arguments)."
-    return sorted({k for p in (*self.profiles.values(), *self.variants.values()) for k in p})
-
-@patch
-def notebook_arguments(self:Experiment,
-    namespace:dict, # the notebook's `globals()`, after its parameters cell (and the cell papermill injects after it)
-) -> dict: # {parameter: its value now}, for `main(**...)`
-    """What a notebook's parameters cell gives `main`, without typing each name again: every parameter the cell declares (an
-    annotated assignment, as papermill's `--help-notebook` needs them), with its value now (papermill's, where it injected one).
-    A declared parameter that `main` does not take is refused here, naming it.
-
-    Args:
-        namespace: the notebook's `globals()`, after its parameters cell (and the cell papermill injects after it)
-    Returns:
-        {parameter: its value now}, for `main(**...)`
-    """
-    declared = namespace.get("__annotations__") if isinstance(namespace, dict) else None
-    if not declared:
-        raise ValueError("notebook_arguments reads the parameters a notebook's parameters cell declares with annotations "
-                         "(`profile: str = \"cpu\"`): call it with the notebook's globals() after that cell.")
-    takes = {"profile", "out_dir", "tag", "show", "redraw", *RUN_ARGUMENTS, *self.setting_names()}
-    unknown = [k for k in declared if k not in takes]
-    if unknown: raise ValueError(f"{self.name}'s main takes no parameter {unknown}; drop it from the parameters cell, or "
-                                 f"annotate nothing but main's parameters there (settings: {self.setting_names()}).")
-    return {k: namespace[k] for k in declared if k in namespace}
-
 
 # %% ../nbs/55_scaffold.ipynb #df030224
 #: Notebook parameters that say where a run reads and computes, not what: the main job measures by default with them
