@@ -670,6 +670,10 @@ def _layers_whole(ds:xr.Dataset, state:str) -> xr.DataArray:
 #: `init` claim still reads R_f within a factor 2 of 1 as R_f ≈ 1 (its partly rung).
 _TWO = float(np.log10(2))
 
+def _seed_spread(ds:xr.Dataset) -> xr.DataArray:
+    "1, 1.05, 1.1, ... along seed: seeds that differ, as trained seeds do."
+    return xr.DataArray(1 + 0.05 * np.arange(ds.sizes["seed"]), dims="seed", coords={"seed": ds.seed})
+
 def _moved(ds:xr.Dataset, archs) -> claims.Test:
     """The rule that the networks of `archs` were trained: in every seed the trained network's D_f or G_f (δ = 1, c = 3,
     bilinear) at least a factor 2 from the same network's at initialisation (training moves them by 0.3 to 2 decades in
@@ -804,13 +808,13 @@ def _(ds):
 @EXPERIMENT.claim("lenet", where="Fig. 4 (top)", **petrini.LENET_CLAIM,
     statistic="LeNet's R_f at δ = 1, c = 3, bilinear, after training: seed geometric mean, and the seeds' mean log10 R_f over its standard error",
     mutations={"R_f × 0.2 after training": _scale_trained("m_diffeo", 0.2), "trained as init (nothing learnt)": _init_times(1.0)},
-    passes={"LeNet's trained R_f at the paper's value (0.6 on CIFAR-10, 2 elsewhere)": lambda ds: ds.assign(m_diffeo=xr.where(
-        (ds.arch == "LeNet") & (ds.state == "trained"), (0.6 if _dataset(ds) == "cifar10" else 2.0) * ds.m_noise, ds.m_diffeo
+    passes={"LeNet's trained R_f at the paper's value (0.6 on CIFAR-10, 2 elsewhere; 5 % apart from seed to seed)": lambda ds: ds.assign(m_diffeo=xr.where(
+        (ds.arch == "LeNet") & (ds.state == "trained"), (0.6 if _dataset(ds) == "cifar10" else 2.0) * _seed_spread(ds) * ds.m_noise, ds.m_diffeo
     ).transpose(*ds.m_diffeo.dims))})
 def _(ds):
     if "LeNet" not in ds.arch.values: return claims.not_run("LeNet is not in this run")
     if _no_probe(ds): return claims.not_run(_no_probe(ds))
-    return petrini.lenet_verdict(_probe(ds).sel(arch="LeNet"), _moved(ds, "LeNet"), _dataset(ds))
+    return petrini.lenet_verdict(_probe(ds).sel(arch="LeNet"), _moved(ds, "LeNet"), ds.test_error.sel(arch="LeNet"), _dataset(ds))
 
 @EXPERIMENT.claim("interpolation", where="App. C, Fig. 3 (left)", words="the interpolation method only affects the results in the small-displacement limit (δ → 0)",
     statistic="Gaussian over bilinear trained R_f (seed geometric means) at every δ ≥ 1, cut-off and architecture; and the largest factor away from 1 at the smallest δ",

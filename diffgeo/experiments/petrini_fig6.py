@@ -466,6 +466,10 @@ def _over_range(ds:xr.Dataset, s:xr.DataArray, fit:np.ndarray) -> xr.DataArray:
     "log10 change of the least-squares line of slope `s` (log against log) from the first to the last P of `fit`."
     return s * float(np.log10(fit[-1] / fit[0]))
 
+def _seed_spread(ds:xr.Dataset) -> xr.DataArray:
+    "1, 1.05, 1.1, ... along seed: seeds that differ, as trained seeds do."
+    return xr.DataArray(1 + 0.05 * np.arange(ds.sizes["seed"]), dims="seed", coords={"seed": ds.seed})
+
 def _moved(ds:xr.Dataset, archs, P=None) -> claims.Test:
     """The rule that the networks of `archs` (at the training-set sizes `P`, None: every one) were trained: the trained
     network's D_f or G_f (c = 3, bilinear) at least a factor 2 from the same network's at initialisation, in every seed
@@ -604,13 +608,13 @@ def _(ds):
 @EXPERIMENT.claim("lenet", where="Fig. 4 (bottom), §3", **petrini.LENET_CLAIM,
     statistic="LeNet's trained R_f, c = 3, bilinear, at every P: seed geometric mean, and the seeds' mean log10 R_f over its standard error",
     mutations={"deformation distances × 0.2 after training": _scale("d_diffeo", 0.2), "trained as init (nothing learnt)": _init_times(1.0)},
-    passes={"LeNet's trained R_f at the paper's value (0.6 on CIFAR-10, 2 elsewhere)": lambda ds: ds.assign(d_diffeo=xr.where(
-        (ds.arch == "LeNet") & (ds.state == "trained"), (0.6 if _dataset(ds) == "cifar10" else 2.0) * ds.d_noise, ds.d_diffeo
+    passes={"LeNet's trained R_f at the paper's value (0.6 on CIFAR-10, 2 elsewhere; 5 % apart from seed to seed)": lambda ds: ds.assign(d_diffeo=xr.where(
+        (ds.arch == "LeNet") & (ds.state == "trained"), (0.6 if _dataset(ds) == "cifar10" else 2.0) * _seed_spread(ds) * ds.d_noise, ds.d_diffeo
     ).transpose(*ds.d_diffeo.dims))})
 def _(ds):
     if "LeNet" not in ds.arch.values: return claims.not_run("LeNet is not in this run")
     if _no_probe(ds): return claims.not_run(_no_probe(ds))
-    return petrini.lenet_verdict(_probe(ds).sel(arch="LeNet"), _moved(ds, "LeNet"), _dataset(ds))
+    return petrini.lenet_verdict(_probe(ds).sel(arch="LeNet"), _moved(ds, "LeNet"), ds.test_error.sel(arch="LeNet"), _dataset(ds))
 
 @EXPERIMENT.claim("interpolation", where="Fig. 13, App. C", words="the interpolation (bilinear or Gaussian) does not affect R_f(P)",
     statistic="Gaussian over bilinear trained R_f (seed geometric means), c = 3, every P, SOTA architectures",
