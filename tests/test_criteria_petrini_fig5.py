@@ -326,3 +326,17 @@ def test_fig7_a_nan_seed_leaves_the_others(fig7):
     assert exp.claims["slope"](out).status == "cannot judge"
     assert claims.evaluate(exp.claims["slope"], ds).status == "partly"   # the committed verdicts stand
     assert claims.evaluate(exp.claims["slope"], sets["long"]).status == "partly"
+
+
+def test_by_length_sets_two_runs_side_by_side():
+    "`by_length` (issue 59, run 3): one row per statistic, one column per run; runs of other architectures are refused."
+    from diffgeo.experiments import petrini_fig5 as F
+    long = F.EXPERIMENT.load(ROOT / "results" / "petrini_fig5_long.nc")
+    summary, per_arch = F.by_length({"long": long, "again": long})
+    assert list(summary.columns) == ["long", "again"] and (summary["long"] == summary["again"]).all()
+    assert summary.loc["ρ(log ε_t, log R_f), every net", "long"] == f"{float(long.corr_R_f):.2f}"
+    assert list(per_arch.index) == list(long.arch.values)
+    with pytest.raises(ValueError, match="other architectures"):
+        F.by_length({"long": long, "fewer": long.isel(arch=slice(0, 4))})
+    with pytest.raises(ValueError, match="at least two runs"):
+        F.by_length({"long": long})

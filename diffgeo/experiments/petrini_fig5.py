@@ -24,7 +24,8 @@ from ..scaffold import STAGES, CellContext, Experiment, Var
 # %% auto #0
 __all__ = ['PAPER_ARCHS', 'CPU_WIDTH', 'LONG_ARCHS', 'COMMON', 'PROFILES', 'SMALL_NOISE', 'STATES', 'VARIABLES', 'EXPERIMENT',
            'X4', 'MIN_FIT', 'PAPER_CORR', 'SUBSTANTIVE', 'N_SHUFFLES', 'PAPER_R_SOTA', 'cell', 'settings', 'derive',
-           'probe_ratios', 'fit_note', 'draw', 'draw_fig15', 'draw_fig16', 'draw_fig17', 'draw_fig19', 'report']
+           'probe_ratios', 'fit_note', 'draw', 'draw_fig15', 'draw_fig16', 'draw_fig17', 'draw_fig19', 'report',
+           'by_length', 'draw_by_length']
 
 # %% ../../nbs/fig5.ipynb #0a70fb56
 PAPER_ARCHS = ["FullConnL2", "FullConnL4", "FullConnL6", "LeNet", "AlexNet", "VGG11", "VGG11bn", "VGG16bn", "VGG19bn",
@@ -951,3 +952,79 @@ def _(ds):
     corr = _positive(r, "corr(log ε_t, log R_f) on the seed log-means")
     return claims.judge([corr, spread_e, spread_r], [corr, claims.any_of(spread_e, spread_r)],
                         f"spread / error bar: ε_t {re:.1f}, R_f {rr:.1f} (error bars {bars})", f"corr {_num(r)} on the seed log-means")
+
+# %% ../../nbs/fig5.ipynb #3fae7cce
+def by_length(
+    runs:dict, # {label: dataset}: runs of the same architectures and seeds that differ in training length (`long`, `long (x4)`)
+) -> tuple[pd.DataFrame, pd.DataFrame]: # the summary per run, and per architecture its test error and R_f in each run
+    """How Fig. 5 moves with training length (issue 59, run 3): per run its steps and epochs, the range of the networks'
+    test errors and R_f (seed log-means), corr(log ε_t, log R_f) over every network and over the deep (convolutional)
+    ones with the permutation p of the deep nets' order (`_order_p`), and the power law's exponent b over both.
+
+    Args:
+        runs: {label: dataset}: runs of the same architectures and seeds that differ in training length (`long`, `long (x4)`)
+    Returns:
+        the summary per run, and per architecture its test error and R_f in each run
+    """
+    if len(runs) < 2: raise ValueError(f"by_length compares at least two runs, got {list(runs)}.")
+    archs = [list(ds.arch.values) for ds in runs.values()]
+    if any(a != archs[0] for a in archs): raise ValueError(f"the runs train other architectures: {archs}; compare runs of one zoo.")
+    summary, per_arch = {}, {}
+    for label, ds in runs.items():
+        p, t = results.parameters(ds), ds.sel(state="trained")
+        steps = max(p["steps"].values()) if isinstance(p["steps"], dict) else p["steps"]
+        err, R = t.test_error_logmean.values, t.R_f_logmean.values
+        deep = np.asarray(ds.family.values) != "FullConn"
+        rho_d, p_d, orders = _order_p(err[deep], R[deep])
+        summary[label] = {
+            "steps (epochs)": f"{steps:,} ({train.epochs_for_steps(steps, p['P'], p.get('batch_size', 128))})",
+            "seeds": ds.sizes["seed"],
+            "test error, deep nets": f"{err[deep].min():.3f} to {err[deep].max():.3f}",
+            "R_f, deep nets": f"{R[deep].min():.2f} to {R[deep].max():.2f}",
+            "ρ(log ε_t, log R_f), every net": f"{_fit(err, R)[2]:.2f}",
+            f"ρ, the {int(deep.sum())} deep nets (permutation p)": f"{rho_d:.2f} ({p_d:.3f} of {orders:,} orders)",
+            "b of ε_t ∝ R_f^b, every net": f"{_fit(err, R)[1]:.2f}",
+            "b, deep nets": f"{_fit(err[deep], R[deep])[1]:.2f}",
+            "corr(log ε_t, log D_f)": f"{float(ds.corr_D_f):.2f}"}
+        per_arch[(label, "test error")], per_arch[(label, "R_f")] = err, R
+    return (pd.DataFrame(summary),
+            pd.DataFrame(per_arch, index=pd.Index(archs[0], name="architecture")).round(3))
+
+def draw_by_length(
+    runs:dict, # {label: dataset}, as `by_length`'s
+):
+    """Test error and R_f (seed log-means, with the seeds' spread) of each architecture against its training steps, on log axes.
+
+    Args:
+        runs: {label: dataset}, as `by_length`'s
+    """
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6), layout="constrained")
+    steps = {}
+    for label, ds in runs.items():
+        p = results.parameters(ds)
+        steps[label] = {a: (p["steps"][a] if isinstance(p["steps"], dict) else p["steps"]) for a in ds.arch.values}
+    first = next(iter(runs.values()))
+    for i, a in enumerate(first.arch.values):
+        for ax, k in zip(axes, ("test_error", "R_f")):
+            x = [steps[l][a] for l in runs]
+            y = [float(ds[k + "_logmean"].sel(state="trained", arch=a)) for ds in runs.values()]
+            s = [float(ds[k + "_logstd"].sel(state="trained", arch=a)) for ds in runs.values()]
+            ax.errorbar(x, y, yerr=[np.array(y) * (1 - 10 ** -np.array(s)), np.array(y) * (10 ** np.array(s) - 1)],
+                        marker="os^Dv<>p"[i % 8], color=f"C{i % 10}", label=a, capsize=2)
+    for ax, (lo, hi), said in zip(axes, ((0.03, 0.5), (1e-2, 1e-1)), ("the paper's nets' errors (Fig. 5)", "the paper's best nets' $R_f$ (§3)")):
+        ax.axhspan(lo, hi, color="0.92", zorder=0)
+        ax.text(0.03, lo * 1.08, said, transform=ax.get_yaxis_transform(), fontsize="small", color="0.35", va="bottom")
+        ax.axvline(petrini.PAPER_STEPS, color="0.5", ls="--", lw=1)
+        ax.text(petrini.PAPER_STEPS * 0.93, 0.97, "the paper's steps", transform=ax.get_xaxis_transform(), rotation=90,
+                ha="right", va="top", fontsize="small", color="0.35")
+    for ax, name in zip(axes, ("test error $ε_t$", "relative stability $R_f$")):
+        ax.set(xscale="log", yscale="log", xlabel="training steps", ylabel=name)
+        petrini.plain_log_ticks(ax, x=False)
+        ax.set_xlim(2e3, 1.3e5)
+        ax.set_xticks([3e3, 1e4, 3e4, 1e5], ["3,000", "10,000", "30,000", "100,000"])
+        ax.set_xticks([], minor=True)
+    axes[1].legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1))
+    fig.suptitle("Fig. 5's networks trained " + " and ".join(f"{l} ({max(steps[l].values()):,} steps)" for l in runs), fontsize="medium")
+    return fig
+
